@@ -1,0 +1,16 @@
+/**
+ * @file distc.h
+ * @brief The umbrella header: everything public in distc.
+ *
+ * SWIG, bindgen and the Julia generator read this file.
+ */
+#ifndef DISTC_H
+#define DISTC_H
+
+#include "distc/common.h"
+#include "distc/version.h"
+#include "distc/errors.h"
+#include "distc/store.h"
+#include "distc/sys/store.h"
+
+#endif /* DISTC_H */

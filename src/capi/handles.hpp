@@ -1,0 +1,11 @@
+// The opaque C handles: thin boxes around shared core objects, so children keep
+// parents alive and handles can be freed in any order.
+#pragma once
+
+#include <memory>
+
+#include "core/store/store.hpp"
+
+struct distc_store {
+    std::shared_ptr<distc::Store> impl;
+};

@@ -1,0 +1,442 @@
+#include "core/store/tcp/tcp_server.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "core/util/error.hpp"
+
+namespace distc {
+
+using wire::Dialect;
+using wire::Op;
+using wire::Reader;
+using wire::Writer;
+
+namespace {
+constexpr uint64_t kListenId = 0, kWakeId = 1;
+constexpr size_t kReadChunk = 256 * 1024;
+
+// How long the loop keeps polling after activity before it sleeps: a sleeping
+// thread takes tens of microseconds to wake on this kind of machine.
+int64_t spin_us() {
+    const char *e = std::getenv("DISTC_STORE_SERVER_SPIN_US");
+    return e ? std::atoll(e) : 20;
+}
+}  // namespace
+
+struct TcpServer::Conn {
+    uint64_t id;
+    Fd fd;
+    std::vector<uint8_t> in;
+    size_t in_off = 0;
+    std::vector<uint8_t> out;
+    size_t out_off = 0;
+    bool dialect_known = false;
+    Dialect dialect = Dialect::Torch1;
+    bool writing = false;  // EPOLLOUT armed
+    // A request that waits for keys (GET on a distc server, WAIT, MULTI_GET).
+    bool blocked = false;
+    Op blocked_op = Op::Invalid;
+    std::vector<std::string> blocked_keys;
+    uint64_t gen = 0;
+};
+
+TcpServer::TcpServer(const std::string &host, int port) {
+    listen_ = tcp_listen(host, port, 4096);
+    set_nonblocking(listen_.get());
+    port_ = local_port(listen_.get());
+    epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+    wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!epoll_.valid() || !wake_.valid()) fail_errno(DISTC_EIO, "cannot create the server's event loop", errno);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kListenId;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev);
+    ev.data.u64 = kWakeId;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+    thread_ = std::thread([this] { run(); });
+}
+
+TcpServer::~TcpServer() {
+    uint64_t one = 1;
+    if (::write(wake_.get(), &one, sizeof one) < 0) {
+        // The eventfd cannot be full; nothing else to do in a destructor.
+    }
+    if (thread_.joinable()) thread_.join();
+}
+
+void TcpServer::run() noexcept {
+    const int64_t spin = spin_us();
+    epoll_event evs[256];
+    auto last_activity = Clock::now();
+    for (;;) {
+        bool spinning = Clock::now() - last_activity < std::chrono::microseconds(spin);
+        int timeout = spinning ? 0 : (accept_paused_ ? 100 : -1);
+        int n = ::epoll_wait(epoll_.get(), evs, 256, timeout);
+        if (n < 0 && errno != EINTR) return;
+        if (n <= 0) {
+            if (accept_paused_ && !spinning) {
+                accept_paused_ = false;
+                epoll_event ev{};
+                ev.events = EPOLLIN;
+                ev.data.u64 = kListenId;
+                ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listen_.get(), &ev);
+            }
+            continue;
+        }
+        last_activity = Clock::now();
+        for (int i = 0; i < n; ++i) {
+            uint64_t id = evs[i].data.u64;
+            if (id == kWakeId) {
+                conns_.clear();
+                nconns_ = 0;
+                return;
+            }
+            if (id == kListenId)
+                accept_all();
+            else
+                on_event(id, evs[i].events);
+        }
+        while (!ready_.empty()) {
+            auto ids = std::move(ready_);
+            ready_.clear();
+            for (uint64_t id : ids) {
+                auto it = conns_.find(id);
+                if (it != conns_.end()) process(*it->second);
+            }
+        }
+    }
+}
+
+void TcpServer::accept_all() {
+    for (;;) {
+        int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                // Out of descriptors: stop accepting for a moment instead of spinning.
+                epoll_event ev{};
+                ev.events = 0;
+                ev.data.u64 = kListenId;
+                ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listen_.get(), &ev);
+                accept_paused_ = true;
+            }
+            return;
+        }
+        set_nodelay(fd);
+        auto c = std::make_unique<Conn>();
+        c->id = next_id_++;
+        c->fd.reset(fd);
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLRDHUP;
+        ev.data.u64 = c->id;
+        if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) continue;
+        conns_.emplace(c->id, std::move(c));
+        nconns_ = conns_.size();
+    }
+}
+
+void TcpServer::close_conn(uint64_t id) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
+    conns_.erase(it);  // its waiter entries go stale and are skipped
+    nconns_ = conns_.size();
+}
+
+void TcpServer::on_event(uint64_t id, uint32_t events) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn &c = *it->second;
+    if (events & EPOLLOUT) {
+        send_pending(c);
+        if (!conns_.count(id)) return;
+    }
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        bool eof = false;
+        for (size_t total = 0; total < 16 * kReadChunk;) {
+            if (c.in.size() - c.in_off == 0) {
+                c.in.clear();
+                c.in_off = 0;
+            }
+            size_t old = c.in.size();
+            c.in.resize(old + kReadChunk);
+            ssize_t r = ::recv(c.fd.get(), c.in.data() + old, kReadChunk, 0);
+            c.in.resize(old + (r > 0 ? static_cast<size_t>(r) : 0));
+            if (r > 0) {
+                total += static_cast<size_t>(r);
+                continue;
+            }
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+            eof = true;  // closed or reset
+            break;
+        }
+        process(c);
+        if (eof) close_conn(id);
+    }
+}
+
+void TcpServer::send_pending(Conn &c) {
+    while (c.out_off < c.out.size()) {
+        ssize_t w = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+        if (w > 0) {
+            c.out_off += static_cast<size_t>(w);
+            continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        close_conn(c.id);
+        return;
+    }
+    bool want = c.out_off < c.out.size();
+    if (!want) {
+        c.out.clear();
+        c.out_off = 0;
+    }
+    if (want != c.writing) {
+        c.writing = want;
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLRDHUP | (want ? uint32_t(EPOLLOUT) : 0u);
+        ev.data.u64 = c.id;
+        ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
+    }
+}
+
+void TcpServer::process(Conn &c) {
+    const uint64_t id = c.id;
+    for (;;) {
+        size_t avail = c.in.size() - c.in_off;
+        if (c.blocked && !try_unblock(c)) {
+            // Only a 2.x client's CANCEL_WAIT may overtake a blocked request.
+            if (!(avail && c.dialect == Dialect::Torch2 && c.dialect_known &&
+                  wire::decode_op(c.dialect, c.in[c.in_off]) == Op::CancelWait))
+                break;
+        }
+        if (avail == 0) break;
+        Reader r(c.in.data() + c.in_off, avail);
+        uint8_t byte = r.u8();
+        if (!c.dialect_known) {
+            if (byte == wire::kHello) {
+                c.dialect = Dialect::Torch2;
+            } else if (byte == 0) {
+                // 2.x opens with VALIDATE (0) + magic; in 1.x a 0 is SET with a
+                // 64-bit key length whose low half would have to equal the magic.
+                uint32_t magic = r.u32();
+                if (r.incomplete()) break;
+                c.dialect = magic == wire::kTorchMagic ? Dialect::Torch2 : Dialect::Torch1;
+                r = Reader(c.in.data() + c.in_off, avail);
+                r.u8();
+            } else {
+                c.dialect = Dialect::Torch1;
+            }
+            c.dialect_known = true;
+        }
+        Result res = handle(c, wire::decode_op(c.dialect, byte), r);
+        if (res == Result::Incomplete) break;
+        if (res == Result::Bad) {
+            close_conn(id);
+            return;
+        }
+        c.in_off += r.consumed();
+    }
+    if (c.in_off == c.in.size()) {
+        c.in.clear();
+        c.in_off = 0;
+    } else if (c.in_off > (1u << 20) && c.in_off > c.in.size() / 2) {
+        c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(c.in_off));
+        c.in_off = 0;
+    }
+    send_pending(c);
+}
+
+namespace {
+std::vector<std::string> read_keys(Reader &r) {
+    uint64_t n = r.count();
+    std::vector<std::string> keys;
+    for (uint64_t i = 0; i < n && r.ok(); ++i) keys.push_back(r.str());
+    return keys;
+}
+}  // namespace
+
+TcpServer::Result TcpServer::handle(Conn &c, Op op, Reader &r) {
+    auto status = [&] { return r.bad() ? Result::Bad : r.incomplete() ? Result::Incomplete : Result::Done; };
+    auto reply = [&](const Writer &w) { c.out.insert(c.out.end(), w.buf().begin(), w.buf().end()); };
+    switch (op) {
+    case Op::Validate: {
+        uint32_t magic = r.u32();
+        if (!r.ok()) return status();
+        return magic == wire::kTorchMagic ? Result::Done : Result::Bad;
+    }
+    case Op::Hello: {
+        uint32_t magic = r.u32();
+        r.u32();  // client version: only one exists so far
+        if (!r.ok()) return status();
+        if (magic != wire::kDistcMagic) return Result::Bad;
+        reply(Writer().u32(wire::kDistcMagic).u32(wire::kDistcVersion));
+        return Result::Done;
+    }
+    case Op::Ping: {
+        uint32_t nonce = r.u32();
+        if (!r.ok()) return status();
+        reply(Writer().u32(nonce));
+        return Result::Done;
+    }
+    case Op::Set: {
+        std::string key = r.str();
+        ByteView v = r.view();
+        if (!r.ok()) return status();
+        data_[key] = v.to_bytes();
+        key_created(key);
+        return Result::Done;
+    }
+    case Op::Append: {
+        std::string key = r.str();
+        ByteView v = r.view();
+        if (!r.ok()) return status();
+        auto &cur = data_[key];
+        cur.insert(cur.end(), v.data, v.data + v.size);
+        key_created(key);
+        return Result::Done;
+    }
+    case Op::MultiSet: {
+        uint64_t n = r.count();
+        std::vector<std::pair<std::string, ByteView>> kv;
+        for (uint64_t i = 0; i < n && r.ok(); ++i) {
+            std::string k = r.str();
+            ByteView v = r.view();
+            kv.emplace_back(std::move(k), v);
+        }
+        if (!r.ok()) return status();
+        for (auto &p : kv) {
+            data_[p.first] = p.second.to_bytes();
+            key_created(p.first);
+        }
+        return Result::Done;
+    }
+    case Op::CompareSet: {
+        std::string key = r.str();
+        ByteView expected = r.view();
+        ByteView desired = r.view();
+        if (!r.ok()) return status();
+        auto it = data_.find(key);
+        bool created;
+        Bytes res = compare_set_value(it == data_.end() ? nullptr : &it->second, &created, expected, desired);
+        if (created) {
+            data_[key] = res;
+            key_created(key);
+        }
+        reply(Writer().bytes(res));
+        return Result::Done;
+    }
+    case Op::Add: {
+        std::string key = r.str();
+        int64_t delta = r.i64();
+        if (!r.ok()) return status();
+        auto it = data_.find(key);
+        int64_t v = delta;
+        if (it != data_.end()) {
+            try {
+                v += parse_counter(key, it->second);
+            } catch (const Error &) {
+                return Result::Bad;  // the protocol has no error reply: drop the client
+            }
+        }
+        data_[key] = counter_bytes(v);
+        key_created(key);
+        reply(Writer().i64(v));
+        return Result::Done;
+    }
+    case Op::Get: {
+        std::string key = r.str();
+        if (!r.ok()) return status();
+        // PyTorch clients WAIT before GET; a distc client relies on GET waiting.
+        block(c, Op::Get, {std::move(key)});
+        return Result::Done;
+    }
+    case Op::Check: {
+        auto keys = read_keys(r);
+        if (!r.ok()) return status();
+        bool all = true;
+        for (const auto &k : keys) all = all && data_.count(k);
+        reply(Writer().u8(all ? wire::kCheckReady : wire::kCheckNotReady));
+        return Result::Done;
+    }
+    case Op::Wait:
+    case Op::MultiGet: {
+        auto keys = read_keys(r);
+        if (!r.ok()) return status();
+        block(c, op, std::move(keys));
+        return Result::Done;
+    }
+    case Op::NumKeys:
+        reply(Writer().i64(static_cast<int64_t>(data_.size())));
+        return Result::Done;
+    case Op::DeleteKey: {
+        std::string key = r.str();
+        if (!r.ok()) return status();
+        reply(Writer().i64(static_cast<int64_t>(data_.erase(key))));
+        return Result::Done;
+    }
+    case Op::CancelWait:
+        if (c.blocked) {
+            c.blocked = false;
+            c.blocked_keys.clear();
+            ++c.gen;
+        }
+        reply(Writer().u8(wire::kWaitCanceled));
+        return Result::Done;
+    default:
+        return Result::Bad;  // WATCH_KEY and unknown queries: not served
+    }
+}
+
+void TcpServer::block(Conn &c, Op op, std::vector<std::string> keys) {
+    c.blocked = true;
+    c.blocked_op = op;
+    c.blocked_keys = std::move(keys);
+    // process() tries to complete it right away and registers the waiters if not.
+}
+
+bool TcpServer::try_unblock(Conn &c) {
+    bool all = true;
+    for (const auto &k : c.blocked_keys)
+        if (!data_.count(k)) {
+            all = false;
+            break;
+        }
+    if (!all) {
+        // (Re-)register on every missing key; older entries go stale with the generation.
+        ++c.gen;
+        for (const auto &k : c.blocked_keys)
+            if (!data_.count(k)) waiters_[k].push_back({c.id, c.gen});
+        return false;
+    }
+    Writer w;
+    if (c.blocked_op == Op::Wait) {
+        w.u8(wire::kStopWaiting);
+    } else {
+        for (const auto &k : c.blocked_keys) w.bytes(data_[k]);
+    }
+    c.out.insert(c.out.end(), w.buf().begin(), w.buf().end());
+    c.blocked = false;
+    c.blocked_keys.clear();
+    ++c.gen;
+    return true;
+}
+
+void TcpServer::key_created(const std::string &key) {
+    auto it = waiters_.find(key);
+    if (it == waiters_.end()) return;
+    for (const Waiter &w : it->second) {
+        auto c = conns_.find(w.conn);
+        if (c != conns_.end() && c->second->blocked && c->second->gen == w.gen) ready_.push_back(w.conn);
+    }
+    waiters_.erase(it);
+}
+
+}  // namespace distc
