@@ -1,0 +1,126 @@
+"""A minimal ctypes view of libdistc's store API, for tests that run against
+PyTorch before the SWIG bindings exist. Not a user-facing binding."""
+import ctypes
+import os
+
+LIB = os.environ.get("DISTC_LIB", os.path.join(os.path.dirname(__file__), "../../build/libdistc.so"))
+L = ctypes.CDLL(LIB)
+L.distc_error_last.restype = ctypes.c_char_p
+
+PROTOCOL_AUTO, PROTOCOL_DISTC, PROTOCOL_TORCH1, PROTOCOL_TORCH2 = 0, 1, 2, 3
+ETIMEOUT, EREMOTE = -2, -5
+
+
+class TcpOptions(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("host", ctypes.c_char_p), ("port", ctypes.c_int32),
+                ("is_server", ctypes.c_int32), ("world_size", ctypes.c_int32),
+                ("wait_for_workers", ctypes.c_int32), ("timeout_ms", ctypes.c_int64),
+                ("connect_retries", ctypes.c_int32), ("protocol", ctypes.c_int32)]
+
+
+class Buf(ctypes.Structure):
+    _fields_ = [("data", ctypes.POINTER(ctypes.c_uint8)), ("size", ctypes.c_size_t)]
+
+
+class DistcError(RuntimeError):
+    def __init__(self, code, msg):
+        super().__init__(f"{code}: {msg}")
+        self.code = code
+
+
+def _check(rc):
+    if rc != 0:
+        raise DistcError(rc, L.distc_error_last().decode())
+
+
+def _take(buf):
+    v = ctypes.string_at(buf.data, buf.size)
+    L.distc_buf_dispose(ctypes.byref(buf))
+    return v
+
+
+def _keys(keys):
+    arr = (ctypes.c_char_p * len(keys))(*[k.encode() for k in keys])
+    return arr, len(keys)
+
+
+class Store:
+    def __init__(self, host="127.0.0.1", port=0, is_server=False, world_size=-1, wait_for_workers=True,
+                 timeout_ms=10000, protocol=PROTOCOL_AUTO, connect_retries=-1):
+        o = TcpOptions()
+        _check(L.distc_tcp_store_options_init(ctypes.byref(o), 1))
+        o.host, o.port, o.is_server = host.encode(), port, int(is_server)
+        o.world_size, o.wait_for_workers, o.timeout_ms = world_size, int(wait_for_workers), timeout_ms
+        o.protocol, o.connect_retries = protocol, connect_retries
+        self.h = ctypes.c_void_p()
+        _check(L.distc_store_new_tcp(ctypes.byref(self.h), ctypes.byref(o)))
+
+    def close(self):
+        if self.h:
+            L.distc_store_free(self.h)
+            self.h = None
+
+    @property
+    def port(self):
+        p = ctypes.c_int32()
+        _check(L.distc_store_tcp_port(ctypes.byref(p), self.h))
+        return p.value
+
+    def set(self, key, value):
+        value = value.encode() if isinstance(value, str) else bytes(value)
+        _check(L.distc_store_set(self.h, key.encode(), value, ctypes.c_size_t(len(value))))
+
+    def get(self, key):
+        b = Buf()
+        _check(L.distc_store_get(ctypes.byref(b), self.h, key.encode()))
+        return _take(b)
+
+    def add(self, key, delta):
+        v = ctypes.c_int64()
+        _check(L.distc_store_add(ctypes.byref(v), self.h, key.encode(), ctypes.c_int64(delta)))
+        return v.value
+
+    def compare_set(self, key, expected, desired):
+        b = Buf()
+        _check(L.distc_store_compare_set(ctypes.byref(b), self.h, key.encode(), expected, ctypes.c_size_t(len(expected)),
+                                         desired, ctypes.c_size_t(len(desired))))
+        return _take(b)
+
+    def check(self, keys):
+        out = ctypes.c_int32()
+        arr, n = _keys(keys)
+        _check(L.distc_store_check(ctypes.byref(out), self.h, arr, ctypes.c_size_t(n)))
+        return bool(out.value)
+
+    def wait(self, keys, timeout_ms=-1):
+        arr, n = _keys(keys)
+        _check(L.distc_store_wait(self.h, arr, ctypes.c_size_t(n), ctypes.c_int64(timeout_ms)))
+
+    def delete_key(self, key):
+        out = ctypes.c_int32()
+        _check(L.distc_store_delete_key(ctypes.byref(out), self.h, key.encode()))
+        return bool(out.value)
+
+    def num_keys(self):
+        out = ctypes.c_int64()
+        _check(L.distc_store_num_keys(ctypes.byref(out), self.h))
+        return out.value
+
+    def append(self, key, value):
+        _check(L.distc_store_append(self.h, key.encode(), value, ctypes.c_size_t(len(value))))
+
+    def multi_get(self, keys):
+        bufs = (Buf * len(keys))()
+        arr, n = _keys(keys)
+        _check(L.distc_store_multi_get(bufs, self.h, arr, ctypes.c_size_t(n)))
+        return [_take(b) for b in bufs]
+
+    def multi_set(self, keys, values):
+        arr, n = _keys(keys)
+        vals = (ctypes.c_char_p * n)(*values)
+        lens = (ctypes.c_size_t * n)(*[len(v) for v in values])
+        _check(L.distc_store_multi_set(self.h, arr, ctypes.cast(vals, ctypes.POINTER(ctypes.c_void_p)), lens,
+                                       ctypes.c_size_t(n)))
+
+    def set_timeout(self, ms):
+        _check(L.distc_store_set_timeout(self.h, ctypes.c_int64(ms)))
