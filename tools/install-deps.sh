@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages distc needs to build and test, skipping those
+# already present. Runs `apt-get update` once, only when something is missing.
+set -euo pipefail
+
+pkgs=(
+  cmake g++ make pkg-config binutils   # build, and nm/readelf for the ABI checks
+  libcmocka-dev                        # C tests
+  python3 python3-pytest python3-numpy # Debian's /usr/bin/python3 test runner
+  python3-torch                        # the PyTorch peer for wire-compatibility tests and benchmarks
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo_cmd apt-get update -q
+$sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
