@@ -155,6 +155,24 @@ static void test_get_waits_for_key(void **state) {
     distc_store_free(srv);
 }
 
+/* One handle shared by threads: a get blocked in one thread must not stop
+ * another thread's set on the same handle (the client opens a second connection). */
+static void test_one_handle_two_threads(void **state) {
+    (void)state;
+    int32_t port;
+    distc_store *srv = dt_tcp_server(&port, 10000);
+    distc_store *c = dt_tcp_client(port, 10000);
+    struct setter st = {c, 100};
+    pthread_t t;
+    pthread_create(&t, NULL, set_later, &st);
+    int64_t t0 = dt_now_ms();
+    check_value(c, "late", "v", 1);
+    assert_true(dt_now_ms() - t0 < 5000);
+    pthread_join(t, NULL);
+    distc_store_free(c);
+    distc_store_free(srv);
+}
+
 static void test_large_value(void **state) {
     (void)state;
     int32_t port;
@@ -483,7 +501,7 @@ static void test_prefix_over_tcp(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops_every_dialect),  cmocka_unit_test(test_get_waits_for_key),
-        cmocka_unit_test(test_large_value),        cmocka_unit_test(test_processes_hammer_add),
+        cmocka_unit_test(test_one_handle_two_threads), cmocka_unit_test(test_large_value),       cmocka_unit_test(test_processes_hammer_add),
         cmocka_unit_test(test_malformed_clients),  cmocka_unit_test(test_server_death),
         cmocka_unit_test(test_set_after_server_death), cmocka_unit_test(test_thousand_clients),
         cmocka_unit_test(test_wait_for_workers),   cmocka_unit_test(test_connect_failures),

@@ -20,97 +20,109 @@ std::chrono::microseconds client_spin() {
 TcpClient::TcpClient(std::string host, int port, distc_tcp_protocol protocol, int connect_retries, Millis timeout)
     : host_(std::move(host)), port_(port), peer_("store server " + host_ + ":" + std::to_string(port)),
       protocol_(protocol), spin_(client_spin()) {
-    std::lock_guard<std::mutex> lk(mu_);
-    connect(Clock::now() + timeout, connect_retries);
+    idle_.push_back(connect(Clock::now() + timeout, connect_retries));
 }
 
-void TcpClient::connect(Clock::time_point deadline, int retries) {
+Fd TcpClient::connect(Clock::time_point deadline, int retries) {
+    Fd fd;
     auto backoff = Millis(10);
     for (int attempt = 0;; ++attempt) {
         try {
-            sock_ = tcp_connect(host_, port_, deadline);
+            fd = tcp_connect(host_, port_, deadline);
             break;
         } catch (const Error &e) {
-            bool out_of_tries = (retries >= 0 && attempt >= retries) || Clock::now() + backoff >= deadline;
-            if (e.code() != DISTC_EREMOTE || out_of_tries) {
-                if (e.code() == DISTC_EREMOTE && Clock::now() + backoff >= deadline)
-                    fail(DISTC_ETIMEOUT, std::string(e.what()) + " (gave up after " + std::to_string(attempt + 1) +
-                                             " attempts within the timeout)");
-                throw;
-            }
+            bool out_of_time = Clock::now() + backoff >= deadline;
+            if (e.code() != DISTC_EREMOTE || (retries >= 0 && attempt >= retries)) throw;
+            if (out_of_time)
+                fail(DISTC_ETIMEOUT, std::string(e.what()) + " (gave up after " + std::to_string(attempt + 1) +
+                                         " attempts within the timeout)");
             std::this_thread::sleep_for(backoff);
             backoff = std::min(backoff * 2, Millis(1000));
         }
     }
+    Io io{*this, fd.get(), deadline};
     switch (protocol_) {
-    case DISTC_TCP_PROTOCOL_AUTO:
-        if (handshake(deadline)) {
+    case DISTC_TCP_PROTOCOL_AUTO:  // only the first connection: later ones know the answer
+        dialect_ = wire::Dialect::Torch2;
+        if (handshake(io)) {
             protocol_ = DISTC_TCP_PROTOCOL_DISTC;
         } else {
             // A PyTorch server drops a connection that opens with an unknown query.
-            sock_ = tcp_connect(host_, port_, deadline);
+            fd = tcp_connect(host_, port_, deadline);
             protocol_ = DISTC_TCP_PROTOCOL_TORCH1;
             dialect_ = wire::Dialect::Torch1;
         }
         break;
     case DISTC_TCP_PROTOCOL_DISTC:
-        if (!handshake(deadline)) fail(DISTC_EPROTO, peer_ + " is not a distc store server (it refused the handshake)");
+        if (!handshake(io)) fail(DISTC_EPROTO, peer_ + " is not a distc store server (it refused the handshake)");
         break;
     case DISTC_TCP_PROTOCOL_TORCH1:
         dialect_ = wire::Dialect::Torch1;
         break;
     case DISTC_TCP_PROTOCOL_TORCH2:
         dialect_ = wire::Dialect::Torch2;
-        send(Writer(wire::encode_op(dialect_, Op::Validate)).u32(wire::kTorchMagic), deadline);
+        io.send(Writer(wire::encode_op(dialect_, Op::Validate)).u32(wire::kTorchMagic));
         break;
     }
+    return fd;
 }
 
-bool TcpClient::handshake(Clock::time_point deadline) {
-    dialect_ = wire::Dialect::Torch2;
-    send(Writer(wire::kHello).u32(wire::kDistcMagic).u32(wire::kDistcVersion), deadline);
+bool TcpClient::handshake(Io &io) {
+    io.send(Writer(wire::kHello).u32(wire::kDistcMagic).u32(wire::kDistcVersion));
     uint32_t magic;
     try {
-        magic = recv_pod<uint32_t>(deadline);
+        magic = io.recv_pod<uint32_t>();
     } catch (const Error &e) {
         if (e.code() == DISTC_EREMOTE) return false;
         throw;
     }
-    uint32_t version = recv_pod<uint32_t>(deadline);
+    io.recv_pod<uint32_t>();  // the server's version: only one exists so far
     if (magic != wire::kDistcMagic) fail(DISTC_EPROTO, peer_ + " answered the handshake with unknown bytes");
-    (void)version;  // one version so far; later servers answer with the highest they share
     return true;
 }
 
 template <typename F>
-auto TcpClient::call(Millis timeout, F &&body) -> decltype(body(Clock::time_point{})) {
-    std::lock_guard<std::mutex> lk(mu_);
+auto TcpClient::call(Millis timeout, F &&body) -> decltype(body(std::declval<Io &>())) {
     auto deadline = Clock::now() + timeout;
-    if (!sock_.valid()) connect(deadline, 0);  // once: a dead server must fail fast
-    try {
-        return body(deadline);
-    } catch (...) {
-        sock_.reset();
-        throw;
+    Fd fd;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!idle_.empty()) {
+            fd = std::move(idle_.back());
+            idle_.pop_back();
+        }
+    }
+    if (!fd.valid()) fd = connect(deadline, 0);  // one attempt: a dead server must fail fast
+    Io io{*this, fd.get(), deadline};
+    // On an exception fd closes with it: its state is unknown.
+    auto give_back = [&] {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (idle_.size() < kMaxIdle) idle_.push_back(std::move(fd));
+    };
+    if constexpr (std::is_void_v<decltype(body(io))>) {
+        body(io);
+        give_back();
+    } else {
+        auto r = body(io);
+        give_back();
+        return r;
     }
 }
 
-void TcpClient::send(const Writer &w, Clock::time_point deadline) {
-    send_all(sock_.get(), w.buf().data(), w.buf().size(), deadline, peer_);
-}
+void TcpClient::Io::send(const Writer &w) { send_all(fd, w.buf().data(), w.buf().size(), deadline, c.peer_); }
 
 template <typename T>
-T TcpClient::recv_pod(Clock::time_point deadline) {
+T TcpClient::Io::recv_pod() {
     T v;
-    recv_all(sock_.get(), &v, sizeof v, deadline, peer_, spin_);
+    recv_all(fd, &v, sizeof v, deadline, c.peer_, c.spin_);
     return v;
 }
 
-Bytes TcpClient::recv_bytes(Clock::time_point deadline) {
-    uint64_t len = recv_pod<uint64_t>(deadline);
-    if (len > DISTC_STORE_MAX_VALUE_SIZE) fail(DISTC_EPROTO, peer_ + " sent a value over the 1 GiB limit");
+Bytes TcpClient::Io::recv_bytes() {
+    uint64_t len = recv_pod<uint64_t>();
+    if (len > DISTC_STORE_MAX_VALUE_SIZE) fail(DISTC_EPROTO, c.peer_ + " sent a value over the 1 GiB limit");
     Bytes b(len);
-    if (len) recv_all(sock_.get(), b.data(), len, deadline, peer_, spin_);
+    if (len) recv_all(fd, b.data(), len, deadline, c.peer_, c.spin_);
     return b;
 }
 
@@ -121,31 +133,31 @@ Writer &TcpClient::put_keys(Writer &w, const std::vector<std::string> &keys) {
 }
 
 void TcpClient::set(const std::string &key, ByteView value, Millis timeout) {
-    call(timeout, [&](Clock::time_point dl) {
+    call(timeout, [&](Io &io) {
         // SET has no reply: make sure the server is still there before trusting the send.
-        if (peer_closed(sock_.get())) fail(DISTC_EREMOTE, peer_ + " closed the connection");
-        send(request(Op::Set).str(key).bytes(value), dl);
+        if (peer_closed(io.fd)) fail(DISTC_EREMOTE, peer_ + " closed the connection");
+        io.send(request(Op::Set).str(key).bytes(value));
     });
 }
 
 Bytes TcpClient::get(const std::string &key, Millis timeout) {
-    return call(timeout, [&](Clock::time_point dl) {
+    return call(timeout, [&](Io &io) {
         if (protocol_ != DISTC_TCP_PROTOCOL_DISTC) {
             // A PyTorch server answers GET only for a key that exists: WAIT first.
             Writer w = request(Op::Wait);
-            send(put_keys(w, {key}), dl);
-            if (recv_pod<uint8_t>(dl) != wire::kStopWaiting) fail(DISTC_EPROTO, peer_ + " answered WAIT wrongly");
+            io.send(put_keys(w, {key}));
+            if (io.recv_pod<uint8_t>() != wire::kStopWaiting) fail(DISTC_EPROTO, peer_ + " answered WAIT wrongly");
         }
-        send(request(Op::Get).str(key), dl);
-        return recv_bytes(dl);
+        io.send(request(Op::Get).str(key));
+        return io.recv_bytes();
     });
 }
 
 int64_t TcpClient::add(const std::string &key, int64_t delta, Millis timeout) {
-    return call(timeout, [&](Clock::time_point dl) {
-        send(request(Op::Add).str(key).i64(delta), dl);
+    return call(timeout, [&](Io &io) {
+        io.send(request(Op::Add).str(key).i64(delta));
         try {
-            return recv_pod<int64_t>(dl);
+            return io.recv_pod<int64_t>();
         } catch (const Error &e) {
             if (e.code() != DISTC_EREMOTE) throw;
             // The protocol has no error reply: the server drops a client whose ADD it cannot do.
@@ -155,57 +167,57 @@ int64_t TcpClient::add(const std::string &key, int64_t delta, Millis timeout) {
 }
 
 Bytes TcpClient::compare_set(const std::string &key, ByteView expected, ByteView desired, Millis timeout) {
-    return call(timeout, [&](Clock::time_point dl) {
-        send(request(Op::CompareSet).str(key).bytes(expected).bytes(desired), dl);
-        return recv_bytes(dl);
+    return call(timeout, [&](Io &io) {
+        io.send(request(Op::CompareSet).str(key).bytes(expected).bytes(desired));
+        return io.recv_bytes();
     });
 }
 
 bool TcpClient::check(const std::vector<std::string> &keys, Millis timeout) {
-    return call(timeout, [&](Clock::time_point dl) {
+    return call(timeout, [&](Io &io) {
         Writer w = request(Op::Check);
-        send(put_keys(w, keys), dl);
-        uint8_t r = recv_pod<uint8_t>(dl);
+        io.send(put_keys(w, keys));
+        uint8_t r = io.recv_pod<uint8_t>();
         if (r != wire::kCheckReady && r != wire::kCheckNotReady) fail(DISTC_EPROTO, peer_ + " answered CHECK wrongly");
         return r == wire::kCheckReady;
     });
 }
 
 void TcpClient::wait(const std::vector<std::string> &keys, Millis timeout) {
-    call(timeout, [&](Clock::time_point dl) {
+    call(timeout, [&](Io &io) {
         Writer w = request(Op::Wait);
-        send(put_keys(w, keys), dl);
-        if (recv_pod<uint8_t>(dl) != wire::kStopWaiting) fail(DISTC_EPROTO, peer_ + " answered WAIT wrongly");
+        io.send(put_keys(w, keys));
+        if (io.recv_pod<uint8_t>() != wire::kStopWaiting) fail(DISTC_EPROTO, peer_ + " answered WAIT wrongly");
     });
 }
 
 bool TcpClient::delete_key(const std::string &key, Millis timeout) {
-    return call(timeout, [&](Clock::time_point dl) {
-        send(request(Op::DeleteKey).str(key), dl);
-        return recv_pod<int64_t>(dl) > 0;
+    return call(timeout, [&](Io &io) {
+        io.send(request(Op::DeleteKey).str(key));
+        return io.recv_pod<int64_t>() > 0;
     });
 }
 
 int64_t TcpClient::num_keys(Millis timeout) {
-    return call(timeout, [&](Clock::time_point dl) {
-        send(request(Op::NumKeys), dl);
-        return recv_pod<int64_t>(dl);
+    return call(timeout, [&](Io &io) {
+        io.send(request(Op::NumKeys));
+        return io.recv_pod<int64_t>();
     });
 }
 
 void TcpClient::append(const std::string &key, ByteView value, Millis timeout) {
-    call(timeout, [&](Clock::time_point dl) {
-        if (peer_closed(sock_.get())) fail(DISTC_EREMOTE, peer_ + " closed the connection");
-        send(request(Op::Append).str(key).bytes(value), dl);
+    call(timeout, [&](Io &io) {
+        if (peer_closed(io.fd)) fail(DISTC_EREMOTE, peer_ + " closed the connection");
+        io.send(request(Op::Append).str(key).bytes(value));
     });
 }
 
 std::vector<Bytes> TcpClient::multi_get(const std::vector<std::string> &keys, Millis timeout) {
-    return call(timeout, [&](Clock::time_point dl) {
+    return call(timeout, [&](Io &io) {
         if (protocol_ != DISTC_TCP_PROTOCOL_DISTC) {
             Writer w = request(Op::Wait);
-            send(put_keys(w, keys), dl);
-            if (recv_pod<uint8_t>(dl) != wire::kStopWaiting) fail(DISTC_EPROTO, peer_ + " answered WAIT wrongly");
+            io.send(put_keys(w, keys));
+            if (io.recv_pod<uint8_t>() != wire::kStopWaiting) fail(DISTC_EPROTO, peer_ + " answered WAIT wrongly");
         }
         Writer w;
         if (protocol_ == DISTC_TCP_PROTOCOL_TORCH1) {
@@ -214,18 +226,18 @@ std::vector<Bytes> TcpClient::multi_get(const std::vector<std::string> &keys, Mi
             w = request(Op::MultiGet);
             put_keys(w, keys);
         }
-        send(w, dl);
+        io.send(w);
         std::vector<Bytes> out;
         out.reserve(keys.size());
-        for (size_t i = 0; i < keys.size(); ++i) out.push_back(recv_bytes(dl));
+        for (size_t i = 0; i < keys.size(); ++i) out.push_back(io.recv_bytes());
         return out;
     });
 }
 
 void TcpClient::multi_set(const std::vector<std::string> &keys, const std::vector<ByteView> &values,
                           Millis timeout) {
-    call(timeout, [&](Clock::time_point dl) {
-        if (peer_closed(sock_.get())) fail(DISTC_EREMOTE, peer_ + " closed the connection");
+    call(timeout, [&](Io &io) {
+        if (peer_closed(io.fd)) fail(DISTC_EREMOTE, peer_ + " closed the connection");
         Writer w;
         if (protocol_ == DISTC_TCP_PROTOCOL_TORCH1) {
             for (size_t i = 0; i < keys.size(); ++i)
@@ -235,7 +247,7 @@ void TcpClient::multi_set(const std::vector<std::string> &keys, const std::vecto
             w.u64(keys.size());
             for (size_t i = 0; i < keys.size(); ++i) w.str(keys[i]).bytes(values[i]);
         }
-        send(w, dl);
+        io.send(w);
     });
 }
 

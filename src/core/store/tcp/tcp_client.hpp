@@ -1,10 +1,14 @@
-// A blocking TCP store client: one connection, one request at a time (a mutex
-// serialises threads), every wait bounded by a deadline. After any failure in
-// the middle of a request the connection is dropped, since its state is
-// unknown; the next request reconnects once.
+// A blocking TCP store client. Each request takes an idle connection from a
+// small pool, or opens one, so a thread blocked in get() or wait() never holds
+// up another thread's set() on the same handle (it would deadlock until the
+// timeout otherwise). Every wait is bounded by a deadline. After a failure in
+// the middle of a request its connection is closed, since its state is
+// unknown; the next request opens a new one, with a single attempt so that a
+// dead server is reported at once.
 #pragma once
 
 #include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -36,14 +40,20 @@ public:
     const std::string &peer() const { return peer_; }
 
 private:
+    // One request on one connection.
+    struct Io {
+        TcpClient &c;
+        int fd;
+        Clock::time_point deadline;
+        void send(const wire::Writer &w);
+        template <typename T>
+        T recv_pod();
+        Bytes recv_bytes();
+    };
     template <typename F>
-    auto call(Millis timeout, F &&body) -> decltype(body(Clock::time_point{}));
-    void connect(Clock::time_point deadline, int retries);
-    bool handshake(Clock::time_point deadline);  // false: not a distc server
-    void send(const wire::Writer &w, Clock::time_point deadline);
-    template <typename T>
-    T recv_pod(Clock::time_point deadline);
-    Bytes recv_bytes(Clock::time_point deadline);
+    auto call(Millis timeout, F &&body) -> decltype(body(std::declval<Io &>()));
+    Fd connect(Clock::time_point deadline, int retries);
+    bool handshake(Io &io);  // false: not a distc server
     wire::Writer request(wire::Op op) const { return wire::Writer(wire::encode_op(dialect_, op)); }
     static wire::Writer &put_keys(wire::Writer &w, const std::vector<std::string> &keys);
 
@@ -53,8 +63,9 @@ private:
     distc_tcp_protocol protocol_;
     wire::Dialect dialect_ = wire::Dialect::Torch2;
     std::chrono::microseconds spin_;
-    std::mutex mu_;
-    Fd sock_;
+    static constexpr size_t kMaxIdle = 8;
+    std::mutex mu_;  // guards idle_ and the protocol resolution
+    std::vector<Fd> idle_;
 };
 
 }  // namespace distc
