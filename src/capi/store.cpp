@@ -136,8 +136,7 @@ DISTC_EXTERN(int) distc_store_new_prefix(distc_store **out, const char *prefix, 
     return guard(__func__, [&] {
         require_ptr(out, "out");
         std::string p = key_arg(prefix, "prefix");
-        Store &in = store_arg(inner);
-        (void)in;
+        require_ptr(inner, "inner");
         *out = box(std::make_shared<PrefixStore>(p, inner->impl));
         return 0;
     });

@@ -9,12 +9,13 @@ namespace distc {
 namespace {
 
 // A callback's failure becomes an Error carrying the message it set, if any.
-void check_rc(int rc, const char *op) {
+// `op` may name the keys (get, wait, multi_get promise to name them on a timeout).
+void check_rc(int rc, const std::string &op) {
     if (rc == 0) return;
-    if (rc > 0) fail(DISTC_EINTERNAL, std::string("custom store ") + op + " returned a positive code");
+    if (rc > 0) fail(DISTC_EINTERNAL, "custom store " + op + " returned a positive code");
     std::string msg = distc_error_last_code() == rc && distc_error_last()[0] ? distc_error_last()
                                                                                 : distc_strerror(rc);
-    fail(rc, std::string("custom store ") + op + ": " + msg);
+    fail(rc, "custom store " + op + ": " + msg);
 }
 
 [[noreturn]] void unsupported(const char *op) {
@@ -51,7 +52,7 @@ Bytes CustomStore::get(const std::string &key, Millis timeout) {
     distc_buf b{nullptr, 0};
     int rc = vt_.get(payload_, key.c_str(), timeout.count(), &b);
     if (rc != 0) distc_buf_dispose(&b);
-    check_rc(rc, "get");
+    check_rc(rc, "get of " + join_keys({key}));
     return take(b);
 }
 
@@ -85,7 +86,7 @@ void CustomStore::wait(const std::vector<std::string> &keys, Millis timeout) {
     if (vt_.wait) {
         distc_error_clear();
         auto k = cstrs(keys);
-        check_rc(vt_.wait(payload_, k.data(), k.size(), timeout.count()), "wait");
+        check_rc(vt_.wait(payload_, k.data(), k.size(), timeout.count()), "wait for " + join_keys(keys));
         return;
     }
     if (!vt_.check) unsupported("wait (nor check to emulate it)");
@@ -134,7 +135,7 @@ std::vector<Bytes> CustomStore::multi_get(const std::vector<std::string> &keys, 
     std::vector<Bytes> out;
     out.reserve(keys.size());
     for (auto &b : bufs) out.push_back(take(b));  // also frees partial results on failure
-    check_rc(rc, "multi_get");
+    check_rc(rc, "multi_get of " + join_keys(keys));
     return out;
 }
 
