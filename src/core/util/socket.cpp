@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -177,7 +178,12 @@ void recv_all(int fd, void *p, size_t n, Clock::time_point deadline, const std::
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             fail_errno(DISTC_EREMOTE, "connection to " + peer + " lost while receiving", errno);
-        if (Clock::now() < spin_until) continue;
+        if (Clock::now() < spin_until) {
+            // Yield while spinning: when ranks outnumber cores, the peer we wait
+            // for may need this core; when they do not, this returns at once.
+            sched_yield();
+            continue;
+        }
         if (!wait_fd(fd, POLLIN, deadline)) fail(DISTC_ETIMEOUT, "waiting for " + peer + " timed out");
     }
 }

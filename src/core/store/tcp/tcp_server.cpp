@@ -1,12 +1,15 @@
 #include "core/store/tcp/tcp_server.hpp"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/util/error.hpp"
 
@@ -19,7 +22,7 @@ using wire::Writer;
 
 namespace {
 constexpr uint64_t kListenId = 0, kWakeId = 1;
-constexpr size_t kReadChunk = 256 * 1024;
+constexpr size_t kReadChunk = 64 * 1024;
 
 // How long the loop keeps polling after activity before it sleeps: a sleeping
 // thread takes tens of microseconds to wake on this kind of machine.
@@ -32,8 +35,10 @@ int64_t spin_us() {
 struct TcpServer::Conn {
     uint64_t id;
     Fd fd;
+    // Unparsed input is in[in_off, in_end); in.size() is capacity, so reads do
+    // not zero-fill (resize would, on every recv).
     std::vector<uint8_t> in;
-    size_t in_off = 0;
+    size_t in_off = 0, in_end = 0;
     std::vector<uint8_t> out;
     size_t out_off = 0;
     bool dialect_known = false;
@@ -77,6 +82,7 @@ void TcpServer::run() noexcept {
     for (;;) {
         bool spinning = Clock::now() - last_activity < std::chrono::microseconds(spin);
         int timeout = spinning ? 0 : (accept_paused_ ? 100 : -1);
+        if (spinning) sched_yield();  // see recv_all: spin without starving clients of a core
         int n = ::epoll_wait(epoll_.get(), evs, 256, timeout);
         if (n < 0 && errno != EINTR) return;
         if (n <= 0) {
@@ -159,16 +165,20 @@ void TcpServer::on_event(uint64_t id, uint32_t events) {
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         bool eof = false;
         for (size_t total = 0; total < 16 * kReadChunk;) {
-            if (c.in.size() - c.in_off == 0) {
-                c.in.clear();
-                c.in_off = 0;
+            if (c.in.size() - c.in_end < kReadChunk / 4) {
+                if (c.in_off > 0) {  // slide the unparsed tail to the front first
+                    std::memmove(c.in.data(), c.in.data() + c.in_off, c.in_end - c.in_off);
+                    c.in_end -= c.in_off;
+                    c.in_off = 0;
+                }
+                if (c.in.size() - c.in_end < kReadChunk / 4) c.in.resize(std::max(c.in.size() * 2, kReadChunk));
             }
-            size_t old = c.in.size();
-            c.in.resize(old + kReadChunk);
-            ssize_t r = ::recv(c.fd.get(), c.in.data() + old, kReadChunk, 0);
-            c.in.resize(old + (r > 0 ? static_cast<size_t>(r) : 0));
+            size_t space = c.in.size() - c.in_end;
+            ssize_t r = ::recv(c.fd.get(), c.in.data() + c.in_end, space, 0);
             if (r > 0) {
+                c.in_end += static_cast<size_t>(r);
                 total += static_cast<size_t>(r);
+                if (static_cast<size_t>(r) < space) break;  // drained; saves a recv that says EAGAIN
                 continue;
             }
             if (r < 0 && errno == EINTR) continue;
@@ -210,7 +220,7 @@ void TcpServer::send_pending(Conn &c) {
 void TcpServer::process(Conn &c) {
     const uint64_t id = c.id;
     for (;;) {
-        size_t avail = c.in.size() - c.in_off;
+        size_t avail = c.in_end - c.in_off;
         if (c.blocked && !try_unblock(c)) {
             // Only a 2.x client's CANCEL_WAIT may overtake a blocked request.
             if (!(avail && c.dialect == Dialect::Torch2 && c.dialect_known &&
@@ -244,12 +254,9 @@ void TcpServer::process(Conn &c) {
         }
         c.in_off += r.consumed();
     }
-    if (c.in_off == c.in.size()) {
-        c.in.clear();
-        c.in_off = 0;
-    } else if (c.in_off > (1u << 20) && c.in_off > c.in.size() / 2) {
-        c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(c.in_off));
-        c.in_off = 0;
+    if (c.in_off == c.in_end) {
+        c.in_off = c.in_end = 0;
+        if (c.in.size() > 4 * kReadChunk) std::vector<uint8_t>().swap(c.in);  // after a large value
     }
     send_pending(c);
 }
