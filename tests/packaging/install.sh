@@ -1,0 +1,60 @@
+#!/bin/sh
+# Installs the build into a temporary prefix, moves the prefix (the package
+# must be relocatable), then builds and runs a small consumer twice: with
+# pkg-config and with CMake's find_package(distc).
+#   install.sh BUILD_DIR LIBDIR CONSUMER_DIR [CMAKE] [CC]
+set -eu
+build=$1
+libdir=$2
+consumer=$3
+cmake=${4:-cmake}
+cc=${5:-cc}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "install: $*"; exit 1; }
+
+"$cmake" --install "$build" --prefix "$tmp/staged" > "$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install failed"; }
+mv "$tmp/staged" "$tmp/moved"
+prefix=$tmp/moved
+lib=$prefix/$libdir
+
+for f in include/distc.h include/distc/common.h include/distc/errors.h include/distc/version.h \
+         include/distc/store.h include/distc/sys/store.h \
+         "$libdir/pkgconfig/distc.pc" "$libdir/cmake/distc/distcConfig.cmake" \
+         "$libdir/cmake/distc/distcConfigVersion.cmake" "$libdir/cmake/distc/distcTargets.cmake"; do
+    [ -f "$prefix/$f" ] || fail "missing $f under the prefix (CMAKE_INSTALL_LIBDIR=$libdir)"
+done
+# The library: the real file, the SONAME link and the development link.
+[ -L "$lib/libdistc.so" ] || fail "missing the $libdir/libdistc.so link"
+[ -L "$lib/libdistc.so.0" ] || fail "missing the $libdir/libdistc.so.0 link"
+[ -f "$(readlink -f "$lib/libdistc.so")" ] || fail "libdistc.so points nowhere"
+# Nothing in the installed files remembers the staging prefix.
+if grep -rl "$tmp/staged" "$prefix" --include='*.pc' --include='*.cmake' >/dev/null; then
+    fail "installed files hard-code the install prefix: $(grep -rl "$tmp/staged" "$prefix" --include='*.pc' --include='*.cmake')"
+fi
+
+# 1. pkg-config, from the moved prefix.
+export PKG_CONFIG_PATH="$lib/pkgconfig"
+ver=$(pkg-config --modversion distc) || fail "pkg-config cannot find distc"
+flags=$(pkg-config --cflags --libs distc)
+case "$flags" in *"$prefix"*) ;; *) fail "pkg-config flags do not point into the prefix: $flags" ;; esac
+# shellcheck disable=SC2086
+"$cc" -std=c99 -Wall -Wextra -Werror "$consumer/main.c" $flags -o "$tmp/consumer_pc" || fail "pkg-config consumer does not build"
+out=$(LD_LIBRARY_PATH="$lib" "$tmp/consumer_pc") || fail "pkg-config consumer failed: $out"
+[ "$out" = "OK $ver" ] || fail "pkg-config consumer printed '$out', expected 'OK $ver'"
+
+# 2. CMake find_package(distc) and distc::distc, from the moved prefix.
+"$cmake" -S "$consumer" -B "$tmp/cbuild" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" > "$tmp/cmake.log" 2>&1 ||
+    { cat "$tmp/cmake.log"; fail "the CMake consumer does not configure"; }
+"$cmake" --build "$tmp/cbuild" > "$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "the CMake consumer does not build"; }
+out=$(LD_LIBRARY_PATH="$lib" "$tmp/cbuild/consumer") || fail "CMake consumer failed: $out"
+[ "$out" = "OK $ver" ] || fail "CMake consumer printed '$out', expected 'OK $ver'"
+# A different major version is refused (distcConfigVersion.cmake: SameMajorVersion).
+if "$cmake" -S "$consumer" -B "$tmp/cbuild2" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" \
+        -DDISTC_WANT_VERSION=1.0 > "$tmp/cmake2.log" 2>&1; then
+    fail "find_package(distc 1.0) accepted version $ver"
+fi
+# The CMake consumer also runs without LD_LIBRARY_PATH (CMake's build rpath).
+out=$("$tmp/cbuild/consumer") || fail "CMake consumer failed without LD_LIBRARY_PATH: $out"
+
+echo "install: prefix relocatable, $libdir/pkgconfig and $libdir/cmake/distc work, consumers print '$out'"
