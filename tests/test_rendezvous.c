@@ -50,8 +50,9 @@ static int exchange(distc_store *s, int rank, int n, int got_rank, int got_world
     char key[32], val[32];
     snprintf(key, sizeof key, "rank/%d", rank);
     snprintf(val, sizeof val, "hello from %d", rank);
-    CHILD_CHECK(distc_store_set(s, key, val, strlen(val)) == 0, "set");
+    /* Count first: whoever reads this rank's key then sees the count too. */
     CHILD_CHECK(distc_store_add(NULL, s, "joined", 1) == 0, "add");
+    CHILD_CHECK(distc_store_set(s, key, val, strlen(val)) == 0, "set");
     for (int r = 0; r < n; ++r) {
         distc_buf b = {NULL, 0};
         snprintf(key, sizeof key, "rank/%d", r);
