@@ -33,18 +33,22 @@ if grep -rl "$tmp/staged" "$prefix" --include='*.pc' --include='*.cmake' >/dev/n
     fail "installed files hard-code the install prefix: $(grep -rl "$tmp/staged" "$prefix" --include='*.pc' --include='*.cmake')"
 fi
 
+# Flags the library was built with that its users need too (a sanitizer build).
+extra=${DISTC_CONSUMER_CFLAGS:-}
+
 # 1. pkg-config, from the moved prefix.
 export PKG_CONFIG_PATH="$lib/pkgconfig"
 ver=$(pkg-config --modversion distc) || fail "pkg-config cannot find distc"
 flags=$(pkg-config --cflags --libs distc)
 case "$flags" in *"$prefix"*) ;; *) fail "pkg-config flags do not point into the prefix: $flags" ;; esac
 # shellcheck disable=SC2086
-"$cc" -std=c99 -Wall -Wextra -Werror "$consumer/main.c" $flags -o "$tmp/consumer_pc" || fail "pkg-config consumer does not build"
+"$cc" -std=c99 -Wall -Wextra -Werror $extra "$consumer/main.c" $flags -o "$tmp/consumer_pc" || fail "pkg-config consumer does not build"
 out=$(LD_LIBRARY_PATH="$lib" "$tmp/consumer_pc") || fail "pkg-config consumer failed: $out"
 [ "$out" = "OK $ver" ] || fail "pkg-config consumer printed '$out', expected 'OK $ver'"
 
 # 2. CMake find_package(distc) and distc::distc, from the moved prefix.
-"$cmake" -S "$consumer" -B "$tmp/cbuild" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" > "$tmp/cmake.log" 2>&1 ||
+"$cmake" -S "$consumer" -B "$tmp/cbuild" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" \
+        -DCMAKE_C_FLAGS="$extra" > "$tmp/cmake.log" 2>&1 ||
     { cat "$tmp/cmake.log"; fail "the CMake consumer does not configure"; }
 "$cmake" --build "$tmp/cbuild" > "$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "the CMake consumer does not build"; }
 out=$(LD_LIBRARY_PATH="$lib" "$tmp/cbuild/consumer") || fail "CMake consumer failed: $out"
