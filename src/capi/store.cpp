@@ -50,10 +50,18 @@ Store &store_arg(distc_store *s) {
     return *s->impl;
 }
 
+// The core adds timeouts to steady_clock::now() in nanoseconds, which overflows
+// past ~292 years: INT64_MAX ("forever" to many callers) timed out at once.
+// Anything longer than a century means a century.
+Millis clamp_ms(int64_t ms) {
+    constexpr int64_t kMaxTimeoutMs = int64_t(100) * 365 * 24 * 3600 * 1000;
+    return Millis(ms < kMaxTimeoutMs ? ms : kMaxTimeoutMs);
+}
+
 Millis timeout_arg(int64_t ms, const Store &s) {
     if (ms == DISTC_TIMEOUT_DEFAULT) return s.timeout();
     if (ms < 0) fail(DISTC_EINVAL, "timeout_ms is negative (" + std::to_string(ms) + ")");
-    return Millis(ms);
+    return clamp_ms(ms);
 }
 
 void to_buf(distc_buf *out, const Bytes &b) {
@@ -113,7 +121,7 @@ DISTC_EXTERN(int) distc_store_new_tcp(distc_store **out, const distc_tcp_store_o
         o.is_server = opts->is_server != 0;
         o.world_size = opts->world_size;
         o.wait_for_workers = opts->wait_for_workers != 0;
-        o.timeout = Millis(opts->timeout_ms == -1 ? Store::kDefaultTimeoutMs : opts->timeout_ms);
+        o.timeout = clamp_ms(opts->timeout_ms == -1 ? Store::kDefaultTimeoutMs : opts->timeout_ms);
         o.connect_retries = opts->connect_retries;
         o.protocol = static_cast<distc_tcp_protocol>(opts->protocol);
         *out = box(std::make_shared<TcpStore>(o));
@@ -272,7 +280,7 @@ DISTC_EXTERN(int) distc_store_set_timeout(distc_store *store, int64_t timeout_ms
     return guard(__func__, [&] {
         Store &s = store_arg(store);
         require(timeout_ms > 0, "timeout_ms must be > 0");
-        s.set_timeout(Millis(timeout_ms));
+        s.set_timeout(clamp_ms(timeout_ms));
         return 0;
     });
 }
@@ -310,7 +318,7 @@ DISTC_EXTERN(int) distc_rendezvous(distc_store **out, int32_t *rank, int32_t *wo
             require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
             require(opts->rank >= -1, "opts->rank must be >= 0 or -1");
             require(opts->world_size == -1 || opts->world_size > 0, "opts->world_size must be > 0 or -1");
-            req.timeout = Millis(opts->timeout_ms == -1 ? Store::kDefaultTimeoutMs : opts->timeout_ms);
+            req.timeout = clamp_ms(opts->timeout_ms == -1 ? Store::kDefaultTimeoutMs : opts->timeout_ms);
             req.rank = opts->rank;
             req.world_size = opts->world_size;
         }
