@@ -220,6 +220,13 @@ static void test_options_override(void **state) {
     ASSERT_OK(distc_rendezvous(&s, NULL, NULL, url, &o));
     distc_store_free(s);
 
+    /* A huge timeout is a long one, not an overflow. */
+    o.timeout_ms = INT64_MAX;
+    ASSERT_OK(distc_rendezvous(&s, NULL, NULL, url, &o));
+    ASSERT_OK(distc_store_get_timeout(&t, s));
+    assert_true(t >= INT64_C(86400000) * 365 * 10);
+    distc_store_free(s);
+
     /* NULL options: everything from the URL. */
     snprintf(url, sizeof url, "file://%s?rank=0&world_size=1", path);
     ASSERT_OK(distc_rendezvous(&s, &r, &w, url, NULL));

@@ -470,6 +470,36 @@ void dt_store_test_timeouts(void **state) {
     assert_true(t == INT64_C(86400000) * 365);
 }
 
+/* "Forever" as FFIs spell it (INT64_MAX) waits, rather than overflowing into an immediate timeout. */
+void dt_store_test_huge_timeouts(void **state) {
+    distc_store *s = STORE(state);
+    const int64_t huge[] = {INT64_MAX, INT64_MAX / 1000, INT64_C(1) << 53};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; ++i) {
+        char key[32];
+        snprintf(key, sizeof key, "forever%zu", i);
+        int64_t t = 0;
+        ASSERT_OK(distc_store_set_timeout(s, huge[i]));
+        ASSERT_OK(distc_store_get_timeout(&t, s));
+        assert_true(t >= INT64_C(86400000) * 365 * 10); /* at least ten years */
+        struct delayed_set d = {s, key, "x", 50};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, delayed_set_fn, &d), 0);
+        const char *k = key;
+        ASSERT_OK(distc_store_wait(s, &k, 1, huge[i]));
+        pthread_join(th, NULL);
+        ASSERT_OK(distc_store_delete_key(NULL, s, key));
+        assert_int_equal(pthread_create(&th, NULL, delayed_set_fn, &d), 0);
+        dt_expect_str(s, key, "x"); /* get with the store's huge timeout */
+        pthread_join(th, NULL);
+        ASSERT_OK(distc_store_delete_key(NULL, s, key));
+        assert_int_equal(pthread_create(&th, NULL, delayed_set_fn, &d), 0);
+        distc_buf out = {NULL, 0};
+        ASSERT_OK(distc_store_multi_get(&out, s, &k, 1));
+        distc_buf_dispose(&out);
+        pthread_join(th, NULL);
+    }
+}
+
 void dt_store_test_bad_args(void **state) {
     distc_store *s = STORE(state);
     distc_buf b = {NULL, 0};

@@ -43,6 +43,7 @@ void dt_store_test_multi_get(void **state);
 void dt_store_test_multi_get_timeout(void **state);
 void dt_store_test_multi_set(void **state);
 void dt_store_test_timeouts(void **state);
+void dt_store_test_huge_timeouts(void **state);
 void dt_store_test_bad_args(void **state);
 void dt_store_test_threads(void **state);
 
@@ -65,6 +66,7 @@ void dt_store_test_threads(void **state);
     cmocka_unit_test_setup_teardown(dt_store_test_multi_get_timeout, setup, teardown), \
     cmocka_unit_test_setup_teardown(dt_store_test_multi_set, setup, teardown),        \
     cmocka_unit_test_setup_teardown(dt_store_test_timeouts, setup, teardown),         \
+    cmocka_unit_test_setup_teardown(dt_store_test_huge_timeouts, setup, teardown),    \
     cmocka_unit_test_setup_teardown(dt_store_test_bad_args, setup, teardown),         \
     cmocka_unit_test_setup_teardown(dt_store_test_threads, setup, teardown)
 
