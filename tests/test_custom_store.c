@@ -180,7 +180,10 @@ static int cs_add(void *payload, const char *key, int64_t delta, int64_t *outv) 
         rc = distc_error_set(DISTC_EINVAL, "value is not an integer");
         goto out;
     }
-    v += delta;
+    if (__builtin_add_overflow(v, delta, &v)) {
+        rc = distc_error_set(DISTC_EINVAL, "counter overflow");
+        goto out;
+    }
     char text[32];
     int n = snprintf(text, sizeof text, "%lld", (long long)v);
     put(c, key, text, (size_t)n);

@@ -49,6 +49,9 @@ static void all_ops(distc_store *srv, distc_store *c) {
     check_value(c, "ctr", "-2", 2);
     ASSERT_ERR(distc_store_add(&v, c, "bin", 1), DISTC_EINVAL, "ADD");
     ASSERT_OK(distc_store_add(&v, c, "ctr", 0)); /* usable after the server dropped us */
+    ASSERT_OK(distc_store_add(&v, c, "huge", INT64_MAX));
+    ASSERT_ERR(distc_store_add(&v, c, "huge", 1), DISTC_EINVAL, "overflow");
+    ASSERT_OK(distc_store_delete_key(NULL, c, "huge"));
 
     distc_buf b = {0};
     ASSERT_OK(distc_store_compare_set(&b, c, "cs", "x", 1, "y", 1)); /* missing, expected non-empty */

@@ -124,6 +124,11 @@ void dt_store_test_add_not_integer(void **state) {
     ASSERT_ERR(distc_store_add(&v, s, "bin", 1), DISTC_EINVAL, "distc_store_add");
     dt_set_str(s, "trailing", "12abc");
     ASSERT_ERR(distc_store_add(&v, s, "trailing", 1), DISTC_EINVAL, "distc_store_add");
+    /* int64 overflow is an error, not a wrap-around. */
+    ASSERT_OK(distc_store_add(&v, s, "big", INT64_MAX));
+    ASSERT_ERR(distc_store_add(&v, s, "big", 1), DISTC_EINVAL, "distc_store_add");
+    ASSERT_OK(distc_store_add(&v, s, "big", -1));
+    assert_int_equal(v, INT64_MAX - 1);
 }
 
 static void expect_buf(distc_buf *b, const char *value, size_t len) {

@@ -6,7 +6,10 @@
  * payload pointer, to distc_store_new_custom(). set, get and add are
  * required; any other entry may be NULL:
  * - multi_get, multi_set: emulated with get and set;
- * - append: emulated with compare_set when present, else DISTC_ENOTSUP;
+ * - append: emulated with compare_set when present, else DISTC_ENOTSUP. The
+ *   emulation (as c10d's) cannot tell its own success from a concurrent
+ *   append of the very same bytes to the same key, and then loses one of the
+ *   two; implement append natively where that matters;
  * - wait: emulated by polling check when present, else DISTC_ENOTSUP;
  * - compare_set, check, delete_key, num_keys: DISTC_ENOTSUP.
  *

@@ -161,7 +161,7 @@ void FileStore::set(const std::string &key, ByteView value) {
 int64_t FileStore::add_raw(const std::string &key, int64_t delta) {
     Lock l(*this);
     auto it = cache_.find(key);
-    int64_t v = (it == cache_.end() ? 0 : parse_counter(key, it->second)) + delta;
+    int64_t v = add_to_counter(key, it == cache_.end() ? nullptr : &it->second, delta);
     write_record(kOpSet, key, counter_bytes(v));
     return v;
 }

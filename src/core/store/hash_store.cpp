@@ -32,7 +32,7 @@ int64_t HashStore::add(const std::string &key, int64_t delta) {
     {
         std::lock_guard<std::mutex> lk(mu_);
         auto it = map_.find(key);
-        v = (it == map_.end() ? 0 : parse_counter(key, it->second)) + delta;
+        v = add_to_counter(key, it == map_.end() ? nullptr : &it->second, delta);
         map_[key] = counter_bytes(v);
     }
     cv_.notify_all();

@@ -134,7 +134,9 @@ RendezvousResult rendezvous(const RendezvousRequest &req) {
         store->set_timeout(req.timeout);
         // Every rank announces itself; like the TCP server, rendezvous returns when all have.
         store->add("rendezvous/joined", 1);
-        wait_for_count([&] { return store->add("rendezvous/joined", 0); }, world, req.timeout,
+        // Read the counter without writing: each add would append a record to the file.
+        wait_for_count([&] { return parse_counter("rendezvous/joined", store->get("rendezvous/joined", req.timeout)); },
+                       world, req.timeout,
                        "ranks reached '" + req.url + "'");
         return {store, rank, world};
     }

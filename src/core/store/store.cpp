@@ -43,6 +43,15 @@ int64_t parse_counter(const std::string &key, const Bytes &value) {
     return v;
 }
 
+int64_t add_to_counter(const std::string &key, const Bytes *current, int64_t delta) {
+    int64_t v = current ? parse_counter(key, *current) : 0;
+    int64_t sum;
+    if (__builtin_add_overflow(v, delta, &sum))
+        fail(DISTC_EINVAL, "adding " + std::to_string(delta) + " to key '" + key + "' (" + std::to_string(v) +
+                               ") overflows int64");
+    return sum;
+}
+
 Bytes counter_bytes(int64_t v) {
     std::string s = std::to_string(v);
     return Bytes(s.begin(), s.end());

@@ -57,6 +57,9 @@ protected:
 
 // Helpers shared by the stores.
 int64_t parse_counter(const std::string &key, const Bytes &value);
+// The counter after adding `delta` to `current` (nullptr: missing, counts as 0);
+// DISTC_EINVAL when the value is not an integer or the sum overflows int64.
+int64_t add_to_counter(const std::string &key, const Bytes *current, int64_t delta);
 Bytes counter_bytes(int64_t v);
 std::string join_keys(const std::vector<std::string> &keys);
 [[noreturn]] void fail_wait_timeout(const std::vector<std::string> &missing, Millis timeout);

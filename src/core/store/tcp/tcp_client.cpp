@@ -161,7 +161,7 @@ int64_t TcpClient::add(const std::string &key, int64_t delta, Millis timeout) {
         } catch (const Error &e) {
             if (e.code() != DISTC_EREMOTE) throw;
             // The protocol has no error reply: the server drops a client whose ADD it cannot do.
-            fail(DISTC_EINVAL, std::string(e.what()) + " during ADD (does the key hold a non-integer value?)");
+            fail(DISTC_EINVAL, std::string(e.what()) + " during ADD (a non-integer value, or an int64 overflow?)");
         }
     });
 }

@@ -345,13 +345,11 @@ TcpServer::Result TcpServer::handle(Conn &c, Op op, Reader &r) {
         int64_t delta = r.i64();
         if (!r.ok()) return status();
         auto it = data_.find(key);
-        int64_t v = delta;
-        if (it != data_.end()) {
-            try {
-                v += parse_counter(key, it->second);
-            } catch (const Error &) {
-                return Result::Bad;  // the protocol has no error reply: drop the client
-            }
+        int64_t v;
+        try {
+            v = add_to_counter(key, it == data_.end() ? nullptr : &it->second, delta);
+        } catch (const Error &) {
+            return Result::Bad;  // the protocol has no error reply: drop the client
         }
         data_[key] = counter_bytes(v);
         key_created(key);
