@@ -12,5 +12,7 @@
 #include "distc/errors.h"
 #include "distc/store.h"
 #include "distc/sys/store.h"
+#include "distc/work.h"
+#include "distc/pg.h"
 
 #endif /* DISTC_H */

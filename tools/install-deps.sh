@@ -6,6 +6,7 @@ set -euo pipefail
 pkgs=(
   cmake g++ make pkg-config binutils   # build, and nm/readelf/objcopy for the ABI checks
   abigail-tools                        # abidiff against the committed ABI baseline
+  libgloo-dev libdlpack-dev            # the built-in CPU backend; DLPack tensors in the API
   libcmocka-dev                        # C tests
   python3 python3-pytest python3-numpy # Debian's /usr/bin/python3 test runner
   python3-torch                        # the PyTorch peer for wire-compatibility tests and benchmarks

@@ -9,3 +9,14 @@
 struct distc_store {
     std::shared_ptr<distc::Store> impl;
 };
+
+#include "core/pg/process_group.hpp"
+#include "core/work/work.hpp"
+
+struct distc_pg {
+    std::shared_ptr<distc::ProcessGroup> impl;
+};
+
+struct distc_work {
+    std::shared_ptr<distc::Work> impl;
+};

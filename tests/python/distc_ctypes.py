@@ -124,3 +124,110 @@ class Store:
 
     def set_timeout(self, ms):
         _check(L.distc_store_set_timeout(self.h, ctypes.c_int64(ms)))
+
+
+# ---------------------------------------------------------------- process groups
+SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM = range(9)
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class PgOptions(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("backend", ctypes.c_char_p), ("timeout_ms", ctypes.c_int64),
+                ("group_name", ctypes.c_char_p)]
+
+
+class OpOptions(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("timeout_ms", ctypes.c_int64), ("premul_factor", ctypes.c_double)]
+
+
+def _dl_dtype(arr):
+    import numpy as np
+    kind = arr.dtype.kind
+    code = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}[kind]
+    if arr.dtype == np.dtype("V2"):  # bfloat16 carried as raw 2-byte values
+        code = 4
+    return DLDataType(code, arr.dtype.itemsize * 8, 1)
+
+
+def tensor(arr, dtype_code=None):
+    """A DLTensor over a C-contiguous numpy array (kept alive by the caller)."""
+    assert arr.flags["C_CONTIGUOUS"]
+    shape = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
+    dt = _dl_dtype(arr)
+    if dtype_code is not None:
+        dt = DLDataType(dtype_code, arr.dtype.itemsize * 8, 1)
+    t = DLTensor(arr.ctypes.data, DLDevice(1, 0), arr.ndim, dt, shape, None, 0)
+    t._keep = (arr, shape)
+    return t
+
+
+def _tensor_array(arrs):
+    ts = [tensor(a) for a in arrs]
+    arr = (ctypes.POINTER(DLTensor) * len(ts))(*[ctypes.pointer(t) for t in ts])
+    arr._keep = ts
+    return arr
+
+
+class ProcessGroup:
+    def __init__(self, store, rank, size, name="default_pg", timeout_ms=30000):
+        o = PgOptions(1, None, timeout_ms, name.encode())
+        self.h = ctypes.c_void_p()
+        _check(L.distc_pg_new(ctypes.byref(self.h), store.h, rank, size, ctypes.byref(o)))
+
+    def close(self):
+        if self.h:
+            L.distc_pg_free(self.h)
+            self.h = None
+
+    def _o(self, factor=1.0):
+        return ctypes.byref(OpOptions(1, -1, factor))
+
+    def allreduce(self, arr, op=SUM, factor=1.0):
+        t = tensor(arr)
+        _check(L.distc_allreduce(None, self.h, ctypes.byref(t), op, self._o(factor)))
+
+    def broadcast(self, arr, root):
+        t = tensor(arr)
+        _check(L.distc_broadcast(None, self.h, ctypes.byref(t), root, self._o()))
+
+    def reduce(self, arr, root, op=SUM):
+        t = tensor(arr)
+        _check(L.distc_reduce(None, self.h, ctypes.byref(t), root, op, self._o()))
+
+    def allgather(self, outs, arr):
+        t = tensor(arr)
+        _check(L.distc_allgather(None, self.h, _tensor_array(outs), ctypes.byref(t), self._o()))
+
+    def gather(self, outs, arr, root):
+        t = tensor(arr)
+        _check(L.distc_gather(None, self.h, _tensor_array(outs) if outs else None, ctypes.byref(t), root, self._o()))
+
+    def scatter(self, out, ins, root):
+        t = tensor(out)
+        _check(L.distc_scatter(None, self.h, ctypes.byref(t), _tensor_array(ins) if ins else None, root, self._o()))
+
+    def alltoall_single(self, out, arr, out_splits=None, in_splits=None):
+        to, ti = tensor(out), tensor(arr)
+        os_ = (ctypes.c_int64 * len(out_splits))(*out_splits) if out_splits else None
+        is_ = (ctypes.c_int64 * len(in_splits))(*in_splits) if in_splits else None
+        _check(L.distc_alltoall_single(None, self.h, ctypes.byref(to), ctypes.byref(ti), os_, is_, self._o()))
+
+    def reduce_scatter(self, out, ins, op=SUM):
+        t = tensor(out)
+        _check(L.distc_reduce_scatter(None, self.h, ctypes.byref(t), _tensor_array(ins), op, self._o()))
+
+    def barrier(self):
+        _check(L.distc_barrier(None, self.h, self._o()))

@@ -1,0 +1,315 @@
+#include "backends/gloo/gloo_backend.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "backends/gloo/abortable.hpp"
+#include "core/util/error.hpp"
+
+namespace distc {
+
+namespace {
+
+// Gloo's rendezvous over a distc store (already under the group's prefix).
+class StoreAdapter final : public gloo::rendezvous::Store {
+public:
+    StoreAdapter(std::shared_ptr<distc::Store> s, std::chrono::milliseconds timeout)
+        : s_(std::move(s)), timeout_(timeout) {}
+    void set(const std::string &key, const std::vector<char> &data) override {
+        s_->set(key, ByteView(data.data(), data.size()));
+    }
+    std::vector<char> get(const std::string &key) override {
+        Bytes b = s_->get(key, timeout_);
+        return std::vector<char>(b.begin(), b.end());
+    }
+    void wait(const std::vector<std::string> &keys) override { s_->wait(keys, timeout_); }
+    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &t) override { s_->wait(keys, t); }
+
+private:
+    std::shared_ptr<distc::Store> s_;
+    std::chrono::milliseconds timeout_;
+};
+
+// Where this rank's pairs listen: an interface or host the user names, else
+// this host's name when it resolves, else loopback (single-machine jobs).
+gloo::transport::tcp::attr device_attr() {
+    gloo::transport::tcp::attr a;
+    for (const char *v : {"DISTC_GLOO_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+        const char *e = std::getenv(v);
+        if (e && *e) {
+            a.iface = e;
+            return a;
+        }
+    }
+    const char *h = std::getenv("DISTC_GLOO_HOSTNAME");
+    if (h && *h) {
+        a.hostname = h;
+        return a;
+    }
+    char name[256] = {0};
+    if (::gethostname(name, sizeof name - 1) == 0 && name[0]) {
+        a.hostname = name;
+        try {
+            gloo::transport::tcp::CreateDevice(a);
+            return a;
+        } catch (const std::exception &) {
+        }
+    }
+    a.hostname = "127.0.0.1";
+    return a;
+}
+
+// Gloo's typed setters want an element type of the right size; the bytes
+// themselves are handled by our reduce functions.
+template <size_t N>
+struct Elem {
+    unsigned char b[N];
+};
+
+template <typename F>
+void with_elem(size_t size, F &&f) {
+    switch (size) {
+    case 1: f(Elem<1>{}); break;
+    case 2: f(Elem<2>{}); break;
+    case 4: f(Elem<4>{}); break;
+    case 8: f(Elem<8>{}); break;
+    case 16: f(Elem<16>{}); break;
+    default: fail(DISTC_EINTERNAL, "unexpected element size " + std::to_string(size));
+    }
+}
+
+// Gloo wants a positive timeout.
+std::chrono::milliseconds positive(std::chrono::milliseconds t) {
+    return t.count() > 0 ? t : std::chrono::milliseconds(1);
+}
+
+}  // namespace
+
+GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size) {
+    try {
+        device_ = std::make_shared<AbortableDevice>(gloo::transport::tcp::CreateDevice(device_attr()), abort_,
+                                                    positive(timeout));
+        auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        ctx->setTimeout(positive(timeout));
+        StoreAdapter adapter(std::move(store), timeout);
+        ctx->connectFullMesh(adapter, device_);
+        context_ = std::move(ctx);
+    } catch (const Error &) {
+        throw;
+    } catch (const std::exception &e) {
+        fail(DISTC_EBACKEND, std::string("gloo could not connect rank ") + std::to_string(rank) + " of " +
+                                 std::to_string(size) + ": " + e.what());
+    }
+}
+
+GlooBackend::~GlooBackend() = default;
+
+void GlooBackend::check_open() const {
+    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+}
+
+template <typename F>
+auto GlooBackend::guarded(F &&f) -> decltype(f()) {
+    check_open();
+    try {
+        return f();
+    } catch (const Error &) {
+        throw;
+    } catch (const std::exception &e) {
+        if (aborted_) fail(DISTC_EABORTED, std::string("the group was aborted (") + e.what() + ")");
+        std::string m = e.what();
+        bool timeout = m.find("Timed out") != std::string::npos || m.find("timed out") != std::string::npos;
+        if (timeout) fail(DISTC_ETIMEOUT, m);
+        if (dynamic_cast<const gloo::IoException *>(&e)) fail(DISTC_EREMOTE, m);
+        fail(DISTC_EBACKEND, m);
+    }
+}
+
+void GlooBackend::allreduce(Tensor &t, ReduceOp op, const OpCtx &ctx) {
+    if (t.numel == 0 || size_ == 1) return;
+    ReduceFn fn = reduce_fn(t.dtype, op);
+    guarded([&] {
+        with_elem(dtype_size(t.dtype), [&](auto e) {
+            using T = decltype(e);
+            gloo::AllreduceOptions o(context_);
+            o.setOutput(static_cast<T *>(t.data), t.numel);
+            o.setReduceFunction(fn);
+            o.setTag(ctx.tag);
+            o.setTimeout(positive(ctx.timeout));
+            gloo::allreduce(o);
+        });
+    });
+}
+
+void GlooBackend::broadcast(Tensor &t, int root, const OpCtx &ctx) {
+    if (t.numel == 0 || size_ == 1) return;
+    guarded([&] {
+        gloo::BroadcastOptions o(context_);
+        if (rank_ == root) o.setInput(t.bytes(), t.nbytes());
+        o.setOutput(t.bytes(), t.nbytes());
+        o.setRoot(root);
+        o.setTag(ctx.tag);
+        o.setTimeout(positive(ctx.timeout));
+        gloo::broadcast(o);
+    });
+}
+
+void GlooBackend::reduce(Tensor &t, int root, ReduceOp op, const OpCtx &ctx) {
+    if (t.numel == 0 || size_ == 1) return;
+    ReduceFn fn = reduce_fn(t.dtype, op);
+    guarded([&] {
+        with_elem(dtype_size(t.dtype), [&](auto e) {
+            using T = decltype(e);
+            gloo::ReduceOptions o(context_);
+            o.setOutput(static_cast<T *>(t.data), t.numel);
+            o.setRoot(root);
+            o.setReduceFunction(fn);
+            o.setTag(ctx.tag);
+            o.setTimeout(positive(ctx.timeout));
+            gloo::reduce(o);
+        });
+    });
+}
+
+void GlooBackend::allgather(const Tensor &in, Tensor &out, const OpCtx &ctx) {
+    if (in.numel == 0) return;
+    if (size_ == 1) {
+        if (out.data != in.data) std::memcpy(out.data, in.data, in.nbytes());
+        return;
+    }
+    guarded([&] {
+        gloo::AllgatherOptions o(context_);
+        o.setInput(in.bytes(), in.nbytes());
+        o.setOutput(out.bytes(), out.nbytes());
+        o.setTag(ctx.tag);
+        o.setTimeout(positive(ctx.timeout));
+        gloo::allgather(o);
+    });
+}
+
+void GlooBackend::gather(const Tensor &in, Tensor *out, int root, const OpCtx &ctx) {
+    if (in.numel == 0) return;
+    if (size_ == 1) {
+        if (out->data != in.data) std::memcpy(out->data, in.data, in.nbytes());
+        return;
+    }
+    guarded([&] {
+        gloo::GatherOptions o(context_);
+        o.setInput(in.bytes(), in.nbytes());
+        if (rank_ == root) o.setOutput(out->bytes(), out->nbytes());
+        o.setRoot(root);
+        o.setTag(ctx.tag);
+        o.setTimeout(positive(ctx.timeout));
+        gloo::gather(o);
+    });
+}
+
+void GlooBackend::scatter(const Tensor *in, Tensor &out, int root, const OpCtx &ctx) {
+    if (out.numel == 0) return;
+    if (size_ == 1) {
+        if (out.data != in->data) std::memcpy(out.data, in->data, out.nbytes());
+        return;
+    }
+    guarded([&] {
+        gloo::ScatterOptions o(context_);
+        std::vector<uint8_t *> parts;
+        if (rank_ == root) {
+            for (int r = 0; r < size_; ++r) parts.push_back(in->bytes() + out.nbytes() * static_cast<size_t>(r));
+            o.setInputs(parts, out.nbytes());
+        }
+        o.setOutput(out.bytes(), out.nbytes());
+        o.setRoot(root);
+        o.setTag(ctx.tag);
+        o.setTimeout(positive(ctx.timeout));
+        gloo::scatter(o);
+    });
+}
+
+void GlooBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out,
+                            const std::vector<size_t> &oc, const OpCtx &ctx) {
+    size_t es = dtype_size(in.dtype);
+    if (size_ == 1) {
+        if (ic[0] && out.data != in.data) std::memcpy(out.data, in.data, ic[0] * es);
+        return;
+    }
+    std::vector<int64_t> ib, ob;
+    for (size_t c : ic) ib.push_back(static_cast<int64_t>(c * es));
+    for (size_t c : oc) ob.push_back(static_cast<int64_t>(c * es));
+    // Gloo wants real buffers even when nothing moves.
+    uint8_t dummy_in = 0, dummy_out = 0;
+    guarded([&] {
+        gloo::AlltoallvOptions o(context_);
+        o.setInput(in.numel ? in.bytes() : &dummy_in, ib);
+        o.setOutput(out.numel ? out.bytes() : &dummy_out, ob);
+        o.setTag(ctx.tag);
+        o.setTimeout(positive(ctx.timeout));
+        gloo::alltoallv(o);
+    });
+}
+
+void GlooBackend::barrier(const OpCtx &ctx) {
+    if (size_ == 1) return;
+    guarded([&] {
+        gloo::BarrierOptions o(context_);
+        o.setTag(ctx.tag);
+        o.setTimeout(positive(ctx.timeout));
+        gloo::barrier(o);
+    });
+}
+
+void GlooBackend::send(const Tensor &t, int dst, uint32_t tag, const OpCtx &ctx) {
+    guarded([&] {
+        uint8_t dummy = 0;
+        auto buf = context_->createUnboundBuffer(t.numel ? t.data : &dummy, t.nbytes());
+        buf->send(dst, tag);
+        if (!buf->waitSend(positive(ctx.timeout)))
+            fail(DISTC_EABORTED, "the group was aborted");
+    });
+}
+
+int GlooBackend::recv(Tensor &t, int src, uint32_t tag, const OpCtx &ctx) {
+    return guarded([&] {
+        uint8_t dummy = 0;
+        auto buf = context_->createUnboundBuffer(t.numel ? t.data : &dummy, t.nbytes());
+        if (src >= 0) {
+            buf->recv(src, tag);
+        } else {
+            std::vector<int> srcs;
+            for (int r = 0; r < size_; ++r)
+                if (r != rank_) srcs.push_back(r);
+            buf->recv(srcs, tag);
+        }
+        int from = -1;
+        if (!buf->waitRecv(&from, positive(ctx.timeout))) fail(DISTC_EABORTED, "the group was aborted");
+        return from;
+    });
+}
+
+void GlooBackend::abort() {
+    aborted_ = true;
+    abort_->abort();  // wakes every wait in flight on this rank
+    // Peers learn of it from the closed connections and fail fast too.
+    try {
+        context_->closeConnections();
+    } catch (const std::exception &) {
+    }
+}
+
+}  // namespace distc

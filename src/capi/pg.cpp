@@ -1,0 +1,351 @@
+// C shims for distc/pg.h: argument checks and translation only.
+#include <string>
+
+#include "capi/guard.hpp"
+#include "capi/handles.hpp"
+#include "capi/tensor_args.hpp"
+#include "core/store/prefix_store.hpp"
+#include "core/store/rendezvous.hpp"
+#include "distc/pg.h"
+
+using namespace distc;
+using distc::capi::guard;
+using distc::capi::require;
+using distc::capi::require_ptr;
+using distc::capi::tensor_arg;
+using distc::capi::tensor_list_arg;
+
+static_assert(DISTC_SUM == static_cast<int>(ReduceOp::Sum) && DISTC_PREMUL_SUM == static_cast<int>(ReduceOp::PremulSum),
+              "distc_reduce_op and ReduceOp must agree");
+
+namespace {
+
+ProcessGroup &pg_arg(distc_pg *pg) {
+    require_ptr(pg, "pg");
+    return *pg->impl;
+}
+
+const ProcessGroup &pg_arg(const distc_pg *pg) {
+    require_ptr(pg, "pg");
+    return *pg->impl;
+}
+
+PgOptions pg_options(const distc_pg_options *opts) {
+    PgOptions o;
+    if (!opts) return o;
+    if (opts->version != DISTC_PG_OPTIONS_VERSION)
+        fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected " +
+                               std::to_string(DISTC_PG_OPTIONS_VERSION));
+    if (opts->backend) o.backend = opts->backend;
+    require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
+    if (opts->timeout_ms > 0) o.timeout = Millis(std::min<int64_t>(opts->timeout_ms, int64_t(1) << 41));
+    if (opts->group_name) {
+        require(opts->group_name[0] != '\0', "opts->group_name is empty");
+        o.name = opts->group_name;
+    }
+    return o;
+}
+
+OpOptions op_options(const distc_op_options *opts) {
+    OpOptions o;
+    if (!opts) return o;
+    if (opts->version != DISTC_OP_OPTIONS_VERSION)
+        fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected " +
+                               std::to_string(DISTC_OP_OPTIONS_VERSION));
+    require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
+    if (opts->timeout_ms > 0) o.timeout = Millis(std::min<int64_t>(opts->timeout_ms, int64_t(1) << 41));
+    o.premul_factor = opts->premul_factor;
+    return o;
+}
+
+// Every rank of one instance adds 1; instance k sees values in ((k-1)size, k size],
+// so ranks agree on a fresh key space even when a group name is reused.
+std::shared_ptr<Store> group_store(const std::shared_ptr<Store> &store, const std::string &name, int size) {
+    int64_t n = store->add(name + "/instances", 1);
+    int64_t gen = (n - 1) / size;
+    return std::make_shared<PrefixStore>(name + "/" + std::to_string(gen), store);
+}
+
+std::shared_ptr<ProcessGroup> make_pg(const std::shared_ptr<Store> &store, int rank, int size, const PgOptions &o) {
+    require(size >= 1, ("size is " + std::to_string(size) + ", must be >= 1").c_str());
+    require(rank >= 0 && rank < size,
+            ("rank " + std::to_string(rank) + " is outside 0.." + std::to_string(size - 1)).c_str());
+    return std::make_shared<ProcessGroup>(group_store(store, o.name, size), rank, size, o);
+}
+
+// The shared tail of every collective: block (out == NULL) or hand back a handle.
+int finish(distc_work **out, ProcessGroup::WorkPtr w) {
+    if (out) *out = new distc_work{std::move(w)};
+    return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+DISTC_EXTERN(int) distc_pg_options_init(distc_pg_options *opts, unsigned int version) {
+    return guard(__func__, [&] {
+        require_ptr(opts, "opts");
+        if (version != DISTC_PG_OPTIONS_VERSION) fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
+        *opts = DISTC_PG_OPTIONS_INIT;
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_op_options_init(distc_op_options *opts, unsigned int version) {
+    return guard(__func__, [&] {
+        require_ptr(opts, "opts");
+        if (version != DISTC_OP_OPTIONS_VERSION) fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
+        *opts = DISTC_OP_OPTIONS_INIT;
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_new(distc_pg **out, distc_store *store, int32_t rank, int32_t size,
+                               const distc_pg_options *opts) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        require_ptr(store, "store");
+        *out = new distc_pg{make_pg(store->impl, rank, size, pg_options(opts))};
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_new_from_url(distc_pg **out, const char *url, const distc_rendezvous_options *rv,
+                                        const distc_pg_options *opts) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        require_ptr(url, "url");
+        PgOptions o = pg_options(opts);
+        RendezvousRequest req;
+        req.url = url;
+        if (rv) {
+            if (rv->version != DISTC_RENDEZVOUS_OPTIONS_VERSION)
+                fail(DISTC_EINVAL, "rv->version is " + std::to_string(rv->version) + ", expected " +
+                                       std::to_string(DISTC_RENDEZVOUS_OPTIONS_VERSION));
+            require(rv->timeout_ms == -1 || rv->timeout_ms > 0, "rv->timeout_ms must be > 0 or -1");
+            if (rv->timeout_ms > 0) req.timeout = Millis(std::min<int64_t>(rv->timeout_ms, int64_t(1) << 41));
+            req.rank = rv->rank;
+            req.world_size = rv->world_size;
+        }
+        RendezvousResult r = rendezvous(req);
+        *out = new distc_pg{make_pg(r.store, r.rank, r.world_size, o)};
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_rank(int32_t *out, const distc_pg *pg) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = pg_arg(pg).rank();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_size(int32_t *out, const distc_pg *pg) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = pg_arg(pg).size();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_backend(const char **out, const distc_pg *pg) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = pg_arg(pg).backend_name();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_name(const char **out, const distc_pg *pg) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = pg_arg(pg).name().c_str();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_timeout(int64_t *out, const distc_pg *pg) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = pg_arg(pg).timeout().count();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_abort(distc_pg *pg) {
+    return guard(__func__, [&] {
+        pg_arg(pg).abort();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(void) distc_pg_free(distc_pg *pg) { delete pg; }
+
+DISTC_EXTERN(int) distc_allreduce(distc_work **out, distc_pg *pg, DLTensor *tensor, distc_reduce_op op,
+                                  const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        return finish(out, g.allreduce({tensor_arg(tensor, "tensor")}, capi::reduce_op_arg(op), op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_allreduce_coalesced(distc_work **out, distc_pg *pg, DLTensor *const *tensors, size_t n,
+                                            distc_reduce_op op, const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        require(n > 0, "n is 0 (no tensors)");
+        return finish(out, g.allreduce(tensor_list_arg(tensors, n, "tensors"), capi::reduce_op_arg(op),
+                                       op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_broadcast(distc_work **out, distc_pg *pg, DLTensor *tensor, int32_t root,
+                                  const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        return finish(out, g.broadcast(tensor_arg(tensor, "tensor"), root, op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_reduce(distc_work **out, distc_pg *pg, DLTensor *tensor, int32_t root, distc_reduce_op op,
+                               const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        return finish(out, g.reduce(tensor_arg(tensor, "tensor"), root, capi::reduce_op_arg(op), op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_allgather(distc_work **out, distc_pg *pg, DLTensor *const *outputs, const DLTensor *input,
+                                  const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        return finish(out, g.allgather(tensor_arg(input, "input"),
+                                       tensor_list_arg(outputs, static_cast<size_t>(g.size()), "outputs"),
+                                       op_options(opts), out));
+    });
+}
+
+namespace {
+// `n` equal consecutive views of a flat tensor; its size must divide by n.
+std::vector<Tensor> split_views(const Tensor &flat, size_t n, size_t part_numel, const char *name) {
+    if (flat.numel != part_numel * n)
+        fail(DISTC_EINVAL, std::string(name) + " has " + std::to_string(flat.numel) + " elements, expected " +
+                               std::to_string(n) + " x " + std::to_string(part_numel));
+    std::vector<Tensor> v(n, flat);
+    for (size_t i = 0; i < n; ++i) {
+        v[i].data = flat.bytes() + i * part_numel * dtype_size(flat.dtype);
+        v[i].numel = part_numel;
+        v[i].dim0 = static_cast<int64_t>(part_numel);
+    }
+    return v;
+}
+}  // namespace
+
+DISTC_EXTERN(int) distc_allgather_into_tensor(distc_work **out, distc_pg *pg, DLTensor *output,
+                                              const DLTensor *input, const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        Tensor in = tensor_arg(input, "input");
+        Tensor o = tensor_arg(output, "output");
+        if (o.dtype != in.dtype)
+            fail(DISTC_EINVAL, std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
+        auto parts = split_views(o, static_cast<size_t>(g.size()), in.numel, "output");
+        return finish(out, g.allgather(in, parts, op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_gather(distc_work **out, distc_pg *pg, DLTensor *const *outputs, const DLTensor *input,
+                               int32_t root, const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        std::vector<Tensor> outs;
+        if (g.rank() == root) outs = tensor_list_arg(outputs, static_cast<size_t>(g.size()), "outputs");
+        return finish(out, g.gather(tensor_arg(input, "input"), outs, root, op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_scatter(distc_work **out, distc_pg *pg, DLTensor *output, const DLTensor *const *inputs,
+                                int32_t root, const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        std::vector<Tensor> ins;
+        if (g.rank() == root) ins = tensor_list_arg(inputs, static_cast<size_t>(g.size()), "inputs");
+        return finish(out, g.scatter(ins, tensor_arg(output, "output"), root, op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_reduce_scatter(distc_work **out, distc_pg *pg, DLTensor *output,
+                                       const DLTensor *const *inputs, distc_reduce_op op,
+                                       const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        return finish(out, g.reduce_scatter(tensor_list_arg(inputs, static_cast<size_t>(g.size()), "inputs"),
+                                            tensor_arg(output, "output"), capi::reduce_op_arg(op), op_options(opts),
+                                            out));
+    });
+}
+
+DISTC_EXTERN(int) distc_reduce_scatter_tensor(distc_work **out, distc_pg *pg, DLTensor *output,
+                                              const DLTensor *input, distc_reduce_op op,
+                                              const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        Tensor o = tensor_arg(output, "output");
+        Tensor in = tensor_arg(input, "input");
+        if (o.dtype != in.dtype)
+            fail(DISTC_EINVAL, std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
+        auto parts = split_views(in, static_cast<size_t>(g.size()), o.numel, "input");
+        return finish(out, g.reduce_scatter(parts, o, capi::reduce_op_arg(op), op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_alltoall(distc_work **out, distc_pg *pg, DLTensor *const *outputs,
+                                 const DLTensor *const *inputs, const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        size_t n = static_cast<size_t>(g.size());
+        return finish(out, g.alltoall(tensor_list_arg(inputs, n, "inputs"), tensor_list_arg(outputs, n, "outputs"),
+                                      op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_alltoall_single(distc_work **out, distc_pg *pg, DLTensor *output, const DLTensor *input,
+                                        const int64_t *output_splits, const int64_t *input_splits,
+                                        const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        size_t n = static_cast<size_t>(g.size());
+        std::vector<int64_t> os, is;
+        if (output_splits) os.assign(output_splits, output_splits + n);
+        if (input_splits) is.assign(input_splits, input_splits + n);
+        return finish(out, g.alltoall_single(tensor_arg(input, "input"), tensor_arg(output, "output"), is, os,
+                                             op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_barrier(distc_work **out, distc_pg *pg, const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        return finish(out, g.barrier(op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_send(distc_work **out, distc_pg *pg, const DLTensor *tensor, int32_t dst, int32_t tag,
+                             const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        return finish(out, g.send(tensor_arg(tensor, "tensor"), dst, tag, op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_recv(distc_work **out, distc_pg *pg, DLTensor *tensor, int32_t src, int32_t tag,
+                             const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        return finish(out, g.recv(tensor_arg(tensor, "tensor"), src, tag, op_options(opts), out));
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,20 @@
+// DLPack tensors and the C enums, checked and turned into core types.
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <vector>
+
+#include "core/pg/tensor.hpp"
+#include "distc/pg.h"
+
+namespace distc::capi {
+
+// Throws DISTC_EINVAL naming `name` for a NULL, non-CPU, non-contiguous or
+// unsupported-dtype tensor.
+Tensor tensor_arg(const DLTensor *t, const std::string &name);
+// `n` tensors from an array; the array and every entry must be non-NULL.
+std::vector<Tensor> tensor_list_arg(const DLTensor *const *ts, size_t n, const std::string &name);
+ReduceOp reduce_op_arg(int op);
+
+}  // namespace distc::capi

@@ -1,0 +1,93 @@
+// C shims for distc/work.h.
+#include "capi/guard.hpp"
+#include "capi/handles.hpp"
+#include "distc/work.h"
+
+using namespace distc;
+using distc::capi::guard;
+using distc::capi::require;
+using distc::capi::require_ptr;
+
+namespace {
+Work &work_arg(const distc_work *w) {
+    require_ptr(w, "work");
+    return *w->impl;
+}
+
+// A failed operation's status leaves its message as the thread's last error.
+int report(const Work &w, const char *fn) {
+    int st = w.status();
+    if (st < 0) return distc::capi::set_last_error(st, fn, w.message());
+    return st;
+}
+}  // namespace
+
+extern "C" {
+
+DISTC_EXTERN(int) distc_work_test(distc_work *work) {
+    return guard(__func__, [&] { return report(work_arg(work), "distc_work_test"); });
+}
+
+DISTC_EXTERN(int) distc_work_wait(distc_work *work, int64_t timeout_ms) {
+    return guard(__func__, [&] {
+        Work &w = work_arg(work);
+        require(timeout_ms >= -1, "timeout_ms must be >= 0 or -1");
+        if (!w.wait(Millis(timeout_ms)))
+            fail(DISTC_ETIMEOUT, w.what() + " still running after " + std::to_string(timeout_ms) + " ms");
+        return report(w, "distc_work_wait");
+    });
+}
+
+DISTC_EXTERN(int) distc_work_error(const distc_work *work, const char **message) {
+    return guard(__func__, [&] {
+        Work &w = work_arg(work);
+        if (message) *message = w.message_cstr();
+        return w.status();
+    });
+}
+
+DISTC_EXTERN(int) distc_work_source_rank(int32_t *out, const distc_work *work) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = work_arg(work).source_rank();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_work_duration_ns(int64_t *out, const distc_work *work) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = work_arg(work).duration_ns();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_work_seq(uint64_t *out, const distc_work *work) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = work_arg(work).seq();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_work_on_complete(distc_work *work, distc_work_callback cb, void *payload) {
+    return guard(__func__, [&] {
+        Work &w = work_arg(work);
+        require(cb != nullptr, "cb is NULL");
+        // The callback gets a handle of its own, valid while it runs: the caller's
+        // handle may have been freed (detached) by then.
+        std::weak_ptr<Work> weak = work->impl;
+        if (!w.on_complete([weak, cb, payload] {
+                if (auto sp = weak.lock()) {
+                    distc_work tmp{sp};
+                    cb(&tmp, payload);
+                }
+            }))
+            fail(DISTC_ESTATE, "a callback is already set on " + w.what());
+        return 0;
+    });
+}
+
+DISTC_EXTERN(void) distc_work_free(distc_work *work) { delete work; }
+
+}  // extern "C"

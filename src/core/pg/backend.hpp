@@ -1,0 +1,55 @@
+// What a communication engine implements for the core. Each call is one
+// whole operation on this rank and throws distc::Error on failure. Tags are
+// the group's sequence numbers, equal on every rank for the same operation,
+// so operations running at once on different threads never cross.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/pg/tensor.hpp"
+#include "core/store/store.hpp"
+
+namespace distc {
+
+struct OpCtx {
+    uint32_t tag;
+    std::chrono::milliseconds timeout;
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual const char *name() const = 0;
+
+    // In place; `tensor` holds this rank's contribution and receives the result.
+    virtual void allreduce(Tensor &tensor, ReduceOp op, const OpCtx &ctx) = 0;
+    virtual void broadcast(Tensor &tensor, int root, const OpCtx &ctx) = 0;
+    // `tensor` is the input everywhere and the output on root.
+    virtual void reduce(Tensor &tensor, int root, ReduceOp op, const OpCtx &ctx) = 0;
+    // `output` holds size x input.numel elements in rank order.
+    virtual void allgather(const Tensor &input, Tensor &output, const OpCtx &ctx) = 0;
+    // `output` (root only) holds size x input.numel elements in rank order.
+    virtual void gather(const Tensor &input, Tensor *output, int root, const OpCtx &ctx) = 0;
+    // `input` (root only) holds size x output.numel elements in rank order.
+    virtual void scatter(const Tensor *input, Tensor &output, int root, const OpCtx &ctx) = 0;
+    // Element counts per peer; inputs and outputs are packed in rank order.
+    virtual void alltoallv(const Tensor &input, const std::vector<size_t> &in_counts, Tensor &output,
+                           const std::vector<size_t> &out_counts, const OpCtx &ctx) = 0;
+    virtual void barrier(const OpCtx &ctx) = 0;
+    virtual void send(const Tensor &tensor, int dst, uint32_t tag, const OpCtx &ctx) = 0;
+    // src < 0: any source. Returns the source rank.
+    virtual int recv(Tensor &tensor, int src, uint32_t tag, const OpCtx &ctx) = 0;
+
+    // Makes operations in flight fail soon and later ones fail at once. Any thread.
+    virtual void abort() = 0;
+};
+
+// Creates a backend by name for rank/size, rendezvousing through `store`
+// (already prefixed with the group's name).
+std::unique_ptr<Backend> make_backend(const std::string &name, std::shared_ptr<Store> store, int rank, int size,
+                                      std::chrono::milliseconds timeout);
+
+}  // namespace distc

@@ -1,0 +1,428 @@
+#include "core/pg/process_group.hpp"
+
+#include <cstring>
+
+#include "core/util/error.hpp"
+
+namespace distc {
+
+namespace {
+
+// Scratch memory without zero-filling: every byte is written before it is read.
+struct Scratch {
+    std::unique_ptr<uint8_t[]> buf;
+    Tensor t;
+    Scratch(DType dt, size_t numel) : buf(new uint8_t[numel * dtype_size(dt) + 1]) {
+        t.data = buf.get();
+        t.numel = numel;
+        t.dtype = dt;
+        t.dim0 = static_cast<int64_t>(numel);
+    }
+};
+
+bool consecutive(const std::vector<Tensor> &ts) {
+    const uint8_t *p = ts.empty() ? nullptr : ts[0].bytes();
+    for (const auto &t : ts) {
+        if (t.bytes() != p) return false;
+        p += t.nbytes();
+    }
+    return true;
+}
+
+size_t total_numel(const std::vector<Tensor> &ts) {
+    size_t n = 0;
+    for (const auto &t : ts) n += t.numel;
+    return n;
+}
+
+// A flat tensor over `ts`: the tensors themselves when they are back to back in
+// memory, else packed into `scratch` (with their contents when `copy_in`).
+Tensor flatten(const std::vector<Tensor> &ts, std::unique_ptr<Scratch> &scratch, bool copy_in) {
+    if (consecutive(ts)) {
+        Tensor f = ts[0];
+        f.numel = total_numel(ts);
+        f.dim0 = static_cast<int64_t>(f.numel);
+        return f;
+    }
+    scratch = std::make_unique<Scratch>(ts[0].dtype, total_numel(ts));
+    if (copy_in) {
+        uint8_t *p = scratch->t.bytes();
+        for (const auto &t : ts) {
+            if (t.nbytes()) std::memcpy(p, t.data, t.nbytes());
+            p += t.nbytes();
+        }
+    }
+    return scratch->t;
+}
+
+void unflatten(const Tensor &flat, const std::vector<Tensor> &ts) {
+    if (consecutive(ts) && flat.data == (ts.empty() ? nullptr : ts[0].data)) return;
+    const uint8_t *p = flat.bytes();
+    for (const auto &t : ts) {
+        if (t.nbytes()) std::memcpy(t.data, p, t.nbytes());
+        p += t.nbytes();
+    }
+}
+
+std::string list_desc(const char *op, const std::vector<Tensor> &ts) {
+    return std::string(op) + " (" + std::to_string(ts.size()) + " x " + (ts.empty() ? "?" : ts[0].describe()) + ")";
+}
+
+}  // namespace
+
+std::string Tensor::describe() const { return std::string(dtype_name(dtype)) + "[" + std::to_string(numel) + "]"; }
+
+ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, const PgOptions &opts)
+    : store_(std::move(store)), rank_(rank), size_(size), name_(opts.name), timeout_(opts.timeout) {
+    if (size < 1) fail(DISTC_EINVAL, "size is " + std::to_string(size) + ", must be >= 1");
+    if (rank < 0 || rank >= size)
+        fail(DISTC_EINVAL, "rank " + std::to_string(rank) + " is outside 0.." + std::to_string(size - 1));
+    backend_ = make_backend(opts.backend, store_, rank, size, timeout_);
+}
+
+ProcessGroup::~ProcessGroup() {
+    std::deque<Item> dropped;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stopping_ = true;
+        dropped.swap(queue_);
+    }
+    cv_.notify_all();
+    for (auto &it : dropped)
+        it.work->complete(DISTC_EABORTED, it.work->what() + ": the group was freed before it ran");
+    if (worker_.joinable()) {
+        // An operation in flight may wait on peers for its whole timeout: cut it short.
+        backend_->abort();
+        worker_.join();
+    }
+}
+
+void ProcessGroup::abort() {
+    aborted_ = true;
+    backend_->abort();
+    std::deque<Item> dropped;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        dropped.swap(queue_);
+    }
+    for (auto &it : dropped) it.work->complete(DISTC_EABORTED, it.work->what() + ": the group was aborted");
+}
+
+void ProcessGroup::execute(Work &w, const OpCtx &ctx, const Body &body) noexcept {
+    w.start();
+    int code = 0;
+    std::string msg;
+    int32_t src = -1;
+    try {
+        src = body(ctx);
+    } catch (const Error &e) {
+        code = e.code();
+        msg = e.what();
+    } catch (const std::bad_alloc &) {
+        code = DISTC_ENOMEM;
+        msg = "out of memory";
+    } catch (const std::exception &e) {
+        code = DISTC_EINTERNAL;
+        msg = std::string("internal error: ") + e.what();
+    }
+    if (code != 0 && aborted_) code = DISTC_EABORTED;
+    w.complete(code, code ? w.what() + " failed: " + msg : "", src);
+}
+
+ProcessGroup::WorkPtr ProcessGroup::run(const std::string &what, const OpOptions &o, bool async, Body body) {
+    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    // Point-to-point operations are paired by tag, not by the group's sequence,
+    // so only collectives advance it (ranks skip each other's sends and recvs).
+    bool p2p = what.compare(0, 4, "send") == 0 || what.compare(0, 4, "recv") == 0;
+    uint64_t seq = p2p ? 0 : ++seq_;
+    OpCtx ctx{static_cast<uint32_t>(seq), o.timeout.count() < 0 ? timeout_ : o.timeout};
+    std::string label = p2p ? what : what.substr(0, what.find(' ')) + " #" + std::to_string(seq) +
+                                         (what.find(' ') == std::string::npos ? "" : what.substr(what.find(' ')));
+    auto w = std::make_shared<Work>(seq, label);
+    if (!async) {
+        // The blocking path: this thread, no hand-off, no queue.
+        execute(*w, ctx, body);
+        if (w->status() != 0) fail(w->status(), w->message());
+        return w;
+    }
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (stopping_) fail(DISTC_ESTATE, "the group is being freed");
+        queue_.push_back(Item{w, ctx, std::move(body)});
+        if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+    }
+    cv_.notify_one();
+    return w;
+}
+
+void ProcessGroup::worker_loop() {
+    for (;;) {
+        Item it;
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+            if (queue_.empty()) return;  // stopping
+            it = std::move(queue_.front());
+            queue_.pop_front();
+        }
+        execute(*it.work, it.ctx, it.body);
+    }
+}
+
+void ProcessGroup::check_rank(int r, const char *what) const {
+    if (r < 0 || r >= size_)
+        fail(DISTC_EINVAL, std::string(what) + " " + std::to_string(r) + " is outside 0.." + std::to_string(size_ - 1));
+}
+
+void ProcessGroup::check_reduce(const Tensor &t, ReduceOp op) const {
+    if (const char *why = reduce_op_unsupported(t.dtype, op)) fail(DISTC_EINVAL, why);
+}
+
+namespace {
+void same_dtype(const std::vector<Tensor> &ts, DType dt, const char *name) {
+    for (size_t i = 0; i < ts.size(); ++i)
+        if (ts[i].dtype != dt)
+            fail(DISTC_EINVAL, std::string(name) + "[" + std::to_string(i) + "] is " + dtype_name(ts[i].dtype) +
+                                   ", expected " + dtype_name(dt));
+}
+void same_numel(const std::vector<Tensor> &ts, size_t n, const char *name) {
+    for (size_t i = 0; i < ts.size(); ++i)
+        if (ts[i].numel != n)
+            fail(DISTC_EINVAL, std::string(name) + "[" + std::to_string(i) + "] has " + std::to_string(ts[i].numel) +
+                                   " elements, expected " + std::to_string(n));
+}
+}  // namespace
+
+ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp op, const OpOptions &o, bool async) {
+    if (ts.empty()) fail(DISTC_EINVAL, "no tensors");
+    same_dtype(ts, ts[0].dtype, "tensors");
+    check_reduce(ts[0], op);
+    double factor = o.premul_factor;
+    return run(list_desc("allreduce", ts), o, async, [this, ts, op, factor](const OpCtx &ctx) {
+        std::unique_ptr<Scratch> scratch;
+        Tensor flat = flatten(ts, scratch, true);
+        if (op == ReduceOp::PremulSum) scale_in_place(flat.dtype, flat.data, flat.numel, factor);
+        backend_->allreduce(flat, op, ctx);
+        if (op == ReduceOp::Avg) scale_in_place(flat.dtype, flat.data, flat.numel, 1.0 / size_);
+        unflatten(flat, ts);
+        return -1;
+    });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::broadcast(Tensor t, int root, const OpOptions &o, bool async) {
+    check_rank(root, "root");
+    return run("broadcast (" + t.describe() + ")", o, async, [this, t, root](const OpCtx &ctx) mutable {
+        backend_->broadcast(t, root, ctx);
+        return -1;
+    });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::reduce(Tensor t, int root, ReduceOp op, const OpOptions &o, bool async) {
+    check_rank(root, "root");
+    check_reduce(t, op);
+    double factor = o.premul_factor;
+    return run("reduce (" + t.describe() + ")", o, async, [this, t, root, op, factor](const OpCtx &ctx) mutable {
+        // Non-roots contribute from a copy: their tensor is left as it was.
+        std::unique_ptr<Scratch> scratch;
+        Tensor work = t;
+        if (rank_ != root) {
+            scratch = std::make_unique<Scratch>(t.dtype, t.numel);
+            if (t.nbytes()) std::memcpy(scratch->t.data, t.data, t.nbytes());
+            work = scratch->t;
+        }
+        if (op == ReduceOp::PremulSum) scale_in_place(work.dtype, work.data, work.numel, factor);
+        backend_->reduce(work, root, op, ctx);
+        if (rank_ == root && op == ReduceOp::Avg) scale_in_place(t.dtype, t.data, t.numel, 1.0 / size_);
+        return -1;
+    });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::allgather(Tensor input, std::vector<Tensor> outputs, const OpOptions &o,
+                                              bool async) {
+    if (outputs.size() != static_cast<size_t>(size_))
+        fail(DISTC_EINVAL, "outputs has " + std::to_string(outputs.size()) + " tensors, expected the group size " +
+                               std::to_string(size_));
+    same_dtype(outputs, input.dtype, "outputs");
+    same_numel(outputs, input.numel, "outputs");
+    return run("allgather (" + input.describe() + ")", o, async, [this, input, outputs](const OpCtx &ctx) {
+        std::unique_ptr<Scratch> scratch;
+        Tensor flat = flatten(outputs, scratch, false);
+        backend_->allgather(input, flat, ctx);
+        unflatten(flat, outputs);
+        return -1;
+    });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::gather(Tensor input, std::vector<Tensor> outputs, int root, const OpOptions &o,
+                                           bool async) {
+    check_rank(root, "root");
+    if (rank_ == root) {
+        if (outputs.size() != static_cast<size_t>(size_))
+            fail(DISTC_EINVAL, "outputs has " + std::to_string(outputs.size()) +
+                                   " tensors on the root, expected the group size " + std::to_string(size_));
+        same_dtype(outputs, input.dtype, "outputs");
+        same_numel(outputs, input.numel, "outputs");
+    }
+    return run("gather (" + input.describe() + ")", o, async, [this, input, outputs, root](const OpCtx &ctx) {
+        std::unique_ptr<Scratch> scratch;
+        if (rank_ != root) {
+            backend_->gather(input, nullptr, root, ctx);
+            return -1;
+        }
+        Tensor flat = flatten(outputs, scratch, false);
+        backend_->gather(input, &flat, root, ctx);
+        unflatten(flat, outputs);
+        return -1;
+    });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::scatter(std::vector<Tensor> inputs, Tensor output, int root, const OpOptions &o,
+                                            bool async) {
+    check_rank(root, "root");
+    if (rank_ == root) {
+        if (inputs.size() != static_cast<size_t>(size_))
+            fail(DISTC_EINVAL, "inputs has " + std::to_string(inputs.size()) +
+                                   " tensors on the root, expected the group size " + std::to_string(size_));
+        same_dtype(inputs, output.dtype, "inputs");
+        same_numel(inputs, output.numel, "inputs");
+    }
+    return run("scatter (" + output.describe() + ")", o, async, [this, inputs, output, root](const OpCtx &ctx) mutable {
+        std::unique_ptr<Scratch> scratch;
+        if (rank_ != root) {
+            backend_->scatter(nullptr, output, root, ctx);
+            return -1;
+        }
+        Tensor flat = flatten(inputs, scratch, true);
+        backend_->scatter(&flat, output, root, ctx);
+        return -1;
+    });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, Tensor output, ReduceOp op,
+                                                   const OpOptions &o, bool async) {
+    if (inputs.size() != static_cast<size_t>(size_))
+        fail(DISTC_EINVAL, "inputs has " + std::to_string(inputs.size()) + " tensors, expected the group size " +
+                               std::to_string(size_));
+    same_dtype(inputs, output.dtype, "inputs");
+    same_numel(inputs, output.numel, "inputs");
+    check_reduce(output, op);
+    double factor = o.premul_factor;
+    return run("reduce_scatter (" + output.describe() + ")", o, async,
+               [this, inputs, output, op, factor](const OpCtx &ctx) {
+                   // Gloo has no reduce-scatter collective: allreduce a copy of the
+                   // inputs (never the caller's) and keep this rank's part.
+                   Scratch all(output.dtype, output.numel * static_cast<size_t>(size_));
+                   uint8_t *p = all.t.bytes();
+                   for (const auto &t : inputs) {
+                       if (t.nbytes()) std::memcpy(p, t.data, t.nbytes());
+                       p += t.nbytes();
+                   }
+                   if (op == ReduceOp::PremulSum) scale_in_place(all.t.dtype, all.t.data, all.t.numel, factor);
+                   backend_->allreduce(all.t, op, ctx);
+                   uint8_t *mine = all.t.bytes() + output.nbytes() * static_cast<size_t>(rank_);
+                   if (output.nbytes()) std::memcpy(output.data, mine, output.nbytes());
+                   if (op == ReduceOp::Avg) scale_in_place(output.dtype, output.data, output.numel, 1.0 / size_);
+                   return -1;
+               });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::alltoall(std::vector<Tensor> inputs, std::vector<Tensor> outputs,
+                                             const OpOptions &o, bool async) {
+    if (inputs.size() != static_cast<size_t>(size_) || outputs.size() != static_cast<size_t>(size_))
+        fail(DISTC_EINVAL, "inputs and outputs must each hold the group size (" + std::to_string(size_) +
+                               ") tensors, got " + std::to_string(inputs.size()) + " and " +
+                               std::to_string(outputs.size()));
+    same_dtype(inputs, inputs[0].dtype, "inputs");
+    same_dtype(outputs, inputs[0].dtype, "outputs");
+    if (outputs[rank_].numel != inputs[rank_].numel)
+        fail(DISTC_EINVAL, "outputs[" + std::to_string(rank_) + "] and inputs[" + std::to_string(rank_) +
+                               "] (this rank's own part) differ in size");
+    return run(list_desc("alltoall", inputs), o, async, [this, inputs, outputs](const OpCtx &ctx) {
+        std::unique_ptr<Scratch> sin, sout;
+        Tensor fin = flatten(inputs, sin, true);
+        Tensor fout = flatten(outputs, sout, false);
+        std::vector<size_t> ic, oc;
+        for (const auto &t : inputs) ic.push_back(t.numel);
+        for (const auto &t : outputs) oc.push_back(t.numel);
+        backend_->alltoallv(fin, ic, fout, oc, ctx);
+        unflatten(fout, outputs);
+        return -1;
+    });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output, std::vector<int64_t> in_splits,
+                                                    std::vector<int64_t> out_splits, const OpOptions &o,
+                                                    bool async) {
+    if (input.dtype != output.dtype)
+        fail(DISTC_EINVAL, std::string("output is ") + dtype_name(output.dtype) + " but input is " +
+                               dtype_name(input.dtype));
+    if (input.dim0 > 0 && output.dim0 > 0 && input.row_numel() != output.row_numel())
+        fail(DISTC_EINVAL, "input and output rows differ in size (" + std::to_string(input.row_numel()) + " vs " +
+                               std::to_string(output.row_numel()) + " elements)");
+    auto counts = [&](const Tensor &t, std::vector<int64_t> &splits, const char *name) {
+        if (splits.empty()) {
+            if (t.dim0 % size_ != 0)
+                fail(DISTC_EINVAL, std::string(name) + "'s first dimension (" + std::to_string(t.dim0) +
+                                       ") does not divide by the group size " + std::to_string(size_) +
+                                       "; pass split sizes");
+            splits.assign(size_, t.dim0 / size_);
+        }
+        if (splits.size() != static_cast<size_t>(size_))
+            fail(DISTC_EINVAL, std::string(name) + "_splits has " + std::to_string(splits.size()) +
+                                   " entries, expected " + std::to_string(size_));
+        int64_t sum = 0;
+        for (size_t i = 0; i < splits.size(); ++i) {
+            if (splits[i] < 0)
+                fail(DISTC_EINVAL, std::string(name) + "_splits[" + std::to_string(i) + "] is negative");
+            sum += splits[i];
+        }
+        if (sum != t.dim0)
+            fail(DISTC_EINVAL, std::string(name) + "_splits add up to " + std::to_string(sum) +
+                                   " but the first dimension is " + std::to_string(t.dim0));
+        std::vector<size_t> c;
+        size_t row = t.row_numel();
+        for (auto s : splits) c.push_back(static_cast<size_t>(s) * row);
+        return c;
+    };
+    auto ic = counts(input, in_splits, "input");
+    auto oc = counts(output, out_splits, "output");
+    if (ic[rank_] != oc[rank_])
+        fail(DISTC_EINVAL, "input_splits[" + std::to_string(rank_) + "] and output_splits[" + std::to_string(rank_) +
+                               "] (this rank's own part) differ");
+    return run("alltoall_single (" + input.describe() + ")", o, async,
+               [this, input, output, ic, oc](const OpCtx &ctx) mutable {
+                   backend_->alltoallv(input, ic, output, oc, ctx);
+                   return -1;
+               });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::barrier(const OpOptions &o, bool async) {
+    return run("barrier", o, async, [this](const OpCtx &ctx) {
+        backend_->barrier(ctx);
+        return -1;
+    });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::send(Tensor t, int dst, int tag, const OpOptions &o, bool async) {
+    check_rank(dst, "dst");
+    if (dst == rank_) fail(DISTC_EINVAL, "dst is this rank (" + std::to_string(rank_) + ")");
+    if (tag < 0) fail(DISTC_EINVAL, "tag is negative (" + std::to_string(tag) + ")");
+    return run("send (" + t.describe() + " to rank " + std::to_string(dst) + ", tag " + std::to_string(tag) + ")", o,
+               async, [this, t, dst, tag](const OpCtx &ctx) {
+                   backend_->send(t, dst, static_cast<uint32_t>(tag), ctx);
+                   return dst;
+               });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::recv(Tensor t, int src, int tag, const OpOptions &o, bool async) {
+    if (src != -1) {
+        check_rank(src, "src");
+        if (src == rank_) fail(DISTC_EINVAL, "src is this rank (" + std::to_string(rank_) + ")");
+    }
+    if (tag < 0) fail(DISTC_EINVAL, "tag is negative (" + std::to_string(tag) + ")");
+    std::string from = src < 0 ? "any rank" : "rank " + std::to_string(src);
+    return run("recv (" + t.describe() + " from " + from + ", tag " + std::to_string(tag) + ")", o, async,
+               [this, t, src, tag](const OpCtx &ctx) mutable { return backend_->recv(t, src, static_cast<uint32_t>(tag), ctx); });
+}
+
+}  // namespace distc

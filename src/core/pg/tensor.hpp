@@ -1,0 +1,23 @@
+// A contiguous CPU buffer as the core sees it; capi/ builds these from DLTensors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/pg/types.hpp"
+
+namespace distc {
+
+struct Tensor {
+    void *data = nullptr;
+    size_t numel = 0;
+    DType dtype = DType::Float32;
+    int64_t dim0 = 0;  // first dimension (numel for 0-d or 1-d), for splits
+
+    size_t nbytes() const { return numel * dtype_size(dtype); }
+    size_t row_numel() const { return dim0 > 0 ? numel / static_cast<size_t>(dim0) : 0; }
+    uint8_t *bytes() const { return static_cast<uint8_t *>(data); }
+    std::string describe() const;  // "float32[1024]"
+};
+
+}  // namespace distc

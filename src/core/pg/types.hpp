@@ -1,0 +1,39 @@
+// Element types and reduction operators as the core sees them (the C API's
+// DLPack dtypes and distc_reduce_op values are translated in capi/).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace distc {
+
+enum class DType : uint8_t {
+    Bool, Int8, UInt8, Int16, Int32, Int64, Float16, BFloat16, Float32, Float64, Complex64, Complex128
+};
+
+enum class ReduceOp : uint8_t { Sum, Avg, Product, Min, Max, Band, Bor, Bxor, PremulSum };
+
+size_t dtype_size(DType t);
+const char *dtype_name(DType t);   // "float32", as torch names them
+const char *op_name(ReduceOp op);  // "SUM", ...
+
+// gloo's reduction signature: c[i] = a[i] (op) b[i] for n elements; c may alias a or b.
+using ReduceFn = void (*)(void *c, const void *a, const void *b, size_t n);
+
+// The elementwise function that combines two contributions under `op` for
+// `t`. AVG combines as SUM (the division is a separate scale step, once);
+// PREMUL_SUM too (inputs are scaled first). Returns nullptr for combinations
+// that have no meaning (see reduce_op_supported).
+ReduceFn reduce_fn(DType t, ReduceOp op);
+
+// nullptr when `op` is defined on `t`, else a static message explaining why not:
+// MIN/MAX/PRODUCT on complex; BAND/BOR/BXOR on floating or complex types.
+const char *reduce_op_unsupported(DType t, ReduceOp op);
+
+// data[i] *= factor for n elements of type t (AVG divides by the world size
+// as factor 1/size; PREMUL_SUM multiplies by the user's factor). Integer types
+// round toward zero as torch's integer division does for AVG; bool is
+// rejected by reduce_op_unsupported for AVG/PREMUL_SUM.
+void scale_in_place(DType t, void *data, size_t n, double factor);
+
+}  // namespace distc

@@ -1,0 +1,83 @@
+#include "core/work/work.hpp"
+
+#include "distc/errors.h"
+
+namespace distc {
+
+void Work::start() {
+    std::lock_guard<std::mutex> lk(mu_);
+    start_ = std::chrono::steady_clock::now();
+}
+
+void Work::complete(int code, const std::string &message, int32_t source_rank) {
+    std::function<void()> cb;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (done_) return;
+        done_ = true;
+        code_ = code;
+        message_ = message;
+        if (source_rank >= 0) source_ = source_rank;
+        end_ = std::chrono::steady_clock::now();
+        if (start_ == std::chrono::steady_clock::time_point{}) start_ = end_;
+        cb = std::move(cb_);
+    }
+    cv_.notify_all();
+    if (cb) cb();
+}
+
+bool Work::done() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return done_;
+}
+
+int Work::status() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return done_ ? code_ : DISTC_INPROGRESS;
+}
+
+std::string Work::message() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return message_;
+}
+
+const char *Work::message_cstr() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return done_ ? message_.c_str() : "";
+}
+
+int32_t Work::source_rank() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return source_;
+}
+
+int64_t Work::duration_ns() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!done_) return 0;
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(end_ - start_).count();
+}
+
+bool Work::wait(std::chrono::milliseconds timeout) const {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (timeout.count() < 0) {
+        cv_.wait(lk, [&] { return done_; });
+        return true;
+    }
+    return cv_.wait_for(lk, timeout, [&] { return done_; });
+}
+
+bool Work::on_complete(std::function<void()> cb) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (has_cb_) return false;
+        has_cb_ = true;
+        if (!done_) {
+            cb_ = std::move(cb);
+            return true;
+        }
+    }
+    cb();
+    return true;
+}
+
+}  // namespace distc

@@ -1,0 +1,224 @@
+/* Process groups across real processes: rendezvous by URL, collectives, and
+ * what survivors get when a rank dies, stalls, or when a rank aborts. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+struct job {
+    int port;
+    int64_t timeout_ms;
+    int victim;  /* the rank that misbehaves, or -1 */
+};
+
+static DLTensor f32(float *p, int64_t *shape) {
+    DLTensor t;
+    memset(&t, 0, sizeof t);
+    t.data = p;
+    t.device.device_type = kDLCPU;
+    t.ndim = 1;
+    t.dtype.code = kDLFloat;
+    t.dtype.bits = 32;
+    t.dtype.lanes = 1;
+    t.shape = shape;
+    return t;
+}
+
+#define CHILD_CHECK(cond, ...)                  \
+    do {                                        \
+        if (!(cond)) {                          \
+            fprintf(stderr, __VA_ARGS__);       \
+            fprintf(stderr, "\n");              \
+            return 1;                           \
+        }                                       \
+    } while (0)
+
+static distc_pg *join(int rank, int n, const struct job *j) {
+    char url[128];
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d?rank=%d&world_size=%d", j->port, rank, n);
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.timeout_ms = j->timeout_ms;
+    distc_rendezvous_options rv = DISTC_RENDEZVOUS_OPTIONS_INIT;
+    rv.timeout_ms = 20000;
+    distc_pg *pg = NULL;
+    if (distc_pg_new_from_url(&pg, url, &rv, &o) != 0) {
+        fprintf(stderr, "rank %d: %s\n", rank, distc_error_last());
+        return NULL;
+    }
+    return pg;
+}
+
+static int collectives_child(int rank, int n, void *arg) {
+    distc_pg *pg = join(rank, n, arg);
+    CHILD_CHECK(pg, "rank %d could not join", rank);
+    int32_t r = -1, s = -1;
+    distc_pg_rank(&r, pg);
+    distc_pg_size(&s, pg);
+    CHILD_CHECK(r == rank && s == n, "rank %d: pg says %d/%d", rank, r, s);
+    enum { M = 1000 };
+    float x[M], all[4 * M];
+    int64_t shape[1] = {M}, ashape[1] = {(int64_t)n * M};
+    for (int i = 0; i < M; ++i) x[i] = (float)(rank + i);
+    DLTensor t = f32(x, shape), a = f32(all, ashape);
+    CHILD_CHECK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL) == 0, "allreduce: %s", distc_error_last());
+    for (int i = 0; i < M; ++i)
+        CHILD_CHECK(x[i] == (float)(n * i + n * (n - 1) / 2), "rank %d allreduce[%d] = %g", rank, i, x[i]);
+    for (int i = 0; i < M; ++i) x[i] = (float)(rank * 1000 + i);
+    CHILD_CHECK(distc_allgather_into_tensor(NULL, pg, &a, &t, NULL) == 0, "allgather: %s", distc_error_last());
+    for (int q = 0; q < n; ++q)
+        CHILD_CHECK(all[q * M + 7] == (float)(q * 1000 + 7), "rank %d allgather from %d wrong", rank, q);
+    CHILD_CHECK(distc_broadcast(NULL, pg, &t, n - 1, NULL) == 0, "broadcast: %s", distc_error_last());
+    CHILD_CHECK(x[3] == (float)((n - 1) * 1000 + 3), "rank %d broadcast wrong", rank);
+    /* Async: queue two, then wait. */
+    distc_work *w1 = NULL, *w2 = NULL;
+    CHILD_CHECK(distc_allreduce(&w1, pg, &t, DISTC_MAX, NULL) == 0, "async: %s", distc_error_last());
+    CHILD_CHECK(distc_barrier(&w2, pg, NULL) == 0, "async barrier: %s", distc_error_last());
+    CHILD_CHECK(distc_work_wait(w1, -1) == 0 && distc_work_wait(w2, -1) == 0, "wait: %s", distc_error_last());
+    distc_work_free(w1);
+    distc_work_free(w2);
+    /* A ring of sends and receives. */
+    float in = -1, outv = (float)rank;
+    int64_t one[1] = {1};
+    DLTensor ti = f32(&in, one), to = f32(&outv, one);
+    distc_work *ws = NULL;
+    CHILD_CHECK(distc_send(&ws, pg, &to, (rank + 1) % n, 3, NULL) == 0, "send: %s", distc_error_last());
+    CHILD_CHECK(distc_recv(NULL, pg, &ti, (rank + n - 1) % n, 3, NULL) == 0, "recv: %s", distc_error_last());
+    CHILD_CHECK(distc_work_wait(ws, -1) == 0, "send wait: %s", distc_error_last());
+    distc_work_free(ws);
+    CHILD_CHECK(in == (float)((rank + n - 1) % n), "rank %d got %g in the ring", rank, in);
+    CHILD_CHECK(distc_barrier(NULL, pg, NULL) == 0, "barrier: %s", distc_error_last());
+    distc_pg_free(pg);
+    return 0;
+}
+
+static void run_collectives(int n) {
+    struct job j = {dt_free_port(), 20000, -1};
+    assert_int_equal(dt_run_procs(n, collectives_child, &j, 60), 0);
+}
+
+static void test_two_processes(void **state) {
+    (void)state;
+    run_collectives(2);
+}
+
+static void test_four_processes(void **state) {
+    (void)state;
+    run_collectives(4);
+}
+
+/* The victim dies (SIGKILL) right after joining; the others run an allreduce
+ * and must get an error within the timeout, then free the group and exit 0. */
+static int dead_peer_child(int rank, int n, void *arg) {
+    const struct job *j = arg;
+    distc_pg *pg = join(rank, n, j);
+    CHILD_CHECK(pg, "rank %d could not join", rank);
+    CHILD_CHECK(distc_barrier(NULL, pg, NULL) == 0, "barrier: %s", distc_error_last());
+    if (rank == j->victim) raise(SIGKILL);
+    usleep(100 * 1000);
+    float x[64] = {0};
+    int64_t shape[1] = {64};
+    DLTensor t = f32(x, shape);
+    int64_t t0 = dt_now_ms();
+    int rc = distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
+    int64_t took = dt_now_ms() - t0;
+    CHILD_CHECK(rc == DISTC_EREMOTE || rc == DISTC_ETIMEOUT, "rank %d: allreduce with a dead peer gave %d (%s)", rank,
+                rc, distc_error_last());
+    CHILD_CHECK(strstr(distc_error_last(), "allreduce #2") != NULL, "rank %d: message lacks the op and seq: %s", rank,
+                distc_error_last());
+    CHILD_CHECK(took < j->timeout_ms + 3000, "rank %d: the error took %lld ms", rank, (long long)took);
+    /* Later operations fail too (promptly or within the timeout), and nothing hangs. */
+    rc = distc_barrier(NULL, pg, NULL);
+    CHILD_CHECK(rc != 0, "rank %d: barrier with a dead peer succeeded", rank);
+    distc_pg_free(pg);
+    return 0;
+}
+
+static void test_killed_rank(void **state) {
+    (void)state;
+    struct job j = {dt_free_port(), 3000, 2};
+    /* The victim exits by signal: exactly one failed child. */
+    assert_int_equal(dt_run_procs(3, dead_peer_child, &j, 60), 1);
+}
+
+/* The victim stays alive but stops calling: the others time out. */
+static int stalled_peer_child(int rank, int n, void *arg) {
+    const struct job *j = arg;
+    distc_pg *pg = join(rank, n, j);
+    CHILD_CHECK(pg, "rank %d could not join", rank);
+    if (rank == j->victim) {
+        sleep((unsigned)(j->timeout_ms / 1000 + 2));
+        distc_pg_free(pg);
+        return 0;
+    }
+    int64_t t0 = dt_now_ms();
+    int rc = distc_barrier(NULL, pg, NULL);
+    int64_t took = dt_now_ms() - t0;
+    CHILD_CHECK(rc == DISTC_ETIMEOUT, "rank %d: barrier with a stalled peer gave %d (%s)", rank, rc, distc_error_last());
+    CHILD_CHECK(took >= j->timeout_ms - 100 && took < j->timeout_ms + 3000, "rank %d: timed out after %lld ms", rank,
+                (long long)took);
+    distc_pg_free(pg);
+    return 0;
+}
+
+static void test_stalled_rank(void **state) {
+    (void)state;
+    struct job j = {dt_free_port(), 1500, 1};
+    assert_int_equal(dt_run_procs(3, stalled_peer_child, &j, 60), 0);
+}
+
+/* distc_pg_abort from another thread wakes a rank blocked in a collective. */
+struct aborter {
+    distc_pg *pg;
+};
+
+static void *abort_later(void *arg) {
+    usleep(300 * 1000);
+    distc_pg_abort(((struct aborter *)arg)->pg);
+    return NULL;
+}
+
+static int abort_child(int rank, int n, void *arg) {
+    const struct job *j = arg;
+    distc_pg *pg = join(rank, n, j);
+    CHILD_CHECK(pg, "rank %d could not join", rank);
+    if (rank == 1) {
+        /* Never joins the collective; leaves once rank 0 is done. */
+        sleep(3);
+        distc_pg_free(pg);
+        return 0;
+    }
+    struct aborter a = {pg};
+    pthread_t t;
+    pthread_create(&t, NULL, abort_later, &a);
+    int64_t t0 = dt_now_ms();
+    int rc = distc_barrier(NULL, pg, NULL);
+    int64_t took = dt_now_ms() - t0;
+    pthread_join(t, NULL);
+    CHILD_CHECK(rc == DISTC_EABORTED, "abort gave %d (%s)", rc, distc_error_last());
+    CHILD_CHECK(took < 5000, "abort took %lld ms", (long long)took);
+    CHILD_CHECK(distc_barrier(NULL, pg, NULL) == DISTC_EABORTED, "after abort: %s", distc_error_last());
+    distc_pg_free(pg);
+    return 0;
+}
+
+static void test_abort_wakes_blocked_collective(void **state) {
+    (void)state;
+    struct job j = {dt_free_port(), 60000, -1};
+    assert_int_equal(dt_run_procs(2, abort_child, &j, 60), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_processes),
+        cmocka_unit_test(test_four_processes),
+        cmocka_unit_test(test_killed_rank),
+        cmocka_unit_test(test_stalled_rank),
+        cmocka_unit_test(test_abort_wakes_blocked_collective),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
