@@ -39,6 +39,13 @@ int main(void) {
     OFF(distc_store_vtable, multi_get);
     OFF(distc_store_vtable, multi_set);
     OFF(distc_store_vtable, free);
+    OFF(distc_pg_options, version);
+    OFF(distc_pg_options, backend);
+    OFF(distc_pg_options, timeout_ms);
+    OFF(distc_pg_options, group_name);
+    OFF(distc_op_options, version);
+    OFF(distc_op_options, timeout_ms);
+    OFF(distc_op_options, premul_factor);
     VAL(DISTC_OK);
     VAL(DISTC_INPROGRESS);
     VAL(DISTC_EINVAL);
@@ -63,5 +70,18 @@ int main(void) {
     VAL(DISTC_TCP_STORE_OPTIONS_VERSION);
     VAL(DISTC_RENDEZVOUS_OPTIONS_VERSION);
     VAL(DISTC_STORE_VTABLE_VERSION);
+    VAL(DISTC_SUM);
+    VAL(DISTC_AVG);
+    VAL(DISTC_PRODUCT);
+    VAL(DISTC_MIN);
+    VAL(DISTC_MAX);
+    VAL(DISTC_BAND);
+    VAL(DISTC_BOR);
+    VAL(DISTC_BXOR);
+    VAL(DISTC_PREMUL_SUM);
+    VAL(DISTC_ANY_SOURCE);
+    VAL(DISTC_PG_DEFAULT_TIMEOUT_MS);
+    VAL(DISTC_PG_OPTIONS_VERSION);
+    VAL(DISTC_OP_OPTIONS_VERSION);
     return 0;
 }
