@@ -58,10 +58,15 @@ typedef struct distc_pg_options {
     const char *backend;     /**< NULL: "gloo" */
     int64_t timeout_ms;      /**< default timeout of every operation; -1: 30 min */
     const char *group_name;  /**< keys of this group live under "<name>/" in the store;
-                                  NULL: "default_pg" */
+                                  NULL: "default_pg" (subgroups: derived from the parent's) */
+    int32_t debug;           /**< 1: before each collective, the ranks check that they all
+                                  call the same operation with the same dtype, count, root and
+                                  op (one small allgather), and a mismatch is DISTC_EINVAL on
+                                  every rank naming who calls what; 0: off; -1: on when the
+                                  environment has DISTC_DEBUG=detail. Set it alike on every rank. */
 } distc_pg_options;
 
-#define DISTC_PG_OPTIONS_INIT { DISTC_PG_OPTIONS_VERSION, NULL, -1, NULL }
+#define DISTC_PG_OPTIONS_INIT { DISTC_PG_OPTIONS_VERSION, NULL, -1, NULL, -1 }
 
 /** Fills `opts` with the defaults above. */
 DISTC_EXTERN(int) distc_pg_options_init(distc_pg_options *opts, unsigned int version);
@@ -108,6 +113,40 @@ DISTC_EXTERN(int) distc_pg_backend(const char **out, const distc_pg *pg);
 DISTC_EXTERN(int) distc_pg_name(const char **out, const distc_pg *pg);
 /** The group's default timeout in ms. */
 DISTC_EXTERN(int) distc_pg_timeout(int64_t *out, const distc_pg *pg);
+
+/* ------------------------------------------------------------------------ */
+/* Subgroups                                                                 */
+
+/**
+ * c10d's new_group: a group of the parent's ranks listed in `ranks` (n of
+ * them, distinct), numbered in that order. Every rank of the parent calls it,
+ * in the same order as other subgroup creations. A rank not listed gets 0 and
+ * `*out == NULL` ("not a member"), not an error. The subgroup holds a
+ * reference to the parent's store, not to the parent.
+ */
+DISTC_EXTERN(int) distc_pg_new_subgroup(distc_pg **out, distc_pg *parent, const int32_t *ranks, size_t n,
+                                        const distc_pg_options *opts);
+
+/** A `color` for distc_pg_split that means "in no new group". */
+#define DISTC_SPLIT_NOCOLOR (-1)
+
+/**
+ * MPI_Comm_split / ncclCommSplit: every parent rank calls it (a collective on
+ * the parent); ranks with the same `color` (>= 0) form one new group, ordered
+ * by `key` and then by parent rank. DISTC_SPLIT_NOCOLOR gives 0 and
+ * `*out == NULL`.
+ */
+DISTC_EXTERN(int) distc_pg_split(distc_pg **out, distc_pg *parent, int32_t color, int32_t key,
+                                 const distc_pg_options *opts);
+
+/**
+ * The rank in the root group (the one made by distc_pg_new or
+ * distc_pg_new_from_url) of this group's rank `group_rank`.
+ */
+DISTC_EXTERN(int) distc_pg_global_rank(int32_t *out, const distc_pg *pg, int32_t group_rank);
+
+/** This group's rank of the root group's rank `global_rank`, or -1 when it is not a member. */
+DISTC_EXTERN(int) distc_pg_group_rank(int32_t *out, const distc_pg *pg, int32_t global_rank);
 
 /**
  * Aborts the group on this rank: operations in flight and queued fail with
@@ -200,6 +239,63 @@ DISTC_EXTERN(int) distc_send(distc_work **out, distc_pg *pg, const DLTensor *ten
 /** Receives into `tensor` from rank `src` (or DISTC_ANY_SOURCE) with `tag`. */
 DISTC_EXTERN(int) distc_recv(distc_work **out, distc_pg *pg, DLTensor *tensor, int32_t src, int32_t tag,
                              const distc_op_options *opts);
+
+/**
+ * A barrier that names who is missing: every rank reports to rank 0, which
+ * waits up to `timeout_ms` (DISTC_TIMEOUT_DEFAULT: the group's) and then
+ * releases everyone. If ranks are missing, rank 0 and the ranks that did
+ * arrive get DISTC_ETIMEOUT with a message naming the missing ranks (with
+ * `wait_all_ranks` zero, only the first missing rank is named, as c10d).
+ * Blocking only.
+ */
+DISTC_EXTERN(int) distc_monitored_barrier(distc_pg *pg, int64_t timeout_ms, int32_t wait_all_ranks);
+
+/* ------------------------------------------------------------------------ */
+/* Batched point-to-point                                                    */
+
+typedef enum distc_p2p_kind { DISTC_P2P_SEND = 0, DISTC_P2P_RECV = 1 } distc_p2p_kind;
+
+/** One send or receive of distc_batch_isend_irecv. */
+typedef struct distc_p2p_op {
+    int32_t kind;      /**< a distc_p2p_kind */
+    DLTensor *tensor;  /**< the data to send, or the buffer to receive into */
+    int32_t peer;      /**< destination or source rank (no DISTC_ANY_SOURCE here) */
+    int32_t tag;
+} distc_p2p_op;
+
+/**
+ * torch's batch_isend_irecv: posts all `n` sends and receives at once and
+ * completes when all have (so a ring of sends and receives cannot deadlock).
+ * One work handle covers the batch.
+ */
+DISTC_EXTERN(int) distc_batch_isend_irecv(distc_work **out, distc_pg *pg, const distc_p2p_op *ops, size_t n,
+                                          const distc_op_options *opts);
+
+/* ------------------------------------------------------------------------ */
+/* Byte collectives (sizes may differ per rank), for object collectives      */
+
+/**
+ * Gathers `len` bytes of `data` from every rank into `out[0..size)` on every
+ * rank; lengths may differ between ranks. Release each with distc_buf_dispose.
+ * Blocking only.
+ */
+DISTC_EXTERN(int) distc_all_gather_bytes(distc_buf *out, distc_pg *pg, const void *data, size_t len,
+                                         const distc_op_options *opts);
+
+/** As distc_all_gather_bytes, into `out[0..size)` on `root` only (ignored, may be NULL, elsewhere). */
+DISTC_EXTERN(int) distc_gather_bytes(distc_buf *out, distc_pg *pg, const void *data, size_t len, int32_t root,
+                                     const distc_op_options *opts);
+
+/** `root`'s `len` bytes of `data` into `*out` on every rank (root included); `data` is ignored elsewhere. */
+DISTC_EXTERN(int) distc_broadcast_bytes(distc_buf *out, distc_pg *pg, const void *data, size_t len, int32_t root,
+                                        const distc_op_options *opts);
+
+/**
+ * `root`'s `data[r]` (`lens[r]` bytes) into rank r's `*out`; `data` and
+ * `lens` are ignored (may be NULL) on other ranks.
+ */
+DISTC_EXTERN(int) distc_scatter_bytes(distc_buf *out, distc_pg *pg, const void *const *data, const size_t *lens,
+                                      int32_t root, const distc_op_options *opts);
 
 DISTC_END_DECL
 

@@ -4,7 +4,6 @@
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/tensor_args.hpp"
-#include "core/store/prefix_store.hpp"
 #include "core/store/rendezvous.hpp"
 #include "distc/pg.h"
 
@@ -43,6 +42,8 @@ PgOptions pg_options(const distc_pg_options *opts) {
         require(opts->group_name[0] != '\0', "opts->group_name is empty");
         o.name = opts->group_name;
     }
+    require(opts->debug >= -1 && opts->debug <= 1, "opts->debug must be -1, 0 or 1");
+    o.debug = opts->debug;
     return o;
 }
 
@@ -58,19 +59,38 @@ OpOptions op_options(const distc_op_options *opts) {
     return o;
 }
 
-// Every rank of one instance adds 1; instance k sees values in ((k-1)size, k size],
-// so ranks agree on a fresh key space even when a group name is reused.
-std::shared_ptr<Store> group_store(const std::shared_ptr<Store> &store, const std::string &name, int size) {
-    int64_t n = store->add(name + "/instances", 1);
-    int64_t gen = (n - 1) / size;
-    return std::make_shared<PrefixStore>(name + "/" + std::to_string(gen), store);
-}
-
 std::shared_ptr<ProcessGroup> make_pg(const std::shared_ptr<Store> &store, int rank, int size, const PgOptions &o) {
     require(size >= 1, ("size is " + std::to_string(size) + ", must be >= 1").c_str());
     require(rank >= 0 && rank < size,
             ("rank " + std::to_string(rank) + " is outside 0.." + std::to_string(size - 1)).c_str());
-    return std::make_shared<ProcessGroup>(group_store(store, o.name, size), rank, size, o);
+    return std::make_shared<ProcessGroup>(store, rank, size, o);
+}
+
+// A subgroup for members; NULL (and success) for the others.
+int box_member(distc_pg **out, std::shared_ptr<ProcessGroup> g) {
+    *out = g ? new distc_pg{std::move(g)} : nullptr;
+    return 0;
+}
+
+std::vector<ByteView> byte_views(const void *const *data, const size_t *lens, size_t n) {
+    require(data != nullptr && lens != nullptr, "data or lens is NULL on the root");
+    std::vector<ByteView> v;
+    for (size_t i = 0; i < n; ++i) {
+        if (!data[i] && lens[i]) fail(DISTC_EINVAL, "data[" + std::to_string(i) + "] is NULL but lens[" + std::to_string(i) + "] > 0");
+        v.emplace_back(data[i], lens[i]);
+    }
+    return v;
+}
+
+void to_bufs(distc_buf *out, const std::vector<Bytes> &vals) {
+    size_t i = 0;
+    try {
+        for (; i < vals.size(); ++i)
+            if (distc_buf_set(&out[i], vals[i].data(), vals[i].size()) != 0) fail(DISTC_ENOMEM, "cannot allocate a result");
+    } catch (...) {
+        for (size_t j = 0; j < i; ++j) distc_buf_dispose(&out[j]);
+        throw;
+    }
 }
 
 // The shared tail of every collective: block (out == NULL) or hand back a handle.
@@ -170,6 +190,121 @@ DISTC_EXTERN(int) distc_pg_timeout(int64_t *out, const distc_pg *pg) {
     return guard(__func__, [&] {
         require_ptr(out, "out");
         *out = pg_arg(pg).timeout().count();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_new_subgroup(distc_pg **out, distc_pg *parent, const int32_t *ranks, size_t n,
+                                        const distc_pg_options *opts) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        ProcessGroup &p = pg_arg(parent);
+        require(n > 0, "n is 0 (no ranks)");
+        require_ptr(ranks, "ranks");
+        return box_member(out, p.new_subgroup(std::vector<int>(ranks, ranks + n), pg_options(opts)));
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_split(distc_pg **out, distc_pg *parent, int32_t color, int32_t key,
+                                 const distc_pg_options *opts) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        ProcessGroup &p = pg_arg(parent);
+        return box_member(out, p.split(color, key, pg_options(opts)));
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_global_rank(int32_t *out, const distc_pg *pg, int32_t group_rank) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        const ProcessGroup &g = pg_arg(pg);
+        int r = g.global_rank(group_rank);
+        if (r < 0)
+            fail(DISTC_EINVAL, "group_rank " + std::to_string(group_rank) + " is outside 0.." + std::to_string(g.size() - 1));
+        *out = r;
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_pg_group_rank(int32_t *out, const distc_pg *pg, int32_t global_rank) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = pg_arg(pg).group_rank(global_rank);
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_monitored_barrier(distc_pg *pg, int64_t timeout_ms, int32_t wait_all_ranks) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        require(timeout_ms == DISTC_TIMEOUT_DEFAULT || timeout_ms > 0, "timeout_ms must be > 0 or -1");
+        g.monitored_barrier(timeout_ms > 0 ? Millis(std::min<int64_t>(timeout_ms, int64_t(1) << 41)) : g.timeout(),
+                            wait_all_ranks != 0);
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_batch_isend_irecv(distc_work **out, distc_pg *pg, const distc_p2p_op *ops, size_t n,
+                                          const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        require(n > 0, "n is 0 (no operations)");
+        require_ptr(ops, "ops");
+        std::vector<P2pOp> v;
+        for (size_t i = 0; i < n; ++i) {
+            std::string at = "ops[" + std::to_string(i) + "]";
+            if (ops[i].kind != DISTC_P2P_SEND && ops[i].kind != DISTC_P2P_RECV)
+                fail(DISTC_EINVAL, at + ".kind is neither DISTC_P2P_SEND nor DISTC_P2P_RECV");
+            if (ops[i].tag < 0) fail(DISTC_EINVAL, at + ".tag is negative");
+            v.push_back(P2pOp{ops[i].kind == DISTC_P2P_SEND, tensor_arg(ops[i].tensor, at + ".tensor"), ops[i].peer,
+                              static_cast<uint32_t>(ops[i].tag)});
+        }
+        return finish(out, g.batch_p2p(std::move(v), op_options(opts), out));
+    });
+}
+
+DISTC_EXTERN(int) distc_all_gather_bytes(distc_buf *out, distc_pg *pg, const void *data, size_t len,
+                                         const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        ProcessGroup &g = pg_arg(pg);
+        require(data != nullptr || len == 0, "data is NULL but len > 0");
+        to_bufs(out, g.all_gather_bytes(ByteView(data, len), op_options(opts)));
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_gather_bytes(distc_buf *out, distc_pg *pg, const void *data, size_t len, int32_t root,
+                                     const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        ProcessGroup &g = pg_arg(pg);
+        if (g.rank() == root) require_ptr(out, "out");
+        require(data != nullptr || len == 0, "data is NULL but len > 0");
+        auto vals = g.gather_bytes(ByteView(data, len), root, op_options(opts));
+        if (g.rank() == root) to_bufs(out, vals);
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_broadcast_bytes(distc_buf *out, distc_pg *pg, const void *data, size_t len, int32_t root,
+                                        const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        ProcessGroup &g = pg_arg(pg);
+        if (g.rank() == root) require(data != nullptr || len == 0, "data is NULL but len > 0 on the root");
+        to_bufs(out, {g.broadcast_bytes(ByteView(data, g.rank() == root ? len : 0), root, op_options(opts))});
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_scatter_bytes(distc_buf *out, distc_pg *pg, const void *const *data, const size_t *lens,
+                                      int32_t root, const distc_op_options *opts) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        ProcessGroup &g = pg_arg(pg);
+        std::vector<ByteView> v;
+        if (g.rank() == root) v = byte_views(data, lens, static_cast<size_t>(g.size()));
+        to_bufs(out, {g.scatter_bytes(v, root, op_options(opts))});
         return 0;
     });
 }

@@ -302,6 +302,26 @@ int GlooBackend::recv(Tensor &t, int src, uint32_t tag, const OpCtx &ctx) {
     });
 }
 
+void GlooBackend::batch_p2p(std::vector<P2pOp> &ops, const OpCtx &ctx) {
+    guarded([&] {
+        static uint8_t dummy = 0;
+        std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
+        for (auto &op : ops) {
+            bufs.push_back(context_->createUnboundBuffer(op.tensor.numel ? op.tensor.data : &dummy, op.tensor.nbytes()));
+            if (op.send)
+                bufs.back()->send(op.peer, op.tag);
+            else
+                bufs.back()->recv(op.peer, op.tag);
+        }
+        auto deadline = std::chrono::steady_clock::now() + positive(ctx.timeout);
+        for (size_t i = 0; i < ops.size(); ++i) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            bool ok = ops[i].send ? bufs[i]->waitSend(positive(left)) : bufs[i]->waitRecv(positive(left));
+            if (!ok) fail(DISTC_EABORTED, "the group was aborted");
+        }
+    });
+}
+
 void GlooBackend::abort() {
     aborted_ = true;
     abort_->abort();  // wakes every wait in flight on this rank

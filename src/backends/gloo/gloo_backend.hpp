@@ -31,6 +31,7 @@ public:
     void barrier(const OpCtx &ctx) override;
     void send(const Tensor &tensor, int dst, uint32_t tag, const OpCtx &ctx) override;
     int recv(Tensor &tensor, int src, uint32_t tag, const OpCtx &ctx) override;
+    void batch_p2p(std::vector<P2pOp> &ops, const OpCtx &ctx) override;
     void abort() override;
 
 private:

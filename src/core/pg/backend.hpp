@@ -14,6 +14,13 @@
 
 namespace distc {
 
+struct P2pOp {
+    bool send;
+    Tensor tensor;
+    int peer;
+    uint32_t tag;
+};
+
 struct OpCtx {
     uint32_t tag;
     std::chrono::milliseconds timeout;
@@ -43,6 +50,9 @@ public:
     // src < 0: any source. Returns the source rank.
     virtual int recv(Tensor &tensor, int src, uint32_t tag, const OpCtx &ctx) = 0;
 
+    // Posts every send and receive, then waits for all of them (a batch cannot
+    // deadlock on its own order).
+    virtual void batch_p2p(std::vector<P2pOp> &ops, const OpCtx &ctx) = 0;
     // Makes operations in flight fail soon and later ones fail at once. Any thread.
     virtual void abort() = 0;
 };

@@ -1,24 +1,15 @@
 #include "core/pg/process_group.hpp"
 
+#include <cstdlib>
 #include <cstring>
+
+#include "core/store/prefix_store.hpp"
 
 #include "core/util/error.hpp"
 
 namespace distc {
 
 namespace {
-
-// Scratch memory without zero-filling: every byte is written before it is read.
-struct Scratch {
-    std::unique_ptr<uint8_t[]> buf;
-    Tensor t;
-    Scratch(DType dt, size_t numel) : buf(new uint8_t[numel * dtype_size(dt) + 1]) {
-        t.data = buf.get();
-        t.numel = numel;
-        t.dtype = dt;
-        t.dim0 = static_cast<int64_t>(numel);
-    }
-};
 
 bool consecutive(const std::vector<Tensor> &ts) {
     const uint8_t *p = ts.empty() ? nullptr : ts[0].bytes();
@@ -64,20 +55,45 @@ void unflatten(const Tensor &flat, const std::vector<Tensor> &ts) {
     }
 }
 
-std::string list_desc(const char *op, const std::vector<Tensor> &ts) {
-    return std::string(op) + " (" + std::to_string(ts.size()) + " x " + (ts.empty() ? "?" : ts[0].describe()) + ")";
+std::string list_desc(const std::vector<Tensor> &ts) {
+    return "(" + std::to_string(ts.size()) + " x " + (ts.empty() ? "?" : ts[0].describe()) + ")";
 }
 
 }  // namespace
 
 std::string Tensor::describe() const { return std::string(dtype_name(dtype)) + "[" + std::to_string(numel) + "]"; }
 
-ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, const PgOptions &opts)
-    : store_(std::move(store)), rank_(rank), size_(size), name_(opts.name), timeout_(opts.timeout) {
+ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, const PgOptions &opts,
+                           std::vector<int> global_ranks)
+    : root_store_(std::move(store)), rank_(rank), size_(size), name_(opts.name.empty() ? "default_pg" : opts.name),
+      timeout_(opts.timeout),
+      global_ranks_(std::move(global_ranks)) {
     if (size < 1) fail(DISTC_EINVAL, "size is " + std::to_string(size) + ", must be >= 1");
     if (rank < 0 || rank >= size)
         fail(DISTC_EINVAL, "rank " + std::to_string(rank) + " is outside 0.." + std::to_string(size - 1));
+    if (opts.debug >= 0) {
+        debug_ = opts.debug > 0;
+    } else {
+        const char *e = std::getenv("DISTC_DEBUG");
+        debug_ = e && (std::strcmp(e, "detail") == 0 || std::strcmp(e, "DETAIL") == 0);
+    }
+    // Every rank of one instance adds 1; instance k sees values in ((k-1)size, k size],
+    // so ranks agree on a fresh key space even when a group name is reused.
+    int64_t n = root_store_->add(name_ + "/instances", 1);
+    store_ = std::make_shared<PrefixStore>(name_ + "/" + std::to_string((n - 1) / size), root_store_);
     backend_ = make_backend(opts.backend, store_, rank, size, timeout_);
+}
+
+int ProcessGroup::global_rank(int group_rank) const {
+    if (group_rank < 0 || group_rank >= size_) return -1;
+    return global_ranks_.empty() ? group_rank : global_ranks_[static_cast<size_t>(group_rank)];
+}
+
+int ProcessGroup::group_rank(int global_rank) const {
+    if (global_ranks_.empty()) return global_rank >= 0 && global_rank < size_ ? global_rank : -1;
+    for (size_t i = 0; i < global_ranks_.size(); ++i)
+        if (global_ranks_[i] == global_rank) return static_cast<int>(i);
+    return -1;
 }
 
 ProcessGroup::~ProcessGroup() {
@@ -129,16 +145,25 @@ void ProcessGroup::execute(Work &w, const OpCtx &ctx, const Body &body) noexcept
     w.complete(code, code ? w.what() + " failed: " + msg : "", src);
 }
 
-ProcessGroup::WorkPtr ProcessGroup::run(const std::string &what, const OpOptions &o, bool async, Body body) {
+ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, bool async, Body body) {
     if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
     // Point-to-point operations are paired by tag, not by the group's sequence,
     // so only collectives advance it (ranks skip each other's sends and recvs).
-    bool p2p = what.compare(0, 4, "send") == 0 || what.compare(0, 4, "recv") == 0;
-    uint64_t seq = p2p ? 0 : ++seq_;
+    // A collective takes `steps` numbers (+1 for the debug cross-check) as its tags.
+    uint64_t seq = 0;
+    uint32_t steps = info.steps + (debug_ ? 1 : 0);
+    if (!info.p2p) seq = seq_.fetch_add(steps) + 1;
     OpCtx ctx{static_cast<uint32_t>(seq), o.timeout.count() < 0 ? timeout_ : o.timeout};
-    std::string label = p2p ? what : what.substr(0, what.find(' ')) + " #" + std::to_string(seq) +
-                                         (what.find(' ') == std::string::npos ? "" : what.substr(what.find(' ')));
+    std::string label = std::string(info.kind) + (info.p2p ? "" : " #" + std::to_string(seq)) +
+                        (info.detail.empty() ? "" : " " + info.detail);
     auto w = std::make_shared<Work>(seq, label);
+    if (debug_ && !info.p2p) {
+        Body inner = std::move(body);
+        body = [this, info, inner](const OpCtx &c) {
+            debug_check(info, c);
+            return inner(OpCtx{c.tag + 1, c.timeout});
+        };
+    }
     if (!async) {
         // The blocking path: this thread, no hand-off, no queue.
         execute(*w, ctx, body);
@@ -198,7 +223,8 @@ ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp o
     same_dtype(ts, ts[0].dtype, "tensors");
     check_reduce(ts[0], op);
     double factor = o.premul_factor;
-    return run(list_desc("allreduce", ts), o, async, [this, ts, op, factor](const OpCtx &ctx) {
+    return run(OpInfo{"allreduce", list_desc(ts), int(ts[0].dtype), total_numel(ts), -1, int(op)}, o, async,
+               [this, ts, op, factor](const OpCtx &ctx) {
         std::unique_ptr<Scratch> scratch;
         Tensor flat = flatten(ts, scratch, true);
         if (op == ReduceOp::PremulSum) scale_in_place(flat.dtype, flat.data, flat.numel, factor);
@@ -211,7 +237,8 @@ ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp o
 
 ProcessGroup::WorkPtr ProcessGroup::broadcast(Tensor t, int root, const OpOptions &o, bool async) {
     check_rank(root, "root");
-    return run("broadcast (" + t.describe() + ")", o, async, [this, t, root](const OpCtx &ctx) mutable {
+    return run(OpInfo{"broadcast", "(" + t.describe() + ")", int(t.dtype), t.numel, root}, o, async,
+               [this, t, root](const OpCtx &ctx) mutable {
         backend_->broadcast(t, root, ctx);
         return -1;
     });
@@ -221,7 +248,8 @@ ProcessGroup::WorkPtr ProcessGroup::reduce(Tensor t, int root, ReduceOp op, cons
     check_rank(root, "root");
     check_reduce(t, op);
     double factor = o.premul_factor;
-    return run("reduce (" + t.describe() + ")", o, async, [this, t, root, op, factor](const OpCtx &ctx) mutable {
+    return run(OpInfo{"reduce", "(" + t.describe() + ")", int(t.dtype), t.numel, root, int(op)}, o, async,
+               [this, t, root, op, factor](const OpCtx &ctx) mutable {
         // Non-roots contribute from a copy: their tensor is left as it was.
         std::unique_ptr<Scratch> scratch;
         Tensor work = t;
@@ -244,7 +272,8 @@ ProcessGroup::WorkPtr ProcessGroup::allgather(Tensor input, std::vector<Tensor> 
                                std::to_string(size_));
     same_dtype(outputs, input.dtype, "outputs");
     same_numel(outputs, input.numel, "outputs");
-    return run("allgather (" + input.describe() + ")", o, async, [this, input, outputs](const OpCtx &ctx) {
+    return run(OpInfo{"allgather", "(" + input.describe() + ")", int(input.dtype), input.numel}, o, async,
+               [this, input, outputs](const OpCtx &ctx) {
         std::unique_ptr<Scratch> scratch;
         Tensor flat = flatten(outputs, scratch, false);
         backend_->allgather(input, flat, ctx);
@@ -263,7 +292,8 @@ ProcessGroup::WorkPtr ProcessGroup::gather(Tensor input, std::vector<Tensor> out
         same_dtype(outputs, input.dtype, "outputs");
         same_numel(outputs, input.numel, "outputs");
     }
-    return run("gather (" + input.describe() + ")", o, async, [this, input, outputs, root](const OpCtx &ctx) {
+    return run(OpInfo{"gather", "(" + input.describe() + ")", int(input.dtype), input.numel, root}, o, async,
+               [this, input, outputs, root](const OpCtx &ctx) {
         std::unique_ptr<Scratch> scratch;
         if (rank_ != root) {
             backend_->gather(input, nullptr, root, ctx);
@@ -286,7 +316,8 @@ ProcessGroup::WorkPtr ProcessGroup::scatter(std::vector<Tensor> inputs, Tensor o
         same_dtype(inputs, output.dtype, "inputs");
         same_numel(inputs, output.numel, "inputs");
     }
-    return run("scatter (" + output.describe() + ")", o, async, [this, inputs, output, root](const OpCtx &ctx) mutable {
+    return run(OpInfo{"scatter", "(" + output.describe() + ")", int(output.dtype), output.numel, root}, o, async,
+               [this, inputs, output, root](const OpCtx &ctx) mutable {
         std::unique_ptr<Scratch> scratch;
         if (rank_ != root) {
             backend_->scatter(nullptr, output, root, ctx);
@@ -307,7 +338,8 @@ ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, T
     same_numel(inputs, output.numel, "inputs");
     check_reduce(output, op);
     double factor = o.premul_factor;
-    return run("reduce_scatter (" + output.describe() + ")", o, async,
+    return run(OpInfo{"reduce_scatter", "(" + output.describe() + ")", int(output.dtype), output.numel, -1, int(op)},
+               o, async,
                [this, inputs, output, op, factor](const OpCtx &ctx) {
                    // Gloo has no reduce-scatter collective: allreduce a copy of the
                    // inputs (never the caller's) and keep this rank's part.
@@ -337,7 +369,7 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall(std::vector<Tensor> inputs, std::ve
     if (outputs[rank_].numel != inputs[rank_].numel)
         fail(DISTC_EINVAL, "outputs[" + std::to_string(rank_) + "] and inputs[" + std::to_string(rank_) +
                                "] (this rank's own part) differ in size");
-    return run(list_desc("alltoall", inputs), o, async, [this, inputs, outputs](const OpCtx &ctx) {
+    return run(OpInfo{"alltoall", list_desc(inputs), int(inputs[0].dtype)}, o, async, [this, inputs, outputs](const OpCtx &ctx) {
         std::unique_ptr<Scratch> sin, sout;
         Tensor fin = flatten(inputs, sin, true);
         Tensor fout = flatten(outputs, sout, false);
@@ -389,7 +421,7 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
     if (ic[rank_] != oc[rank_])
         fail(DISTC_EINVAL, "input_splits[" + std::to_string(rank_) + "] and output_splits[" + std::to_string(rank_) +
                                "] (this rank's own part) differ");
-    return run("alltoall_single (" + input.describe() + ")", o, async,
+    return run(OpInfo{"alltoall_single", "(" + input.describe() + ")", int(input.dtype), input.numel}, o, async,
                [this, input, output, ic, oc](const OpCtx &ctx) mutable {
                    backend_->alltoallv(input, ic, output, oc, ctx);
                    return -1;
@@ -397,7 +429,7 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
 }
 
 ProcessGroup::WorkPtr ProcessGroup::barrier(const OpOptions &o, bool async) {
-    return run("barrier", o, async, [this](const OpCtx &ctx) {
+    return run(OpInfo{"barrier", ""}, o, async, [this](const OpCtx &ctx) {
         backend_->barrier(ctx);
         return -1;
     });
@@ -407,8 +439,9 @@ ProcessGroup::WorkPtr ProcessGroup::send(Tensor t, int dst, int tag, const OpOpt
     check_rank(dst, "dst");
     if (dst == rank_) fail(DISTC_EINVAL, "dst is this rank (" + std::to_string(rank_) + ")");
     if (tag < 0) fail(DISTC_EINVAL, "tag is negative (" + std::to_string(tag) + ")");
-    return run("send (" + t.describe() + " to rank " + std::to_string(dst) + ", tag " + std::to_string(tag) + ")", o,
-               async, [this, t, dst, tag](const OpCtx &ctx) {
+    OpInfo info{"send", "(" + t.describe() + " to rank " + std::to_string(dst) + ", tag " + std::to_string(tag) + ")"};
+    info.p2p = true;
+    return run(info, o, async, [this, t, dst, tag](const OpCtx &ctx) {
                    backend_->send(t, dst, static_cast<uint32_t>(tag), ctx);
                    return dst;
                });
@@ -421,8 +454,9 @@ ProcessGroup::WorkPtr ProcessGroup::recv(Tensor t, int src, int tag, const OpOpt
     }
     if (tag < 0) fail(DISTC_EINVAL, "tag is negative (" + std::to_string(tag) + ")");
     std::string from = src < 0 ? "any rank" : "rank " + std::to_string(src);
-    return run("recv (" + t.describe() + " from " + from + ", tag " + std::to_string(tag) + ")", o, async,
-               [this, t, src, tag](const OpCtx &ctx) mutable { return backend_->recv(t, src, static_cast<uint32_t>(tag), ctx); });
+    OpInfo info{"recv", "(" + t.describe() + " from " + from + ", tag " + std::to_string(tag) + ")"};
+    info.p2p = true;
+    return run(info, o, async, [this, t, src, tag](const OpCtx &ctx) mutable { return backend_->recv(t, src, static_cast<uint32_t>(tag), ctx); });
 }
 
 }  // namespace distc

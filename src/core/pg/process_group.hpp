@@ -23,7 +23,8 @@ namespace distc {
 struct PgOptions {
     std::string backend = "gloo";
     Millis timeout{1800000};
-    std::string name = "default_pg";
+    std::string name;  // empty: "default_pg" for a root group, derived for subgroups
+    int debug = -1;  // -1: from DISTC_DEBUG ("detail" turns it on); 0 off; 1 on
 };
 
 struct OpOptions {
@@ -33,7 +34,10 @@ struct OpOptions {
 
 class ProcessGroup {
 public:
-    ProcessGroup(std::shared_ptr<Store> store, int rank, int size, const PgOptions &opts);
+    // `store` is the job's store; the group keeps its keys under "<name>/<instance>/".
+    // `global_ranks[i]` is group rank i's rank in the root group (empty: this is the root).
+    ProcessGroup(std::shared_ptr<Store> store, int rank, int size, const PgOptions &opts,
+                 std::vector<int> global_ranks = {});
     ~ProcessGroup();
     ProcessGroup(const ProcessGroup &) = delete;
     ProcessGroup &operator=(const ProcessGroup &) = delete;
@@ -43,6 +47,12 @@ public:
     const std::string &name() const { return name_; }
     const char *backend_name() const { return backend_->name(); }
     Millis timeout() const { return timeout_; }
+    int global_rank(int group_rank) const;  // -1 if out of range
+    int group_rank(int global_rank) const;  // -1 if not a member
+
+    // Subgroups (groups.cpp). nullptr: this rank is not a member.
+    std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int> &ranks, PgOptions opts);
+    std::shared_ptr<ProcessGroup> split(int color, int key, PgOptions opts);
 
     // Each returns a Work; with async=false the operation has already run on
     // the calling thread (and a failure was thrown, not stored).
@@ -60,22 +70,47 @@ public:
     WorkPtr barrier(const OpOptions &o, bool async);
     WorkPtr send(Tensor t, int dst, int tag, const OpOptions &o, bool async);
     WorkPtr recv(Tensor t, int src, int tag, const OpOptions &o, bool async);
+    WorkPtr batch_p2p(std::vector<P2pOp> ops, const OpOptions &o, bool async);
+
+    // Blocking compound operations (extra_collectives.cpp).
+    void monitored_barrier(Millis timeout, bool wait_all);
+    std::vector<Bytes> all_gather_bytes(ByteView data, const OpOptions &o);
+    std::vector<Bytes> gather_bytes(ByteView data, int root, const OpOptions &o);
+    Bytes broadcast_bytes(ByteView data, int root, const OpOptions &o);
+    Bytes scatter_bytes(const std::vector<ByteView> &data, int root, const OpOptions &o);
 
     void abort();
     bool aborted() const { return aborted_.load(); }
 
 private:
     using Body = std::function<int32_t(const OpCtx &)>;  // returns the source rank or -1
-    WorkPtr run(const std::string &what, const OpOptions &o, bool async, Body body);
+    // What an operation is, for messages and for the debug-mode cross-check.
+    struct OpInfo {
+        const char *kind;      // "allreduce"
+        std::string detail;    // "(float32[16])"
+        int dtype = -1;        // DType, or -1
+        uint64_t numel = 0;
+        int root = -1;
+        int reduce = -1;       // ReduceOp, or -1
+        uint32_t steps = 1;    // tags (sequence numbers) the body uses: ctx.tag .. ctx.tag + steps - 1
+        bool p2p = false;      // paired by tag, outside the group's sequence
+    };
+    WorkPtr run(const OpInfo &info, const OpOptions &o, bool async, Body body);
+    void debug_check(const OpInfo &info, const OpCtx &ctx);
     void execute(Work &w, const OpCtx &ctx, const Body &body) noexcept;
     void worker_loop();
     void check_rank(int r, const char *what) const;
     void check_reduce(const Tensor &t, ReduceOp op) const;
 
-    std::shared_ptr<Store> store_;
+    std::shared_ptr<Store> root_store_;  // the job's store, for subgroups
+    std::shared_ptr<Store> store_;       // this group's key space
     const int rank_, size_;
     const std::string name_;
     const Millis timeout_;
+    const std::vector<int> global_ranks_;
+    bool debug_ = false;
+    std::atomic<uint64_t> subgroups_{0};       // creations so far, same on every rank
+    std::atomic<uint64_t> monitored_{0};       // monitored barriers so far
     std::unique_ptr<Backend> backend_;
     std::atomic<uint64_t> seq_{0};
     std::atomic<bool> aborted_{false};

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/pg/types.hpp"
@@ -18,6 +19,18 @@ struct Tensor {
     size_t row_numel() const { return dim0 > 0 ? numel / static_cast<size_t>(dim0) : 0; }
     uint8_t *bytes() const { return static_cast<uint8_t *>(data); }
     std::string describe() const;  // "float32[1024]"
+};
+
+// Scratch memory without zero-filling: every byte is written before it is read.
+struct Scratch {
+    std::unique_ptr<uint8_t[]> buf;
+    Tensor t;
+    Scratch(DType dt, size_t numel) : buf(new uint8_t[numel * dtype_size(dt) + 1]) {
+        t.data = buf.get();
+        t.numel = numel;
+        t.dtype = dt;
+        t.dim0 = static_cast<int64_t>(numel);
+    }
 };
 
 }  // namespace distc

@@ -1,0 +1,209 @@
+// Compound operations built on the backend's primitives: batched
+// point-to-point, the monitored barrier, byte collectives with per-rank
+// sizes, and the debug-mode cross-check of what every rank is calling.
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "core/pg/process_group.hpp"
+#include "core/util/error.hpp"
+
+namespace distc {
+
+namespace {
+
+// Tags at 2^31 and up are distc's own; user tags are int32 >= 0.
+constexpr uint32_t kInternalTag = 0x80000000u;
+
+Tensor view_of(void *p, DType dt, size_t numel) {
+    Tensor t;
+    t.data = p;
+    t.numel = numel;
+    t.dtype = dt;
+    t.dim0 = static_cast<int64_t>(numel);
+    return t;
+}
+
+}  // namespace
+
+ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOptions &o, bool async) {
+    if (ops.empty()) fail(DISTC_EINVAL, "no operations");
+    for (size_t i = 0; i < ops.size(); ++i) {
+        std::string at = "ops[" + std::to_string(i) + "]";
+        if (ops[i].peer < 0 || ops[i].peer >= size_)
+            fail(DISTC_EINVAL, at + ".peer " + std::to_string(ops[i].peer) + " is outside 0.." + std::to_string(size_ - 1));
+        if (ops[i].peer == rank_) fail(DISTC_EINVAL, at + ".peer is this rank (" + std::to_string(rank_) + ")");
+        if (ops[i].tag >= kInternalTag) fail(DISTC_EINVAL, at + ".tag is negative");
+    }
+    OpInfo info{"batch_isend_irecv", "(" + std::to_string(ops.size()) + " operations)"};
+    info.p2p = true;
+    return run(info, o, async, [this, ops](const OpCtx &ctx) mutable {
+        backend_->batch_p2p(ops, ctx);
+        return -1;
+    });
+}
+
+void ProcessGroup::monitored_barrier(Millis timeout, bool wait_all) {
+    // Through the store, not the backend: Gloo closes every pair of a group
+    // whose receive times out, and a monitored barrier exists to time out.
+    OpInfo info{"monitored_barrier", ""};
+    info.p2p = true;  // not one of the group's collectives: no sequence number
+    std::string base = "monitored_barrier/" + std::to_string(++monitored_) + "/";
+    OpOptions o;
+    o.timeout = timeout;
+    run(info, o, false, [this, base, wait_all](const OpCtx &ctx) {
+        auto arrived = [&](int r) { return base + "arrived/" + std::to_string(r); };
+        std::string verdict;  // "" or the missing ranks, "2, 3"
+        if (rank_ != 0) {
+            store_->set(arrived(rank_), ByteView("1", 1));
+            // Rank 0 answers after at most `timeout`; allow it that again, plus slack.
+            Bytes v = store_->get(base + "result", ctx.timeout * 2 + Millis(1000));
+            verdict.assign(v.begin(), v.end());
+        } else {
+            auto deadline = std::chrono::steady_clock::now() + ctx.timeout;
+            std::vector<int> missing;
+            for (int r = 1; r < size_; ++r) {
+                auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+                try {
+                    store_->wait({arrived(r)}, std::max(left, Millis(0)));
+                } catch (const Error &e) {
+                    if (e.code() != DISTC_ETIMEOUT) throw;
+                    missing.push_back(r);
+                    if (!wait_all) break;
+                }
+            }
+            for (size_t i = 0; i < missing.size(); ++i) verdict += (i ? ", " : "") + std::to_string(missing[i]);
+            store_->set(base + "result", ByteView(verdict.data(), verdict.size()));
+            for (int r = 1; r < size_; ++r) store_->delete_key(arrived(r));
+        }
+        if (!verdict.empty())
+            fail(DISTC_ETIMEOUT, std::string(verdict.find(',') == std::string::npos ? "rank " : "ranks ") + verdict +
+                                     " did not reach the barrier within " + std::to_string(ctx.timeout.count()) + " ms" +
+                                     (wait_all ? "" : " (wait_all_ranks names every missing rank)"));
+        return -1;
+    });
+}
+
+std::vector<Bytes> ProcessGroup::all_gather_bytes(ByteView data, const OpOptions &o) {
+    OpInfo info{"all_gather_bytes", "(" + std::to_string(data.size) + " bytes)"};
+    info.steps = 2;
+    std::vector<Bytes> out;
+    run(info, o, false, [this, data, &out](const OpCtx &ctx) {
+        // Lengths first, then everyone's bytes padded to the longest.
+        int64_t len = static_cast<int64_t>(data.size);
+        std::vector<int64_t> lens(static_cast<size_t>(size_));
+        Tensor lt = view_of(&len, DType::Int64, 1), lall = view_of(lens.data(), DType::Int64, lens.size());
+        backend_->allgather(lt, lall, ctx);
+        size_t max = static_cast<size_t>(*std::max_element(lens.begin(), lens.end()));
+        Scratch mine(DType::UInt8, max), all(DType::UInt8, max * static_cast<size_t>(size_));
+        if (data.size) std::memcpy(mine.t.data, data.data, data.size);
+        if (max) backend_->allgather(mine.t, all.t, OpCtx{ctx.tag + 1, ctx.timeout});
+        for (int r = 0; r < size_; ++r) {
+            const uint8_t *p = all.t.bytes() + max * static_cast<size_t>(r);
+            out.emplace_back(p, p + lens[static_cast<size_t>(r)]);
+        }
+        return -1;
+    });
+    return out;
+}
+
+std::vector<Bytes> ProcessGroup::gather_bytes(ByteView data, int root, const OpOptions &o) {
+    check_rank(root, "root");
+    OpInfo info{"gather_bytes", "(" + std::to_string(data.size) + " bytes)", -1, 0, root};
+    info.steps = 2;
+    std::vector<Bytes> out;
+    run(info, o, false, [this, data, root, &out](const OpCtx &ctx) {
+        int64_t len = static_cast<int64_t>(data.size);
+        std::vector<int64_t> lens(static_cast<size_t>(size_));
+        Tensor lt = view_of(&len, DType::Int64, 1), lall = view_of(lens.data(), DType::Int64, lens.size());
+        backend_->allgather(lt, lall, ctx);  // everyone needs the longest to pad to
+        size_t max = static_cast<size_t>(*std::max_element(lens.begin(), lens.end()));
+        Scratch mine(DType::UInt8, max), all(DType::UInt8, rank_ == root ? max * static_cast<size_t>(size_) : 1);
+        if (data.size) std::memcpy(mine.t.data, data.data, data.size);
+        if (max) backend_->gather(mine.t, rank_ == root ? &all.t : nullptr, root, OpCtx{ctx.tag + 1, ctx.timeout});
+        if (rank_ == root)
+            for (int r = 0; r < size_; ++r) {
+                const uint8_t *p = all.t.bytes() + max * static_cast<size_t>(r);
+                out.emplace_back(p, p + lens[static_cast<size_t>(r)]);
+            }
+        return -1;
+    });
+    return out;
+}
+
+Bytes ProcessGroup::broadcast_bytes(ByteView data, int root, const OpOptions &o) {
+    check_rank(root, "root");
+    OpInfo info{"broadcast_bytes", "", -1, 0, root};
+    info.steps = 2;
+    Bytes out;
+    run(info, o, false, [this, data, root, &out](const OpCtx &ctx) {
+        int64_t len = rank_ == root ? static_cast<int64_t>(data.size) : 0;
+        Tensor lt = view_of(&len, DType::Int64, 1);
+        backend_->broadcast(lt, root, ctx);
+        if (len < 0 || static_cast<uint64_t>(len) > DISTC_STORE_MAX_VALUE_SIZE)
+            fail(DISTC_EPROTO, "root announced " + std::to_string(len) + " bytes");
+        out = rank_ == root ? data.to_bytes() : Bytes(static_cast<size_t>(len));
+        Tensor bt = view_of(out.data(), DType::UInt8, out.size());
+        backend_->broadcast(bt, root, OpCtx{ctx.tag + 1, ctx.timeout});
+        return -1;
+    });
+    return out;
+}
+
+Bytes ProcessGroup::scatter_bytes(const std::vector<ByteView> &data, int root, const OpOptions &o) {
+    check_rank(root, "root");
+    if (rank_ == root && data.size() != static_cast<size_t>(size_))
+        fail(DISTC_EINVAL, "the root passed " + std::to_string(data.size()) + " values, expected the group size " +
+                               std::to_string(size_));
+    OpInfo info{"scatter_bytes", "", -1, 0, root};
+    info.steps = 2;
+    Bytes out;
+    run(info, o, false, [this, &data, root, &out](const OpCtx &ctx) {
+        std::vector<int64_t> lens(static_cast<size_t>(size_), 0);
+        if (rank_ == root)
+            for (size_t r = 0; r < data.size(); ++r) lens[r] = static_cast<int64_t>(data[r].size);
+        Tensor lt = view_of(lens.data(), DType::Int64, lens.size());
+        backend_->broadcast(lt, root, ctx);
+        size_t max = static_cast<size_t>(*std::max_element(lens.begin(), lens.end()));
+        Scratch all(DType::UInt8, rank_ == root ? max * static_cast<size_t>(size_) : 1), mine(DType::UInt8, max);
+        if (rank_ == root)
+            for (size_t r = 0; r < data.size(); ++r)
+                if (data[r].size) std::memcpy(all.t.bytes() + max * r, data[r].data, data[r].size);
+        if (max) backend_->scatter(rank_ == root ? &all.t : nullptr, mine.t, root, OpCtx{ctx.tag + 1, ctx.timeout});
+        out.assign(mine.t.bytes(), mine.t.bytes() + lens[static_cast<size_t>(rank_)]);
+        return -1;
+    });
+    return out;
+}
+
+void ProcessGroup::debug_check(const OpInfo &info, const OpCtx &ctx) {
+    // Each rank's call as 6 int64: the kind's name (16 chars), dtype, count, root, reduce op.
+    constexpr size_t kFields = 6;
+    int64_t mine[kFields] = {0, 0, info.dtype, static_cast<int64_t>(info.numel), info.root, info.reduce};
+    std::strncpy(reinterpret_cast<char *>(mine), info.kind, 16);
+    std::vector<int64_t> all(kFields * static_cast<size_t>(size_));
+    Tensor in = view_of(mine, DType::Int64, kFields), out = view_of(all.data(), DType::Int64, all.size());
+    backend_->allgather(in, out, ctx);
+    auto describe = [](const int64_t *f) {
+        char kind[17] = {0};
+        std::memcpy(kind, f, 16);
+        std::string s = std::string(kind) + "(";
+        if (f[2] >= 0) s += std::string(dtype_name(static_cast<DType>(f[2]))) + ", " + std::to_string(f[3]) + " elements";
+        if (f[4] >= 0) s += ", root " + std::to_string(f[4]);
+        if (f[5] >= 0) s += std::string(", ") + op_name(static_cast<ReduceOp>(f[5]));
+        return s + ")";
+    };
+    std::map<std::string, std::vector<int>> calls;  // what is called -> by whom
+    for (int r = 0; r < size_; ++r) calls[describe(&all[kFields * static_cast<size_t>(r)])].push_back(r);
+    if (calls.size() == 1) return;
+    std::string msg = "ranks disagree on collective #" + std::to_string(ctx.tag) + ":";
+    for (const auto &c : calls) {
+        msg += c.second.size() == 1 ? " rank " : " ranks ";
+        for (size_t i = 0; i < c.second.size(); ++i) msg += (i ? "," : "") + std::to_string(c.second[i]);
+        msg += " call " + c.first + ";";
+    }
+    msg.pop_back();
+    fail(DISTC_EINVAL, msg);
+}
+
+}  // namespace distc

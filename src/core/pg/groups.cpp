@@ -1,0 +1,69 @@
+// Subgroups: c10d's new_group and MPI_Comm_split.
+#include <algorithm>
+#include <set>
+
+#include "core/pg/process_group.hpp"
+#include "core/util/error.hpp"
+
+namespace distc {
+
+std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int> &ranks, PgOptions opts) {
+    if (ranks.empty()) fail(DISTC_EINVAL, "ranks is empty");
+    std::set<int> seen;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+        int r = ranks[i];
+        if (r < 0 || r >= size_)
+            fail(DISTC_EINVAL, "ranks[" + std::to_string(i) + "] = " + std::to_string(r) + " is outside 0.." +
+                                   std::to_string(size_ - 1));
+        if (!seen.insert(r).second) fail(DISTC_EINVAL, "rank " + std::to_string(r) + " is listed twice");
+    }
+    // Every parent rank counts creations, so all agree on the name without talking.
+    uint64_t n = ++subgroups_;
+    if (opts.name.empty()) opts.name = name_ + "/sub" + std::to_string(n);
+    auto it = std::find(ranks.begin(), ranks.end(), rank_);
+    if (it == ranks.end()) return nullptr;
+    std::vector<int> global;
+    for (int r : ranks) global.push_back(global_rank(r));
+    return std::make_shared<ProcessGroup>(root_store_, static_cast<int>(it - ranks.begin()),
+                                          static_cast<int>(ranks.size()), opts, std::move(global));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, PgOptions opts) {
+    if (color < -1) fail(DISTC_EINVAL, "color is " + std::to_string(color) + ", must be >= 0 or DISTC_SPLIT_NOCOLOR");
+    // Everyone learns everyone's (color, key) through the parent, as MPI does.
+    int32_t mine[2] = {color, key};
+    Scratch all(DType::Int32, 2 * static_cast<size_t>(size_));
+    Tensor in;
+    in.data = mine;
+    in.numel = 2;
+    in.dtype = DType::Int32;
+    in.dim0 = 2;
+    std::vector<Tensor> outs;
+    for (int r = 0; r < size_; ++r) {
+        Tensor o = all.t;
+        o.data = all.t.bytes() + 8 * static_cast<size_t>(r);
+        o.numel = 2;
+        o.dim0 = 2;
+        outs.push_back(o);
+    }
+    allgather(in, outs, OpOptions{}, false);
+    uint64_t n = ++subgroups_;
+    if (color < 0) return nullptr;
+    auto *v = reinterpret_cast<const int32_t *>(all.t.data);
+    std::vector<std::pair<int, int>> members;  // (key, parent rank)
+    for (int r = 0; r < size_; ++r)
+        if (v[2 * r] == color) members.emplace_back(v[2 * r + 1], r);
+    std::sort(members.begin(), members.end());
+    std::vector<int> global;
+    int my_rank = -1;
+    for (size_t i = 0; i < members.size(); ++i) {
+        if (members[i].second == rank_) my_rank = static_cast<int>(i);
+        global.push_back(global_rank(members[i].second));
+    }
+    if (opts.name.empty() || opts.name == "default_pg")
+        opts.name = name_ + "/split" + std::to_string(n) + "/color" + std::to_string(color);
+    return std::make_shared<ProcessGroup>(root_store_, my_rank, static_cast<int>(members.size()), opts,
+                                          std::move(global));
+}
+
+}  // namespace distc

@@ -1,0 +1,264 @@
+/* Subgroups, split, rank translation, the monitored barrier, byte
+ * collectives, batched point-to-point and the debug-mode cross-check, with
+ * threads as ranks. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pg_harness.h"
+#include "test_util.h"
+
+/* Sum of `v` over the group, as int64. */
+static int64_t group_sum(distc_pg *pg, int64_t v) {
+    DLTensor *t = dt_tensor_1d(DT_I64, 1);
+    dt_set(t, 0, (double)v);
+    RK_OK(distc_allreduce(NULL, pg, t, DISTC_SUM, NULL));
+    int64_t s = (int64_t)dt_get(t, 0);
+    dt_tensor_free(t);
+    return s;
+}
+
+static void subgroups_body(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    /* Odd ranks, listed in reverse: group rank 0 is the highest odd rank. */
+    int32_t odd[4];
+    size_t n = 0;
+    for (int r = size - 1; r >= 0; --r)
+        if (r % 2) odd[n++] = r;
+    distc_pg *sub = NULL;
+    RK_OK(distc_pg_new_subgroup(&sub, pg, odd, n, NULL));
+    if (rank % 2 == 0) {
+        RK_CHECKF(sub == NULL, "rank %d is not a member but got a group", rank);
+    } else if (RK_CHECK(sub != NULL)) {
+        int32_t sr = -1, ss = -1, g = -1, back = -2;
+        RK_OK(distc_pg_rank(&sr, sub));
+        RK_OK(distc_pg_size(&ss, sub));
+        RK_EQ_INT(ss, (int)n);
+        RK_OK(distc_pg_global_rank(&g, sub, sr));
+        RK_EQ_INT(g, rank);
+        RK_OK(distc_pg_group_rank(&back, sub, rank));
+        RK_EQ_INT(back, sr);
+        RK_OK(distc_pg_group_rank(&back, sub, 0));
+        RK_EQ_INT(back, -1); /* rank 0 is even: not a member */
+        RK_ERR(distc_pg_global_rank(&g, sub, 99), DISTC_EINVAL, "group_rank 99");
+        int64_t expect = 0;
+        for (size_t i = 0; i < n; ++i) expect += odd[i];
+        RK_EQ_INT(group_sum(sub, rank), expect);
+        const char *name = NULL;
+        RK_OK(distc_pg_name(&name, sub));
+        RK_CHECKF(name && strstr(name, "/sub1"), "subgroup name %s", name ? name : "(null)");
+        /* A subgroup of the subgroup: global ranks compose. */
+        int32_t first = 0;
+        distc_pg *subsub = NULL;
+        RK_OK(distc_pg_new_subgroup(&subsub, sub, &first, 1, NULL));
+        if (sr == 0 && RK_CHECK(subsub != NULL)) {
+            RK_OK(distc_pg_global_rank(&g, subsub, 0));
+            RK_EQ_INT(g, odd[0]);
+        }
+        distc_pg_free(subsub);
+    }
+    /* The parent still works, and the subgroup can outlive it being used. */
+    RK_EQ_INT(group_sum(pg, 1), size);
+    distc_pg_free(sub);
+
+    int32_t bad[2] = {0, 0};
+    RK_ERR(distc_pg_new_subgroup(&sub, pg, bad, 2, NULL), DISTC_EINVAL, "listed twice");
+    bad[1] = size;
+    RK_ERR(distc_pg_new_subgroup(&sub, pg, bad, 2, NULL), DISTC_EINVAL, "outside");
+    RK_ERR(distc_pg_new_subgroup(&sub, pg, bad, 0, NULL), DISTC_EINVAL, "n is 0");
+    RK_ERR(distc_pg_new_subgroup(NULL, pg, bad, 1, NULL), DISTC_EINVAL, "out");
+}
+
+static void test_subgroups(void **state) {
+    (void)state;
+    for (int size = 2; size <= 4; ++size) dt_run_ranks(size, subgroups_body, NULL);
+}
+
+static void split_body(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    /* Two colors by parity, ordered by descending parent rank; rank 1 opts out. */
+    int color = rank == 1 ? DISTC_SPLIT_NOCOLOR : rank % 2;
+    distc_pg *g = NULL;
+    RK_OK(distc_pg_split(&g, pg, color, -rank, NULL));
+    if (color < 0) {
+        RK_CHECK(g == NULL);
+        return;
+    }
+    if (!RK_CHECK(g != NULL)) return;
+    int32_t gr = -1, gs = -1;
+    RK_OK(distc_pg_rank(&gr, g));
+    RK_OK(distc_pg_size(&gs, g));
+    int members = 0, before = 0;
+    for (int r = 0; r < size; ++r) {
+        int c = r == 1 ? -1 : r % 2;
+        if (c == color) {
+            ++members;
+            if (r > rank) ++before; /* keys are -rank: higher ranks first */
+        }
+    }
+    RK_EQ_INT(gs, members);
+    RK_EQ_INT(gr, before);
+    int64_t expect = 0;
+    for (int r = 0; r < size; ++r)
+        if (r != 1 && r % 2 == color) expect += r;
+    RK_EQ_INT(group_sum(g, rank), expect);
+    distc_pg_free(g);
+}
+
+static void test_split(void **state) {
+    (void)state;
+    for (int size = 2; size <= 4; ++size) dt_run_ranks(size, split_body, NULL);
+}
+
+static void monitored_body(distc_pg *pg, int rank, int size, void *arg) {
+    int absent = *(int *)arg;
+    /* Everyone arrives. */
+    RK_OK(distc_monitored_barrier(pg, 5000, 1));
+    if (rank == absent) {
+        usleep(1500 * 1000); /* sits out the next one */
+        return;
+    }
+    int64_t t0 = dt_now_ms();
+    char needle[32];
+    snprintf(needle, sizeof needle, "rank %d did not", absent);
+    RK_ERR(distc_monitored_barrier(pg, 500, 1), DISTC_ETIMEOUT, needle);
+    RK_CHECKF(dt_now_ms() - t0 < 4000, "rank %d waited %lld ms", rank, (long long)(dt_now_ms() - t0));
+    (void)size;
+}
+
+static void test_monitored_barrier(void **state) {
+    (void)state;
+    int absent = 2;
+    dt_run_ranks(3, monitored_body, &absent);
+}
+
+static void bytes_body(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    char mine[64];
+    int len = snprintf(mine, sizeof mine, "rank %d says %.*s", rank, rank * 3, "xxxxxxxxxxxxxxxxxx");
+    distc_buf all[4];
+    RK_OK(distc_all_gather_bytes(all, pg, mine, (size_t)len, NULL));
+    for (int r = 0; r < size; ++r) {
+        char expect[64];
+        int el = snprintf(expect, sizeof expect, "rank %d says %.*s", r, r * 3, "xxxxxxxxxxxxxxxxxx");
+        RK_CHECKF(all[r].size == (size_t)el && memcmp(all[r].data, expect, (size_t)el) == 0, "all_gather_bytes[%d]", r);
+        distc_buf_dispose(&all[r]);
+    }
+    for (int root = 0; root < size; ++root) {
+        distc_buf got[4];
+        RK_OK(distc_gather_bytes(rank == root ? got : NULL, pg, mine, (size_t)len, root, NULL));
+        if (rank == root)
+            for (int r = 0; r < size; ++r) {
+                RK_CHECK(got[r].size > 0 && got[r].data[5] == (uint8_t)('0' + r));
+                distc_buf_dispose(&got[r]);
+            }
+        distc_buf b = {0};
+        RK_OK(distc_broadcast_bytes(&b, pg, rank == root ? mine : NULL, rank == root ? (size_t)len : 0, root, NULL));
+        RK_CHECKF(b.size > 5 && b.data[5] == (uint8_t)('0' + root), "broadcast_bytes from %d", root);
+        distc_buf_dispose(&b);
+        const void *parts[4];
+        size_t lens[4];
+        char text[4][16];
+        for (int r = 0; r < size; ++r) {
+            lens[r] = (size_t)snprintf(text[r], sizeof text[r], "to %d%.*s", r, r, "!!!!");
+            parts[r] = text[r];
+        }
+        RK_OK(distc_scatter_bytes(&b, pg, rank == root ? parts : NULL, rank == root ? lens : NULL, root, NULL));
+        RK_CHECKF(b.size == (size_t)(4 + rank) && b.data[3] == (uint8_t)('0' + rank), "scatter_bytes to %d", rank);
+        distc_buf_dispose(&b);
+    }
+    /* Empty values are fine. */
+    RK_OK(distc_all_gather_bytes(all, pg, NULL, 0, NULL));
+    for (int r = 0; r < size; ++r) {
+        RK_EQ_INT((int)all[r].size, 0);
+        distc_buf_dispose(&all[r]);
+    }
+    RK_ERR(distc_all_gather_bytes(NULL, pg, mine, 1, NULL), DISTC_EINVAL, "out");
+    RK_ERR(distc_broadcast_bytes(&all[0], pg, mine, 1, size, NULL), DISTC_EINVAL, "root");
+}
+
+static void test_bytes_collectives(void **state) {
+    (void)state;
+    for (int size = 1; size <= 4; ++size) dt_run_ranks(size, bytes_body, NULL);
+}
+
+static void batch_body(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    /* Everyone sends to both neighbours and receives from both, in one batch:
+     * issued one by one with blocking calls, this would deadlock. */
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    DLTensor *s = dt_tensor_1d(DT_F32, 3), *r1 = dt_tensor_1d(DT_F32, 3), *r2 = dt_tensor_1d(DT_F32, 3);
+    for (int i = 0; i < 3; ++i) dt_set(s, i, rank * 10 + i);
+    distc_p2p_op ops[4] = {{DISTC_P2P_RECV, r1, prev, 5}, {DISTC_P2P_RECV, r2, next, 6},
+                           {DISTC_P2P_SEND, s, next, 5}, {DISTC_P2P_SEND, s, prev, 6}};
+    distc_work *w = NULL;
+    RK_OK(distc_batch_isend_irecv(&w, pg, ops, 4, NULL));
+    RK_OK(distc_work_wait(w, -1));
+    distc_work_free(w);
+    RK_EQ_DBL(dt_get(r1, 2), prev * 10 + 2);
+    RK_EQ_DBL(dt_get(r2, 0), next * 10);
+    distc_p2p_op bad = {DISTC_P2P_SEND, s, rank, 0};
+    RK_ERR(distc_batch_isend_irecv(NULL, pg, &bad, 1, NULL), DISTC_EINVAL, "ops[0].peer is this rank");
+    bad.peer = next;
+    bad.kind = 7;
+    RK_ERR(distc_batch_isend_irecv(NULL, pg, &bad, 1, NULL), DISTC_EINVAL, "ops[0].kind");
+    bad.kind = DISTC_P2P_SEND;
+    bad.tag = -1;
+    RK_ERR(distc_batch_isend_irecv(NULL, pg, &bad, 1, NULL), DISTC_EINVAL, "ops[0].tag");
+    RK_ERR(distc_batch_isend_irecv(NULL, pg, ops, 0, NULL), DISTC_EINVAL, "n is 0");
+    dt_tensor_free(s);
+    dt_tensor_free(r1);
+    dt_tensor_free(r2);
+}
+
+static void test_batch_isend_irecv(void **state) {
+    (void)state;
+    for (int size = 2; size <= 4; ++size) dt_run_ranks(size, batch_body, NULL);
+}
+
+/* Debug mode: ranks calling different collectives all get DISTC_EINVAL naming who calls what. */
+static void debug_body(distc_pg *pg, int rank, int size, void *arg) {
+    (void)pg;
+    (void)arg;
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    char name[96];
+    snprintf(name, sizeof name, "%s-debug", dt_rank_group());
+    o.group_name = name;
+    o.debug = 1;
+    o.timeout_ms = 10000;
+    distc_pg *g = NULL;
+    if (!RK_OK(distc_pg_new(&g, dt_rank_store(), rank, size, &o))) return;
+    DLTensor *t = dt_tensor_1d(DT_F32, rank == 1 ? 5 : 4);
+    /* Agreeing calls pass the check. */
+    DLTensor *u = dt_tensor_1d(DT_F32, 4);
+    RK_OK(distc_allreduce(NULL, g, u, DISTC_SUM, NULL));
+    /* Rank 1 passes 5 elements, the others 4: everyone learns of it instead of hanging. */
+    RK_ERR2(distc_allreduce(NULL, g, t, DISTC_SUM, NULL), DISTC_EINVAL, "rank 1 call allreduce(float32, 5 elements",
+            "call allreduce(float32, 4 elements");
+    /* Different operations. */
+    if (rank == 0)
+        RK_ERR(distc_broadcast(NULL, g, u, 0, NULL), DISTC_EINVAL, "ranks disagree");
+    else
+        RK_ERR(distc_allreduce(NULL, g, u, DISTC_MAX, NULL), DISTC_EINVAL, "rank 0 call broadcast(float32, 4 elements, root 0)");
+    /* And the group goes on. */
+    RK_OK(distc_barrier(NULL, g, NULL));
+    dt_tensor_free(t);
+    dt_tensor_free(u);
+    distc_pg_free(g);
+}
+
+static void test_debug_mode(void **state) {
+    (void)state;
+    dt_run_ranks(3, debug_body, NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_subgroups),   cmocka_unit_test(test_split),
+        cmocka_unit_test(test_monitored_barrier), cmocka_unit_test(test_bytes_collectives),
+        cmocka_unit_test(test_batch_isend_irecv), cmocka_unit_test(test_debug_mode),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
