@@ -1,0 +1,343 @@
+#define _GNU_SOURCE
+#include "pg_harness.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "test_util.h"
+
+/* ------------------------------------------------------------- rank threads */
+
+/* Failures beyond this many per run are counted but not printed. */
+#define DT_MAX_PRINTED 40
+
+static int g_failures;  /* atomic (__atomic builtins) */
+static int g_run_counter;
+static __thread int tls_rank = -1;
+static __thread int tls_size = 0;
+static __thread distc_store *tls_store = NULL;
+static __thread const char *tls_group = NULL;
+
+struct dt_run {
+    distc_store *store;
+    int size;
+    int64_t timeout_ms;
+    dt_rank_fn fn;
+    void *arg;
+    char group[64];
+};
+
+struct dt_rank_arg {
+    struct dt_run *run;
+    int rank;
+};
+
+int dt_rank(void) { return tls_rank; }
+distc_store *dt_rank_store(void) { return tls_store; }
+const char *dt_rank_group(void) { return tls_group; }
+int dt_rank_failures(void) { return __atomic_load_n(&g_failures, __ATOMIC_SEQ_CST); }
+
+void dt_rank_fail(const char *file, int line, const char *fmt, ...) {
+    int n = __atomic_add_fetch(&g_failures, 1, __ATOMIC_SEQ_CST);
+    if (n > DT_MAX_PRINTED) {
+        if (n == DT_MAX_PRINTED + 1) fprintf(stderr, "(further failures are counted, not printed)\n");
+        return;
+    }
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *base = strrchr(file, '/');
+    fprintf(stderr, "[%s rank %d/%d] %s:%d: %s\n", tls_group ? tls_group : "main", tls_rank, tls_size,
+            base ? base + 1 : file, line, msg);
+}
+
+static void *dt_rank_main(void *p) {
+    struct dt_rank_arg *ra = p;
+    struct dt_run *run = ra->run;
+    tls_rank = ra->rank;
+    tls_size = run->size;
+    tls_store = run->store;
+    tls_group = run->group;
+
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.timeout_ms = run->timeout_ms;
+    o.group_name = run->group;
+    distc_pg *pg = NULL;
+    int rc = distc_pg_new(&pg, run->store, ra->rank, run->size, &o);
+    if (rc != 0)
+        dt_rank_fail(__FILE__, __LINE__, "distc_pg_new -> %d: %s", rc, distc_error_last());
+    else
+        run->fn(pg, ra->rank, run->size, run->arg);
+
+    /* Store-side barrier: every rank finished fn before any frees its group. */
+    char key[128];
+    snprintf(key, sizeof key, "dt_harness/%s/done/%d", run->group, ra->rank);
+    distc_store_set(run->store, key, "1", 1);
+    char **keys = calloc((size_t)run->size, sizeof *keys);
+    for (int r = 0; r < run->size; ++r) {
+        keys[r] = malloc(128);
+        snprintf(keys[r], 128, "dt_harness/%s/done/%d", run->group, r);
+    }
+    rc = distc_store_wait(run->store, (const char *const *)keys, (size_t)run->size, run->timeout_ms + 10000);
+    if (rc != 0) dt_rank_fail(__FILE__, __LINE__, "peers did not finish: %s", distc_error_last());
+    for (int r = 0; r < run->size; ++r) free(keys[r]);
+    free(keys);
+
+    distc_pg_free(pg);
+    tls_rank = -1;
+    tls_store = NULL;
+    tls_group = NULL;
+    return NULL;
+}
+
+int dt_run_ranks_timeout(int size, int64_t timeout_ms, dt_rank_fn fn, void *arg) {
+    struct dt_run run;
+    memset(&run, 0, sizeof run);
+    if (distc_store_new_hash(&run.store) != 0) fail_msg("distc_store_new_hash: %s", distc_error_last());
+    run.size = size;
+    run.timeout_ms = timeout_ms;
+    run.fn = fn;
+    run.arg = arg;
+    snprintf(run.group, sizeof run.group, "dt_group_%d_size%d", __atomic_add_fetch(&g_run_counter, 1, __ATOMIC_SEQ_CST),
+             size);
+    __atomic_store_n(&g_failures, 0, __ATOMIC_SEQ_CST);
+
+    pthread_t *th = calloc((size_t)size, sizeof *th);
+    struct dt_rank_arg *ra = calloc((size_t)size, sizeof *ra);
+    for (int r = 0; r < size; ++r) {
+        ra[r].run = &run;
+        ra[r].rank = r;
+        if (pthread_create(&th[r], NULL, dt_rank_main, &ra[r]) != 0) fail_msg("pthread_create failed");
+    }
+    for (int r = 0; r < size; ++r) pthread_join(th[r], NULL);
+    free(th);
+    free(ra);
+    distc_store_free(run.store);
+
+    int failures = __atomic_load_n(&g_failures, __ATOMIC_SEQ_CST);
+    if (failures != 0) fail_msg("%s: %d failure(s) in the rank threads (see above)", run.group, failures);
+    return failures;
+}
+
+int dt_run_ranks(int size, dt_rank_fn fn, void *arg) { return dt_run_ranks_timeout(size, DT_PG_TIMEOUT_MS, fn, arg); }
+
+/* ------------------------------------------------------------------ dtypes */
+
+const DLDataType dt_all_dtypes[] = {
+    {DT_KDLBOOL, 8, 1}, {kDLInt, 8, 1},    {kDLUInt, 8, 1},   {kDLInt, 16, 1},
+    {kDLInt, 32, 1},    {kDLInt, 64, 1},   {kDLFloat, 16, 1}, {kDLBfloat, 16, 1},
+    {kDLFloat, 32, 1},  {kDLFloat, 64, 1}, {kDLComplex, 64, 1}, {kDLComplex, 128, 1},
+};
+const size_t dt_num_dtypes = sizeof dt_all_dtypes / sizeof dt_all_dtypes[0];
+
+int dt_dtype_eq(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
+int dt_is_bool(DLDataType dt) { return dt.code == DT_KDLBOOL; }
+int dt_is_int(DLDataType dt) { return dt.code == kDLInt || dt.code == kDLUInt; }
+int dt_is_unsigned(DLDataType dt) { return dt.code == kDLUInt; }
+int dt_is_float(DLDataType dt) { return dt.code == kDLFloat || dt.code == kDLBfloat; }
+int dt_is_complex(DLDataType dt) { return dt.code == kDLComplex; }
+size_t dt_dtype_size(DLDataType dt) { return (size_t)dt.bits / 8 * dt.lanes; }
+
+const char *dt_dtype_name(DLDataType dt) {
+    switch (dt.code) {
+    case DT_KDLBOOL: return "bool";
+    case kDLInt:
+        return dt.bits == 8 ? "int8" : dt.bits == 16 ? "int16" : dt.bits == 32 ? "int32" : dt.bits == 64 ? "int64" : "int?";
+    case kDLUInt: return dt.bits == 8 ? "uint8" : "uint?";
+    case kDLFloat: return dt.bits == 16 ? "float16" : dt.bits == 32 ? "float32" : dt.bits == 64 ? "float64" : "float?";
+    case kDLBfloat: return "bfloat16";
+    case kDLComplex: return dt.bits == 64 ? "complex64" : dt.bits == 128 ? "complex128" : "complex?";
+    default: return "unknown";
+    }
+}
+
+/* ------------------------------------------------------------ 16-bit floats */
+
+static uint32_t f_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bits_f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float dt_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (exp == 0x1f) return bits_f(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        float mag = ldexpf((float)man, -24);
+        return sign ? -mag : mag;
+    }
+    return bits_f(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+uint16_t dt_float_to_half(float f) {
+    if (f != f) return 0x7e00;
+    uint16_t sign = signbit(f) ? 0x8000 : 0;
+    float a = fabsf(f);
+    if (a >= 65520.0f) return sign | 0x7c00; /* rounds to Inf */
+    if (a < ldexpf(1.0f, -14)) {
+        /* Subnormal: units of 2^-24, rounded to nearest even. */
+        float units = nearbyintf(ldexpf(a, 24));
+        return (uint16_t)(sign | (uint16_t)units);
+    }
+    int e;
+    float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    /* 11 significant bits: mantissa in units of 2^(e-11). */
+    float sig = nearbyintf(ldexpf(m, 11));
+    if (sig >= 2048.0f) {
+        sig /= 2.0f;
+        e += 1;
+    }
+    int exp = e - 1 + 15;
+    if (exp >= 31) return sign | 0x7c00;
+    return (uint16_t)(sign | (uint16_t)(exp << 10) | ((uint16_t)sig & 0x3ffu));
+}
+
+float dt_bf16_to_float(uint16_t h) { return bits_f((uint32_t)h << 16); }
+
+uint16_t dt_float_to_bf16(float f) {
+    uint32_t u = f_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* ---------------------------------------------------------------- elements */
+
+double dt_elem_get(const void *base, DLDataType dt, int64_t i) {
+    const char *p = (const char *)base + (size_t)i * dt_dtype_size(dt);
+    switch (dt.code) {
+    case DT_KDLBOOL: return *(const uint8_t *)p != 0;
+    case kDLInt:
+        switch (dt.bits) {
+        case 8: return *(const int8_t *)p;
+        case 16: { int16_t v; memcpy(&v, p, 2); return v; }
+        case 32: { int32_t v; memcpy(&v, p, 4); return v; }
+        case 64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+        }
+        break;
+    case kDLUInt:
+        if (dt.bits == 8) return *(const uint8_t *)p;
+        break;
+    case kDLFloat:
+        switch (dt.bits) {
+        case 16: { uint16_t v; memcpy(&v, p, 2); return dt_half_to_float(v); }
+        case 32: { float v; memcpy(&v, p, 4); return v; }
+        case 64: { double v; memcpy(&v, p, 8); return v; }
+        }
+        break;
+    case kDLBfloat: { uint16_t v; memcpy(&v, p, 2); return dt_bf16_to_float(v); }
+    case kDLComplex:
+        if (dt.bits == 64) { float v; memcpy(&v, p, 4); return v; }
+        if (dt.bits == 128) { double v; memcpy(&v, p, 8); return v; }
+        break;
+    }
+    return NAN;
+}
+
+double dt_elem_get_imag(const void *base, DLDataType dt, int64_t i) {
+    if (dt.code != kDLComplex) return 0;
+    const char *p = (const char *)base + (size_t)i * dt_dtype_size(dt);
+    if (dt.bits == 64) { float v; memcpy(&v, p + 4, 4); return v; }
+    double v;
+    memcpy(&v, p + 8, 8);
+    return v;
+}
+
+void dt_elem_set(void *base, DLDataType dt, int64_t i, double re, double im) {
+    char *p = (char *)base + (size_t)i * dt_dtype_size(dt);
+    switch (dt.code) {
+    case DT_KDLBOOL: *(uint8_t *)p = re != 0; return;
+    case kDLInt: {
+        int64_t v = (int64_t)re;
+        switch (dt.bits) {
+        case 8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); return; }
+        case 16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); return; }
+        case 32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); return; }
+        case 64: memcpy(p, &v, 8); return;
+        }
+        return;
+    }
+    case kDLUInt: { uint8_t x = (uint8_t)(int64_t)re; memcpy(p, &x, 1); return; }
+    case kDLFloat:
+        switch (dt.bits) {
+        case 16: { uint16_t x = dt_float_to_half((float)re); memcpy(p, &x, 2); return; }
+        case 32: { float x = (float)re; memcpy(p, &x, 4); return; }
+        case 64: memcpy(p, &re, 8); return;
+        }
+        return;
+    case kDLBfloat: { uint16_t x = dt_float_to_bf16((float)re); memcpy(p, &x, 2); return; }
+    case kDLComplex:
+        if (dt.bits == 64) {
+            float x[2] = {(float)re, (float)im};
+            memcpy(p, x, 8);
+        } else {
+            double x[2] = {re, im};
+            memcpy(p, x, 16);
+        }
+        return;
+    }
+}
+
+double dt_round(DLDataType dt, double v) {
+    unsigned char buf[16];
+    dt_elem_set(buf, dt, 0, v, 0);
+    return dt_elem_get(buf, dt, 0);
+}
+
+/* ----------------------------------------------------------------- tensors */
+
+struct dt_owned {
+    DLTensor t; /* first: a DLTensor * is a struct dt_owned * */
+    int64_t shape[2];
+};
+
+static DLTensor *dt_tensor_new(DLDataType dt, int ndim, int64_t d0, int64_t d1) {
+    struct dt_owned *o = calloc(1, sizeof *o);
+    o->shape[0] = d0;
+    o->shape[1] = d1;
+    int64_t n = ndim == 1 ? d0 : d0 * d1;
+    /* At least 16 bytes: zero-element tensors still have a real data pointer. */
+    o->t.data = calloc(1, (size_t)n * dt_dtype_size(dt) + 16);
+    o->t.device.device_type = kDLCPU;
+    o->t.device.device_id = 0;
+    o->t.ndim = ndim;
+    o->t.dtype = dt;
+    o->t.shape = o->shape;
+    o->t.strides = NULL;
+    o->t.byte_offset = 0;
+    return &o->t;
+}
+
+DLTensor *dt_tensor_1d(DLDataType dt, int64_t n) { return dt_tensor_new(dt, 1, n, 1); }
+DLTensor *dt_tensor_2d(DLDataType dt, int64_t rows, int64_t cols) { return dt_tensor_new(dt, 2, rows, cols); }
+
+void dt_tensor_free(DLTensor *t) {
+    if (!t) return;
+    free(t->data);
+    free((struct dt_owned *)t);
+}
+
+int64_t dt_numel(const DLTensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];
+    return n;
+}
+
+static void *dt_base(const DLTensor *t) { return (char *)t->data + t->byte_offset; }
+
+double dt_get(const DLTensor *t, int64_t i) { return dt_elem_get(dt_base(t), t->dtype, i); }
+double dt_get_imag(const DLTensor *t, int64_t i) { return dt_elem_get_imag(dt_base(t), t->dtype, i); }
+void dt_set(DLTensor *t, int64_t i, double v) { dt_elem_set(dt_base(t), t->dtype, i, v, 0); }
+void dt_set_complex(DLTensor *t, int64_t i, double re, double im) { dt_elem_set(dt_base(t), t->dtype, i, re, im); }
