@@ -904,9 +904,7 @@ static void rank_p2p_tags_out_of_order(distc_pg *pg, int rank, int size, void *a
     distc_work *wa = NULL, *wb = NULL;
     RK_OK(distc_send(&wa, pg, a, next, 1, &oo));
     RK_OK(distc_send(&wb, pg, b, next, 2, &oo));
-    /* FIXME(distc bug): the async send of tag 1 occupies the group's only worker
-     * until its recv is posted, so the send of tag 2 never starts and this recv
-     * times out (torch: both isends are posted at once and this works). */
+    /* Both isends are posted at once (as torch does), so receiving tag 2 first works. */
     if (RK_OK(distc_recv(NULL, pg, rb, prev, 2, &oo))) CHECK_UNIQ("tag 2", rb, prev, 1);
     if (RK_OK(distc_recv(NULL, pg, ra, prev, 1, &oo))) CHECK_UNIQ("tag 1", ra, prev, 0);
     if (wa) RK_OK(distc_work_wait(wa, -1));
@@ -936,9 +934,7 @@ static void rank_p2p_irecv_then_isend(distc_pg *pg, int rank, int size, void *ar
     distc_work *wr = NULL, *ws = NULL;
     RK_OK(distc_recv(&wr, pg, r, prev, 4, &oo));
     RK_OK(distc_send(&ws, pg, s, next, 4, &oo));
-    /* FIXME(distc bug): the recv runs first on the group's only worker and blocks
-     * it; the send queued behind it never starts on any rank, so both time out
-     * (torch: irecv and isend are both posted at once and this completes). */
+    /* irecv then isend on every rank: both are posted at once, so this completes. */
     if (wr && RK_OK(distc_work_wait(wr, -1))) CHECK_UNIQ("irecv then isend", r, prev, rank);
     if (ws) RK_OK(distc_work_wait(ws, -1));
     distc_work_free(wr);

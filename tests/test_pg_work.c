@@ -321,10 +321,8 @@ static void rank_detach(distc_pg *pg, int rank, int size, void *arg) {
         int bad_a = 0, bad_b = 0;
         for (int i = 0; i < 7; ++i) bad_a += dt_get(a, i) != ring_sum(size, i) + size * round;
         for (int i = 0; i < 9; ++i) bad_b += dt_get(b, i) != 1000 + i + round;
-        /* FIXME(distc bug): a blocking call runs at once on the caller's thread and does
-         * not wait for the asynchronous work queued before it on the group's worker, so
-         * after this blocking barrier the detached allreduce/broadcast may not have run
-         * yet (torch's ProcessGroupGloo::barrier waits for all prior work). */
+        /* A blocking collective lets the asynchronous ones queued before it finish
+         * first (torch's gloo barrier waits for all prior work too). */
         RK_CHECKF(bad_a == 0 && bad_b == 0,
                   "round %d: after a blocking barrier, %d of 7 elements of a detached allreduce and %d of 9 of a "
                   "detached broadcast are not done yet",

@@ -274,20 +274,43 @@ void GlooBackend::barrier(const OpCtx &ctx) {
     });
 }
 
-void GlooBackend::send(const Tensor &t, int dst, uint32_t tag, const OpCtx &ctx) {
-    guarded([&] {
-        uint8_t dummy = 0;
-        auto buf = context_->createUnboundBuffer(t.numel ? t.data : &dummy, t.nbytes());
+namespace {
+
+class GlooPending final : public PendingP2p {
+public:
+    GlooPending(GlooBackend &b, std::unique_ptr<gloo::transport::UnboundBuffer> buf, bool send)
+        : b_(b), buf_(std::move(buf)), send_(send) {}
+    int wait(std::chrono::milliseconds timeout) override {
+        return b_.guarded([&] {
+            int peer = -1;
+            bool ok = send_ ? buf_->waitSend(&peer, positive(timeout)) : buf_->waitRecv(&peer, positive(timeout));
+            if (!ok) fail(DISTC_EABORTED, "the group was aborted");
+            return peer;
+        });
+    }
+
+private:
+    GlooBackend &b_;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf_;
+    bool send_;
+};
+
+// Gloo wants a real pointer even for an empty message.
+uint8_t empty_message = 0;
+
+}  // namespace
+
+std::unique_ptr<PendingP2p> GlooBackend::post_send(const Tensor &t, int dst, uint32_t tag) {
+    return guarded([&] {
+        auto buf = context_->createUnboundBuffer(t.numel ? t.data : &empty_message, t.nbytes());
         buf->send(dst, tag);
-        if (!buf->waitSend(positive(ctx.timeout)))
-            fail(DISTC_EABORTED, "the group was aborted");
+        return std::unique_ptr<PendingP2p>(new GlooPending(*this, std::move(buf), true));
     });
 }
 
-int GlooBackend::recv(Tensor &t, int src, uint32_t tag, const OpCtx &ctx) {
+std::unique_ptr<PendingP2p> GlooBackend::post_recv(Tensor &t, int src, uint32_t tag) {
     return guarded([&] {
-        uint8_t dummy = 0;
-        auto buf = context_->createUnboundBuffer(t.numel ? t.data : &dummy, t.nbytes());
+        auto buf = context_->createUnboundBuffer(t.numel ? t.data : &empty_message, t.nbytes());
         if (src >= 0) {
             buf->recv(src, tag);
         } else {
@@ -296,29 +319,7 @@ int GlooBackend::recv(Tensor &t, int src, uint32_t tag, const OpCtx &ctx) {
                 if (r != rank_) srcs.push_back(r);
             buf->recv(srcs, tag);
         }
-        int from = -1;
-        if (!buf->waitRecv(&from, positive(ctx.timeout))) fail(DISTC_EABORTED, "the group was aborted");
-        return from;
-    });
-}
-
-void GlooBackend::batch_p2p(std::vector<P2pOp> &ops, const OpCtx &ctx) {
-    guarded([&] {
-        static uint8_t dummy = 0;
-        std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
-        for (auto &op : ops) {
-            bufs.push_back(context_->createUnboundBuffer(op.tensor.numel ? op.tensor.data : &dummy, op.tensor.nbytes()));
-            if (op.send)
-                bufs.back()->send(op.peer, op.tag);
-            else
-                bufs.back()->recv(op.peer, op.tag);
-        }
-        auto deadline = std::chrono::steady_clock::now() + positive(ctx.timeout);
-        for (size_t i = 0; i < ops.size(); ++i) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-            bool ok = ops[i].send ? bufs[i]->waitSend(positive(left)) : bufs[i]->waitRecv(positive(left));
-            if (!ok) fail(DISTC_EABORTED, "the group was aborted");
-        }
+        return std::unique_ptr<PendingP2p>(new GlooPending(*this, std::move(buf), false));
     });
 }
 

@@ -29,14 +29,15 @@ public:
     void alltoallv(const Tensor &input, const std::vector<size_t> &in_counts, Tensor &output,
                    const std::vector<size_t> &out_counts, const OpCtx &ctx) override;
     void barrier(const OpCtx &ctx) override;
-    void send(const Tensor &tensor, int dst, uint32_t tag, const OpCtx &ctx) override;
-    int recv(Tensor &tensor, int src, uint32_t tag, const OpCtx &ctx) override;
-    void batch_p2p(std::vector<P2pOp> &ops, const OpCtx &ctx) override;
+    std::unique_ptr<PendingP2p> post_send(const Tensor &tensor, int dst, uint32_t tag) override;
+    std::unique_ptr<PendingP2p> post_recv(Tensor &tensor, int src, uint32_t tag) override;
     void abort() override;
 
-private:
+    // Runs f, turning Gloo's exceptions into distc errors (public for PendingP2p).
     template <typename F>
     auto guarded(F &&f) -> decltype(f());
+
+private:
     void check_open() const;
 
     std::shared_ptr<gloo::transport::Device> device_;

@@ -14,11 +14,12 @@
 
 namespace distc {
 
-struct P2pOp {
-    bool send;
-    Tensor tensor;
-    int peer;
-    uint32_t tag;
+// A posted send or receive. wait() returns the peer rank once it completed,
+// or throws (timeout, failure, abort).
+class PendingP2p {
+public:
+    virtual ~PendingP2p() = default;
+    virtual int wait(std::chrono::milliseconds timeout) = 0;
 };
 
 struct OpCtx {
@@ -46,13 +47,13 @@ public:
     virtual void alltoallv(const Tensor &input, const std::vector<size_t> &in_counts, Tensor &output,
                            const std::vector<size_t> &out_counts, const OpCtx &ctx) = 0;
     virtual void barrier(const OpCtx &ctx) = 0;
-    virtual void send(const Tensor &tensor, int dst, uint32_t tag, const OpCtx &ctx) = 0;
-    // src < 0: any source. Returns the source rank.
-    virtual int recv(Tensor &tensor, int src, uint32_t tag, const OpCtx &ctx) = 0;
+    // Point-to-point is split in two: posting happens in the caller's order (so
+    // messages with one peer and tag never overtake each other), waiting may
+    // happen later on another thread.
+    virtual std::unique_ptr<PendingP2p> post_send(const Tensor &tensor, int dst, uint32_t tag) = 0;
+    // src < 0: any source.
+    virtual std::unique_ptr<PendingP2p> post_recv(Tensor &tensor, int src, uint32_t tag) = 0;
 
-    // Posts every send and receive, then waits for all of them (a batch cannot
-    // deadlock on its own order).
-    virtual void batch_p2p(std::vector<P2pOp> &ops, const OpCtx &ctx) = 0;
     // Makes operations in flight fail soon and later ones fail at once. Any thread.
     virtual void abort() = 0;
 };

@@ -37,8 +37,16 @@ ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOp
     }
     OpInfo info{"batch_isend_irecv", "(" + std::to_string(ops.size()) + " operations)"};
     info.p2p = true;
-    return run(info, o, async, [this, ops](const OpCtx &ctx) mutable {
-        backend_->batch_p2p(ops, ctx);
+    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    // Everything is posted before anything is waited for: the batch cannot deadlock on its own order.
+    std::vector<std::shared_ptr<PendingP2p>> posted;
+    for (auto &op : ops)
+        posted.push_back(op.send ? backend_->post_send(op.tensor, op.peer, op.tag)
+                                 : backend_->post_recv(op.tensor, op.peer, op.tag));
+    return run(info, o, async, [posted](const OpCtx &ctx) {
+        auto deadline = std::chrono::steady_clock::now() + ctx.timeout;
+        for (const auto &p : posted)
+            p->wait(std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now())));
         return -1;
     });
 }

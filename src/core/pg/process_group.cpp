@@ -102,15 +102,18 @@ ProcessGroup::~ProcessGroup() {
         std::lock_guard<std::mutex> lk(mu_);
         stopping_ = true;
         dropped.swap(queue_);
+        for (auto &it : p2p_queue_) dropped.push_back(std::move(it));
+        p2p_queue_.clear();
     }
     cv_.notify_all();
     for (auto &it : dropped)
         it.work->complete(DISTC_EABORTED, it.work->what() + ": the group was freed before it ran");
-    if (worker_.joinable()) {
+    if (worker_.joinable() || !p2p_threads_.empty()) {
         // An operation in flight may wait on peers for its whole timeout: cut it short.
         backend_->abort();
-        worker_.join();
     }
+    if (worker_.joinable()) worker_.join();
+    for (auto &t : p2p_threads_) t.join();
 }
 
 void ProcessGroup::abort() {
@@ -120,6 +123,8 @@ void ProcessGroup::abort() {
     {
         std::lock_guard<std::mutex> lk(mu_);
         dropped.swap(queue_);
+        for (auto &it : p2p_queue_) dropped.push_back(std::move(it));
+        p2p_queue_.clear();
     }
     for (auto &it : dropped) it.work->complete(DISTC_EABORTED, it.work->what() + ": the group was aborted");
 }
@@ -165,7 +170,12 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
         };
     }
     if (!async) {
-        // The blocking path: this thread, no hand-off, no queue.
+        // The blocking path: this thread, no hand-off, no queue; a collective
+        // first lets earlier asynchronous ones finish, so results come in order.
+        if (!info.p2p) {
+            std::unique_lock<std::mutex> lk(mu_);
+            idle_cv_.wait(lk, [&] { return collectives_pending_ == 0 || stopping_; });
+        }
         execute(*w, ctx, body);
         if (w->status() != 0) fail(w->status(), w->message());
         return w;
@@ -173,10 +183,16 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
     {
         std::lock_guard<std::mutex> lk(mu_);
         if (stopping_) fail(DISTC_ESTATE, "the group is being freed");
-        queue_.push_back(Item{w, ctx, std::move(body)});
-        if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+        if (info.p2p) {
+            p2p_queue_.push_back(Item{w, ctx, std::move(body)});
+            if (p2p_idle_ == 0) p2p_threads_.emplace_back([this] { p2p_loop(); });
+        } else {
+            queue_.push_back(Item{w, ctx, std::move(body)});
+            ++collectives_pending_;
+            if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+        }
     }
-    cv_.notify_one();
+    cv_.notify_all();
     return w;
 }
 
@@ -191,6 +207,26 @@ void ProcessGroup::worker_loop() {
             queue_.pop_front();
         }
         execute(*it.work, it.ctx, it.body);
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            --collectives_pending_;
+        }
+        idle_cv_.notify_all();
+    }
+}
+
+void ProcessGroup::p2p_loop() {
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+        ++p2p_idle_;
+        cv_.wait(lk, [&] { return stopping_ || !p2p_queue_.empty(); });
+        --p2p_idle_;
+        if (p2p_queue_.empty()) return;  // stopping
+        Item it = std::move(p2p_queue_.front());
+        p2p_queue_.pop_front();
+        lk.unlock();
+        execute(*it.work, it.ctx, it.body);
+        lk.lock();
     }
 }
 
@@ -441,10 +477,9 @@ ProcessGroup::WorkPtr ProcessGroup::send(Tensor t, int dst, int tag, const OpOpt
     if (tag < 0) fail(DISTC_EINVAL, "tag is negative (" + std::to_string(tag) + ")");
     OpInfo info{"send", "(" + t.describe() + " to rank " + std::to_string(dst) + ", tag " + std::to_string(tag) + ")"};
     info.p2p = true;
-    return run(info, o, async, [this, t, dst, tag](const OpCtx &ctx) {
-                   backend_->send(t, dst, static_cast<uint32_t>(tag), ctx);
-                   return dst;
-               });
+    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    std::shared_ptr<PendingP2p> p = backend_->post_send(t, dst, static_cast<uint32_t>(tag));
+    return run(info, o, async, [p](const OpCtx &ctx) { return p->wait(ctx.timeout); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::recv(Tensor t, int src, int tag, const OpOptions &o, bool async) {
@@ -456,7 +491,9 @@ ProcessGroup::WorkPtr ProcessGroup::recv(Tensor t, int src, int tag, const OpOpt
     std::string from = src < 0 ? "any rank" : "rank " + std::to_string(src);
     OpInfo info{"recv", "(" + t.describe() + " from " + from + ", tag " + std::to_string(tag) + ")"};
     info.p2p = true;
-    return run(info, o, async, [this, t, src, tag](const OpCtx &ctx) mutable { return backend_->recv(t, src, static_cast<uint32_t>(tag), ctx); });
+    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    std::shared_ptr<PendingP2p> p = backend_->post_recv(t, src, static_cast<uint32_t>(tag));
+    return run(info, o, async, [p](const OpCtx &ctx) { return p->wait(ctx.timeout); });
 }
 
 }  // namespace distc

@@ -32,6 +32,13 @@ struct OpOptions {
     double premul_factor = 1.0;
 };
 
+struct P2pOp {
+    bool send;
+    Tensor tensor;
+    int peer;
+    uint32_t tag;
+};
+
 class ProcessGroup {
 public:
     // `store` is the job's store; the group keeps its keys under "<name>/<instance>/".
@@ -99,6 +106,7 @@ private:
     void debug_check(const OpInfo &info, const OpCtx &ctx);
     void execute(Work &w, const OpCtx &ctx, const Body &body) noexcept;
     void worker_loop();
+    void p2p_loop();
     void check_rank(int r, const char *what) const;
     void check_reduce(const Tensor &t, ReduceOp op) const;
 
@@ -121,10 +129,19 @@ private:
         Body body;
     };
     std::mutex mu_;
-    std::condition_variable cv_;
+    std::condition_variable cv_;       // the worker and the p2p waiters wait for items here
+    std::condition_variable idle_cv_;  // blocking collectives wait here for earlier async ones
+    // Async collectives run one at a time, in order, on worker_.
     std::deque<Item> queue_;
-    bool stopping_ = false;
+    size_t collectives_pending_ = 0;  // queued or running on worker_
     std::thread worker_;
+    // Async point-to-point operations are posted at once; their waits run on a
+    // pool that grows so that no wait holds up another (an irecv queued before
+    // the matching isend must not deadlock).
+    std::deque<Item> p2p_queue_;
+    size_t p2p_idle_ = 0;
+    std::vector<std::thread> p2p_threads_;
+    bool stopping_ = false;
 };
 
 }  // namespace distc
