@@ -30,55 +30,74 @@ inline float bits_float(uint32_t u) {
     return f;
 }
 
+// The conversions are written without branches: every case is computed and
+// one is picked with a bit mask, so that the compiler can vectorize the
+// kernels that use them. (With ?: it moves the float arithmetic into a
+// branch, which -ftrapping-math then keeps it from if-converting.)
+
+inline uint32_t select(bool cond, uint32_t if_true, uint32_t if_false) {
+    const uint32_t m = 0u - uint32_t(cond);
+    return (if_true & m) | (if_false & ~m);
+}
+
 inline float half_to_float(uint16_t h) {
     const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1fu;
-    const uint32_t man = h & 0x3ffu;
-    if (exp == 0x1f) return bits_float(sign | 0x7f800000u | (man << 13));  // Inf, NaN (payload kept)
-    if (exp == 0) {
-        // Zero or subnormal: man * 2^-24, exact in float.
-        const float mag = float(man) * 0x1p-24f;
-        return sign ? -mag : mag;
-    }
-    return bits_float(sign | ((exp + (127 - 15)) << 23) | (man << 13));
+    const uint32_t em = uint32_t(h & 0x7fffu) << 13;  // exponent and significand, in place
+    const uint32_t exp = em & 0x0f800000u;
+    // Normal: rebias the exponent by 127 - 15. Inf/NaN: all-ones exponent,
+    // significand (NaN payload) kept.
+    uint32_t normal = em + (uint32_t(127 - 15) << 23);
+    normal = select(exp == 0x0f800000u, em | 0x7f800000u, normal);
+    // Zero or subnormal: significand * 2^-24, exact in float: plant the
+    // significand in 2^-14's and subtract 2^-14.
+    const uint32_t sub = float_bits(bits_float(em + (uint32_t(127 - 14) << 23)) - 0x1p-14f);
+    return bits_float(sign | select(exp == 0, sub, normal));
 }
 
 inline uint16_t float_to_half(float f) {
-    uint32_t u = float_bits(f);
-    const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
-    u &= 0x7fffffffu;
-    if (u > 0x7f800000u)  // NaN: quiet, keep the top of the payload
-        return uint16_t(sign | 0x7e00u | ((u >> 13) & 0x3ffu));
-    if (u >= 0x47800000u)  // >= 65536 (or Inf): Inf
-        return uint16_t(sign | 0x7c00u);
-    if (u < 0x38800000u) {
-        // Below 2^-14: a float16 subnormal or zero. Adding 0.5 puts the
-        // value's bits in units of 2^-24 at the bottom of the significand,
-        // and the float addition rounds to nearest even for us.
-        const float mag = bits_float(u) + 0.5f;
-        return uint16_t(sign | (float_bits(mag) - float_bits(0.5f)));
-    }
+    const uint32_t all = float_bits(f);
+    const uint32_t sign = (all >> 16) & 0x8000u;
+    const uint32_t u = all & 0x7fffffffu;
     // Normal: rebias the exponent, round the 13 dropped bits to nearest
     // even. A carry out of the significand bumps the exponent, up to Inf.
-    const uint32_t odd = (u >> 13) & 1u;
-    u += (uint32_t(15 - 127) << 23) + 0xfffu + odd;
-    return uint16_t(sign | (u >> 13));
+    const uint32_t normal = (u + (uint32_t(15 - 127) << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
+    // Below 2^-14: a float16 subnormal or zero. Adding 0.5 lines the value's
+    // bits up in units of 2^-24 at the bottom of the significand, and the
+    // float addition rounds to nearest even for us.
+    const uint32_t sub = float_bits(bits_float(u) + 0.5f) - float_bits(0.5f);
+    uint32_t r = select(u < 0x38800000u, sub, normal);
+    r = select(u >= 0x47800000u, 0x7c00u, r);                            // >= 65536 or Inf: Inf
+    r = select(u > 0x7f800000u, 0x7e00u | ((u >> 13) & 0x3ffu), r);  // NaN: quiet, top of the payload
+    return uint16_t(sign | r);
 }
 
 inline float bf16_to_float(uint16_t h) { return bits_float(uint32_t(h) << 16); }
 
 inline uint16_t float_to_bf16(float f) {
-    uint32_t u = float_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // NaN stays (quiet) NaN
-    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even; overflow carries into Inf
-    return uint16_t(u >> 16);
+    const uint32_t u = float_bits(f);
+    // Round to nearest even; overflow carries into Inf. NaN stays (quiet) NaN.
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return uint16_t(select((u & 0x7fffffffu) > 0x7f800000u, (u >> 16) | 0x40u, rounded));
 }
 
+// How a kernel reads and writes elements: as themselves, or 16-bit floats
+// through float.
+template <typename T>
+struct Plain {
+    using Storage = T;
+    using Compute = T;
+    static T load(T v) { return v; }
+    static T store(T v) { return v; }
+};
 struct Half {
+    using Storage = uint16_t;
+    using Compute = float;
     static float load(uint16_t h) { return half_to_float(h); }
     static uint16_t store(float f) { return float_to_half(f); }
 };
 struct BHalf {
+    using Storage = uint16_t;
+    using Compute = float;
     static float load(uint16_t h) { return bf16_to_float(h); }
     static uint16_t store(float f) { return float_to_bf16(f); }
 };
@@ -143,13 +162,16 @@ struct OpBxor {
 // bool: one byte holding 0 or 1; any nonzero byte reads as true and results
 // are always 0 or 1.
 struct BoolOr {
-    static uint8_t f(uint8_t a, uint8_t b) { return uint8_t((a | b) != 0); }
+    template <typename T>
+    static T f(T a, T b) { return T((a | b) != 0); }
 };
 struct BoolAnd {
-    static uint8_t f(uint8_t a, uint8_t b) { return uint8_t((a != 0) & (b != 0)); }
+    template <typename T>
+    static T f(T a, T b) { return T((a != 0) & (b != 0)); }
 };
 struct BoolXor {
-    static uint8_t f(uint8_t a, uint8_t b) { return uint8_t((a != 0) ^ (b != 0)); }
+    template <typename T>
+    static T f(T a, T b) { return T((a != 0) ^ (b != 0)); }
 };
 
 // ------------------------------------------------------------------ kernels
@@ -166,44 +188,46 @@ struct BoolXor {
 #define DISTC_UNROLL
 #endif
 
-template <typename T, typename Op>
+template <typename Fmt, typename Op>
 void kernel(void *c, const void *a, const void *b, size_t n) {
-    T *pc = static_cast<T *>(c);
-    const T *pa = static_cast<const T *>(a);
-    const T *pb = static_cast<const T *>(b);
-    constexpr size_t B = 64 / sizeof(T);
+    using S = typename Fmt::Storage;
+    using C = typename Fmt::Compute;
+    S *pc = static_cast<S *>(c);
+    const S *pa = static_cast<const S *>(a);
+    const S *pb = static_cast<const S *>(b);
+    constexpr size_t B = 64 / sizeof(S);
     size_t i = 0;
     for (; i + B <= n; i += B) {
-        T x[B], y[B];
-        DISTC_UNROLL for (size_t j = 0; j < B; ++j) x[j] = pa[i + j];
-        DISTC_UNROLL for (size_t j = 0; j < B; ++j) y[j] = pb[i + j];
-        DISTC_UNROLL for (size_t j = 0; j < B; ++j) x[j] = Op::template f<T>(x[j], y[j]);
-        DISTC_UNROLL for (size_t j = 0; j < B; ++j) pc[i + j] = x[j];
+        C x[B], y[B];
+        DISTC_UNROLL for (size_t j = 0; j < B; ++j) x[j] = Fmt::load(pa[i + j]);
+        DISTC_UNROLL for (size_t j = 0; j < B; ++j) y[j] = Fmt::load(pb[i + j]);
+        DISTC_UNROLL for (size_t j = 0; j < B; ++j) x[j] = Op::template f<C>(x[j], y[j]);
+        DISTC_UNROLL for (size_t j = 0; j < B; ++j) pc[i + j] = Fmt::store(x[j]);
     }
-    for (; i < n; ++i) pc[i] = Op::template f<T>(pa[i], pb[i]);
+    for (; i < n; ++i) pc[i] = Fmt::store(Op::template f<C>(Fmt::load(pa[i]), Fmt::load(pb[i])));
+}
+
+// data[i] *= factor, computed in Fmt's compute type; blocked the same way.
+template <typename Fmt>
+void scale_fp(void *data, size_t n, typename Fmt::Compute factor) {
+    using S = typename Fmt::Storage;
+    using C = typename Fmt::Compute;
+    S *p = static_cast<S *>(data);
+    constexpr size_t B = 64 / sizeof(S);
+    size_t i = 0;
+    for (; i + B <= n; i += B) {
+        C x[B];
+        DISTC_UNROLL for (size_t j = 0; j < B; ++j) x[j] = Fmt::load(p[i + j]) * factor;
+        DISTC_UNROLL for (size_t j = 0; j < B; ++j) p[i + j] = Fmt::store(x[j]);
+    }
+    for (; i < n; ++i) p[i] = Fmt::store(Fmt::load(p[i]) * factor);
 }
 #undef DISTC_UNROLL
-
-template <typename Op>
-void bool_kernel(void *c, const void *a, const void *b, size_t n) {
-    uint8_t *pc = static_cast<uint8_t *>(c);
-    const uint8_t *pa = static_cast<const uint8_t *>(a);
-    const uint8_t *pb = static_cast<const uint8_t *>(b);
-    for (size_t i = 0; i < n; ++i) pc[i] = Op::f(pa[i], pb[i]);
-}
-
-template <typename Fmt, typename Op>
-void half_kernel(void *c, const void *a, const void *b, size_t n) {
-    uint16_t *pc = static_cast<uint16_t *>(c);
-    const uint16_t *pa = static_cast<const uint16_t *>(a);
-    const uint16_t *pb = static_cast<const uint16_t *>(b);
-    for (size_t i = 0; i < n; ++i) pc[i] = Fmt::store(Op::template f<float>(Fmt::load(pa[i]), Fmt::load(pb[i])));
-}
 
 // Complex SUM is componentwise: a SUM over 2n reals.
 template <typename R>
 void complex_sum(void *c, const void *a, const void *b, size_t n) {
-    kernel<R, OpSum>(c, a, b, 2 * n);
+    kernel<Plain<R>, OpSum>(c, a, b, 2 * n);
 }
 
 template <typename T>
@@ -211,13 +235,13 @@ ReduceFn int_fn(ReduceOp op) {
     switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg:
-    case ReduceOp::PremulSum: return &kernel<T, OpSum>;
-    case ReduceOp::Product: return &kernel<T, OpProd>;
-    case ReduceOp::Min: return &kernel<T, OpMin>;
-    case ReduceOp::Max: return &kernel<T, OpMax>;
-    case ReduceOp::Band: return &kernel<T, OpBand>;
-    case ReduceOp::Bor: return &kernel<T, OpBor>;
-    case ReduceOp::Bxor: return &kernel<T, OpBxor>;
+    case ReduceOp::PremulSum: return &kernel<Plain<T>, OpSum>;
+    case ReduceOp::Product: return &kernel<Plain<T>, OpProd>;
+    case ReduceOp::Min: return &kernel<Plain<T>, OpMin>;
+    case ReduceOp::Max: return &kernel<Plain<T>, OpMax>;
+    case ReduceOp::Band: return &kernel<Plain<T>, OpBand>;
+    case ReduceOp::Bor: return &kernel<Plain<T>, OpBor>;
+    case ReduceOp::Bxor: return &kernel<Plain<T>, OpBxor>;
     }
     return nullptr;
 }
@@ -227,10 +251,10 @@ ReduceFn float_fn(ReduceOp op) {
     switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg:
-    case ReduceOp::PremulSum: return &kernel<T, OpSum>;
-    case ReduceOp::Product: return &kernel<T, OpProd>;
-    case ReduceOp::Min: return &kernel<T, OpMin>;
-    case ReduceOp::Max: return &kernel<T, OpMax>;
+    case ReduceOp::PremulSum: return &kernel<Plain<T>, OpSum>;
+    case ReduceOp::Product: return &kernel<Plain<T>, OpProd>;
+    case ReduceOp::Min: return &kernel<Plain<T>, OpMin>;
+    case ReduceOp::Max: return &kernel<Plain<T>, OpMax>;
     default: return nullptr;
     }
 }
@@ -240,10 +264,10 @@ ReduceFn half_fn(ReduceOp op) {
     switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg:
-    case ReduceOp::PremulSum: return &half_kernel<Fmt, OpSum>;
-    case ReduceOp::Product: return &half_kernel<Fmt, OpProd>;
-    case ReduceOp::Min: return &half_kernel<Fmt, OpMin>;
-    case ReduceOp::Max: return &half_kernel<Fmt, OpMax>;
+    case ReduceOp::PremulSum: return &kernel<Fmt, OpSum>;
+    case ReduceOp::Product: return &kernel<Fmt, OpProd>;
+    case ReduceOp::Min: return &kernel<Fmt, OpMin>;
+    case ReduceOp::Max: return &kernel<Fmt, OpMax>;
     default: return nullptr;
     }
 }
@@ -252,28 +276,16 @@ ReduceFn bool_fn(ReduceOp op) {
     switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Max:
-    case ReduceOp::Bor: return &bool_kernel<BoolOr>;
+    case ReduceOp::Bor: return &kernel<Plain<uint8_t>, BoolOr>;
     case ReduceOp::Product:
     case ReduceOp::Min:
-    case ReduceOp::Band: return &bool_kernel<BoolAnd>;
-    case ReduceOp::Bxor: return &bool_kernel<BoolXor>;
+    case ReduceOp::Band: return &kernel<Plain<uint8_t>, BoolAnd>;
+    case ReduceOp::Bxor: return &kernel<Plain<uint8_t>, BoolXor>;
     default: return nullptr;
     }
 }
 
 // ------------------------------------------------------------------ scaling
-
-template <typename T>
-void scale_real(void *data, size_t n, T factor) {
-    T *p = static_cast<T *>(data);
-    for (size_t i = 0; i < n; ++i) p[i] *= factor;
-}
-
-template <typename Fmt>
-void scale_half(void *data, size_t n, float factor) {
-    uint16_t *p = static_cast<uint16_t *>(data);
-    for (size_t i = 0; i < n; ++i) p[i] = Fmt::store(Fmt::load(p[i]) * factor);
-}
 
 // Integers: the exact result truncated toward zero.
 //  - factor == 1/d for an integer d >= 2 (how AVG passes 1/world_size):
@@ -293,7 +305,12 @@ void scale_int(void *data, size_t n, double factor) {
     const double recip = std::round(1.0 / factor);
     if (recip >= 2 && recip < 0x1p63 && 1.0 / recip == factor) {
         const int64_t d = int64_t(recip);
-        for (size_t i = 0; i < n; ++i) p[i] = T(int64_t(p[i]) / d);
+        if (sizeof(T) < 8 && d <= INT32_MAX) {  // 32-bit division is the faster one
+            const int32_t d32 = int32_t(d);
+            for (size_t i = 0; i < n; ++i) p[i] = T(int32_t(p[i]) / d32);
+        } else {
+            for (size_t i = 0; i < n; ++i) p[i] = T(int64_t(p[i]) / d);
+        }
         return;
     }
     constexpr double lo = double(std::numeric_limits<T>::min());
@@ -442,12 +459,12 @@ void scale_in_place(DType t, void *data, size_t n, double factor) {
     case DType::Int16: return scale_int<int16_t>(data, n, factor);
     case DType::Int32: return scale_int<int32_t>(data, n, factor);
     case DType::Int64: return scale_int<int64_t>(data, n, factor);
-    case DType::Float16: return scale_half<Half>(data, n, float(factor));
-    case DType::BFloat16: return scale_half<BHalf>(data, n, float(factor));
-    case DType::Float32: return scale_real<float>(data, n, float(factor));
-    case DType::Float64: return scale_real<double>(data, n, factor);
-    case DType::Complex64: return scale_real<float>(data, 2 * n, float(factor));  // (re, im) pairs
-    case DType::Complex128: return scale_real<double>(data, 2 * n, factor);
+    case DType::Float16: return scale_fp<Half>(data, n, float(factor));
+    case DType::BFloat16: return scale_fp<BHalf>(data, n, float(factor));
+    case DType::Float32: return scale_fp<Plain<float>>(data, n, float(factor));
+    case DType::Float64: return scale_fp<Plain<double>>(data, n, factor);
+    case DType::Complex64: return scale_fp<Plain<float>>(data, 2 * n, float(factor));  // (re, im) pairs
+    case DType::Complex128: return scale_fp<Plain<double>>(data, 2 * n, factor);
     }
 }
 
