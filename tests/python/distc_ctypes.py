@@ -146,7 +146,7 @@ class DLTensor(ctypes.Structure):
 
 class PgOptions(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("backend", ctypes.c_char_p), ("timeout_ms", ctypes.c_int64),
-                ("group_name", ctypes.c_char_p)]
+                ("group_name", ctypes.c_char_p), ("debug", ctypes.c_int32)]
 
 
 class OpOptions(ctypes.Structure):
@@ -183,7 +183,7 @@ def _tensor_array(arrs):
 
 class ProcessGroup:
     def __init__(self, store, rank, size, name="default_pg", timeout_ms=30000):
-        o = PgOptions(1, None, timeout_ms, name.encode())
+        o = PgOptions(1, None, timeout_ms, name.encode(), -1)
         self.h = ctypes.c_void_p()
         _check(L.distc_pg_new(ctypes.byref(self.h), store.h, rank, size, ctypes.byref(o)))
 
