@@ -43,6 +43,11 @@ int main(void) {
     OFF(distc_pg_options, backend);
     OFF(distc_pg_options, timeout_ms);
     OFF(distc_pg_options, group_name);
+    OFF(distc_pg_options, debug);
+    OFF(distc_p2p_op, kind);
+    OFF(distc_p2p_op, tensor);
+    OFF(distc_p2p_op, peer);
+    OFF(distc_p2p_op, tag);
     OFF(distc_op_options, version);
     OFF(distc_op_options, timeout_ms);
     OFF(distc_op_options, premul_factor);
@@ -80,6 +85,9 @@ int main(void) {
     VAL(DISTC_BXOR);
     VAL(DISTC_PREMUL_SUM);
     VAL(DISTC_ANY_SOURCE);
+    VAL(DISTC_SPLIT_NOCOLOR);
+    VAL(DISTC_P2P_SEND);
+    VAL(DISTC_P2P_RECV);
     VAL(DISTC_PG_DEFAULT_TIMEOUT_MS);
     VAL(DISTC_PG_OPTIONS_VERSION);
     VAL(DISTC_OP_OPTIONS_VERSION);
