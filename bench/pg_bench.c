@@ -1,0 +1,566 @@
+/* distc-pg-bench: one rank of a collective benchmark over a distc process group.
+ *
+ *   distc-pg-bench [--rank R --size N --port P [--host ADDR]]
+ *                  [-o allreduce|broadcast|allgather|barrier|all[,...]]
+ *                  [-b 8] [-e 64M] [-f 2] [--iters N] [--warmup N]
+ *                  [--time-ms T] [--min-iters N] [--timeout-ms MS] [--json]
+ *
+ * Start one process per rank. Without --rank/--size/--port the ranks meet
+ * through distc_pg_new_from_url("env://") (RANK, WORLD_SIZE, MASTER_ADDR,
+ * MASTER_PORT, as torchrun sets them; rank 0 serves the TCP store); with
+ * them through "tcp://ADDR:P?rank=R&world_size=N" (rank 0 serves on P).
+ * bench/collectives starts the ranks and compares distc with raw Gloo
+ * (bench/gloo_bench.cpp) and torch.distributed (bench/pg_torch.py), which
+ * follow exactly this procedure.
+ *
+ * Sizes go from -b to -e (K, M, G: powers of 1024), times -f each step, and
+ * -e itself when the steps miss it. Data is float32; as in nccl-tests, the
+ * size of allgather is the gathered output (size / ranks from each rank),
+ * rounded down to whole floats per rank (at least one), and sizes that round
+ * to the one before are skipped. broadcast's root is rank 0. Every call is
+ * blocking (out == NULL): the operation runs on the calling thread.
+ *
+ * For each (op, size):
+ *   1. check: one call on rank-dependent data, verified element by element
+ *      on every rank (a wrong element exits 3);
+ *   2. probe: a barrier, then one call, timed; rank 0's time is broadcast (a float64 tensor)
+ *      so that every rank derives the same iteration counts from it;
+ *   3. warm-up: min(--warmup, time-ms / 4 / probe) calls; when there are
+ *      any, rank 0's mean of them is broadcast and replaces the probe;
+ *   4. a barrier, then iters = min(--iters, max(--min-iters, time-ms / probe))
+ *      timed calls back to back (--time-ms 0: always --iters);
+ *   5. time_us = the per-call average of the slowest rank (an allreduce MAX
+ *      of every rank's own average; time_us_min is the fastest rank's).
+ * The timed loops run on zeroed buffers (nothing to overflow or denormalise).
+ * algbw = size / time, busbw = algbw x nccl-tests' factor: allreduce
+ * 2(n-1)/n, allgather (n-1)/n, broadcast 1 (GB = 1e9 bytes). barrier has one
+ * row of size 0 and no bandwidth.
+ *
+ * Rank 0 prints the rows (nccl-tests-like columns, or one JSON object per row
+ * with --json); other ranks print only errors. Timings are printed, never
+ * judged: the exit status is 0, 1 (a call failed), 2 (usage) or 3 (a wrong
+ * result). */
+#define _POSIX_C_SOURCE 200809L
+#include <distc.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { OP_ALLREDUCE = 0, OP_BROADCAST = 1, OP_ALLGATHER = 2, OP_BARRIER = 3, N_OPS = 4 };
+static const char *const op_names[N_OPS] = {"allreduce", "broadcast", "allgather", "barrier"};
+
+typedef struct config {
+    int32_t rank, size, port; /* -1: from the environment */
+    const char *host;
+    int ops[N_OPS];
+    int n_ops;
+    int64_t min_bytes, max_bytes, factor;
+    int64_t iters, warmup, min_iters;
+    double time_ms;
+    int64_t timeout_ms;
+    int json;
+} config;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static DLTensor tensor_f32(float *data, int64_t *shape) {
+    DLTensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.device.device_type = kDLCPU;
+    t.device.device_id = 0;
+    t.ndim = 1;
+    t.dtype.code = kDLFloat;
+    t.dtype.bits = 32;
+    t.dtype.lanes = 1;
+    t.shape = shape;
+    t.strides = NULL;
+    t.byte_offset = 0;
+    return t;
+}
+
+/* ------------------------------------------------------------------ state */
+
+typedef struct bench {
+    const config *cfg;
+    distc_pg *pg;
+    int32_t rank, size;
+    float *buf;     /* allreduce/broadcast tensor, allgather input */
+    float *out;     /* allgather output: `size` consecutive blocks */
+    size_t cap_buf, cap_out;
+    DLTensor *views; /* allgather outputs: views of `out` */
+    DLTensor **view_ptrs;
+    int64_t view_shape;
+    int64_t shape;
+} bench;
+
+#define CHECK(call)                                                                                  \
+    do {                                                                                             \
+        if ((call) != 0) {                                                                           \
+            fprintf(stderr, "distc-pg-bench: rank %d: %s failed: %s\n", (int)b->rank, #call,         \
+                    distc_error_last());                                                             \
+            return 1;                                                                                \
+        }                                                                                            \
+    } while (0)
+
+static int reserve(bench *b, size_t n_buf, size_t n_out) {
+    if (n_buf > b->cap_buf) {
+        free(b->buf);
+        b->buf = (float *)malloc(n_buf * sizeof(float));
+        b->cap_buf = b->buf ? n_buf : 0;
+    }
+    if (n_out > b->cap_out) {
+        free(b->out);
+        b->out = (float *)malloc(n_out * sizeof(float));
+        b->cap_out = b->out ? n_out : 0;
+    }
+    if ((n_buf && !b->buf) || (n_out && !b->out)) {
+        fprintf(stderr, "distc-pg-bench: rank %d: out of memory\n", (int)b->rank);
+        return 1;
+    }
+    return 0;
+}
+
+/* One call of `op` on `count` floats (per rank for allgather). */
+static int one(bench *b, int op, int64_t count) {
+    switch (op) {
+    case OP_ALLREDUCE: {
+        b->shape = count;
+        DLTensor t = tensor_f32(b->buf, &b->shape);
+        return distc_allreduce(NULL, b->pg, &t, DISTC_SUM, NULL);
+    }
+    case OP_BROADCAST: {
+        b->shape = count;
+        DLTensor t = tensor_f32(b->buf, &b->shape);
+        return distc_broadcast(NULL, b->pg, &t, 0, NULL);
+    }
+    case OP_ALLGATHER: {
+        b->shape = count;
+        b->view_shape = count;
+        DLTensor in = tensor_f32(b->buf, &b->shape);
+        for (int32_t r = 0; r < b->size; ++r) {
+            b->views[r] = tensor_f32(b->out + (size_t)r * (size_t)count, &b->view_shape);
+            b->view_ptrs[r] = &b->views[r];
+        }
+        return distc_allgather(NULL, b->pg, b->view_ptrs, &in, NULL);
+    }
+    default:
+        return distc_barrier(NULL, b->pg, NULL);
+    }
+}
+
+/* Rank-dependent inputs of the check call. Small integers: exact in float. */
+static void fill_check(bench *b, int op, int64_t count) {
+    float *x = b->buf;
+    for (int64_t i = 0; i < count; ++i) {
+        switch (op) {
+        case OP_ALLREDUCE: x[i] = (float)(b->rank + 1) + (float)(i % 7); break;
+        case OP_BROADCAST: x[i] = b->rank == 0 ? (float)(i % 251) + 1.0f : -1.0f; break;
+        case OP_ALLGATHER: x[i] = (float)(b->rank * 1000) + (float)(i % 13); break;
+        default: break;
+        }
+    }
+    if (op == OP_ALLGATHER)
+        for (int64_t i = 0; i < count * b->size; ++i) b->out[i] = -1.0f;
+}
+
+static int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
+    int64_t n = b->size;
+    for (int64_t i = 0; i < (op == OP_ALLGATHER ? count * n : count); ++i) {
+        float got, want;
+        switch (op) {
+        case OP_ALLREDUCE:
+            got = b->buf[i];
+            want = (float)(n * (n + 1) / 2) + (float)(n * (i % 7));
+            break;
+        case OP_BROADCAST:
+            got = b->buf[i];
+            want = (float)(i % 251) + 1.0f;
+            break;
+        case OP_ALLGATHER:
+            got = b->out[i];
+            want = (float)((i / count) * 1000) + (float)((i % count) % 13);
+            break;
+        default:
+            return 0;
+        }
+        if (got != want) {
+            fprintf(stderr,
+                    "distc-pg-bench: rank %d: WRONG RESULT: %s of %lld B over %d ranks: element %lld is %g, "
+                    "expected %g\n",
+                    (int)b->rank, op_names[op], (long long)size_bytes, (int)n, (long long)i, (double)got,
+                    (double)want);
+            return 3;
+        }
+    }
+    return 0;
+}
+
+/* Every rank gets rank 0's `*v`. */
+static int agree(bench *b, double *v) {
+    int64_t one_ = 1;
+    DLTensor t;
+    memset(&t, 0, sizeof t);
+    t.data = v;
+    t.device.device_type = kDLCPU;
+    t.ndim = 1;
+    t.dtype.code = kDLFloat;
+    t.dtype.bits = 64;
+    t.dtype.lanes = 1;
+    t.shape = &one_;
+    CHECK(distc_broadcast(NULL, b->pg, &t, 0, NULL));
+    return 0;
+}
+
+/* v[0] = max over ranks of v[0], v[1] = min over ranks of v[1]. */
+static int max_min(bench *b, double v[2]) {
+    int64_t two = 2;
+    double w[2] = {v[0], -v[1]};
+    DLTensor t;
+    memset(&t, 0, sizeof t);
+    t.data = w;
+    t.device.device_type = kDLCPU;
+    t.ndim = 1;
+    t.dtype.code = kDLFloat;
+    t.dtype.bits = 64;
+    t.dtype.lanes = 1;
+    t.shape = &two;
+    CHECK(distc_allreduce(NULL, b->pg, &t, DISTC_MAX, NULL));
+    v[0] = w[0];
+    v[1] = -w[1];
+    return 0;
+}
+
+typedef struct result {
+    int64_t size_bytes, count, iters, warmup;
+    double time_us, time_us_min, algbw, busbw;
+} result;
+
+static int64_t clamp64(double x, int64_t lo, int64_t hi) {
+    if (!(x >= (double)lo)) return lo; /* NaN too */
+    if (x >= (double)hi) return hi;
+    return (int64_t)x;
+}
+
+static int run_one(bench *b, int op, int64_t count, int64_t size_bytes, result *r) {
+    const config *cfg = b->cfg;
+    int64_t n = b->size;
+    if (op != OP_BARRIER && reserve(b, (size_t)count, op == OP_ALLGATHER ? (size_t)(count * n) : 0)) return 1;
+
+    /* 1. check */
+    fill_check(b, op, count);
+    CHECK(one(b, op, count));
+    int bad = verify(b, op, count, size_bytes);
+    if (bad) return bad;
+
+    /* The timed calls work on zeros. */
+    if (op != OP_BARRIER) memset(b->buf, 0, (size_t)count * sizeof(float));
+    if (op == OP_ALLGATHER) memset(b->out, 0, (size_t)(count * n) * sizeof(float));
+
+    /* 2. probe (after a barrier: rank 0 must not time its peers' checking) */
+    CHECK(distc_barrier(NULL, b->pg, NULL));
+    double t0 = now_s();
+    CHECK(one(b, op, count));
+    double probe = now_s() - t0;
+    if (agree(b, &probe)) return 1;
+    if (probe < 1e-7) probe = 1e-7;
+
+    /* 3. warm-up, 4. timed loop */
+    double box = cfg->time_ms / 1e3;
+    int64_t warmup = cfg->time_ms > 0 ? clamp64(box / 4 / probe, 0, cfg->warmup) : cfg->warmup;
+    int64_t iters = cfg->time_ms > 0 ? clamp64(box / probe, cfg->min_iters, cfg->iters) : cfg->iters;
+    if (iters > cfg->iters) iters = cfg->iters;
+    if (warmup > 0) { /* a better estimate than one call: the warm-up's mean, rank 0's again */
+        t0 = now_s();
+        for (int64_t i = 0; i < warmup; ++i) CHECK(one(b, op, count));
+        double est = (now_s() - t0) / (double)warmup;
+        if (agree(b, &est)) return 1;
+        if (cfg->time_ms > 0) iters = clamp64(box / (est < 1e-7 ? 1e-7 : est), cfg->min_iters, cfg->iters);
+    }
+    CHECK(distc_barrier(NULL, b->pg, NULL));
+    t0 = now_s();
+    for (int64_t i = 0; i < iters; ++i) CHECK(one(b, op, count));
+    double avg = (now_s() - t0) / (double)iters;
+
+    /* 5. the slowest and fastest rank */
+    double mm[2] = {avg, avg};
+    if (max_min(b, mm)) return 1;
+
+    r->size_bytes = size_bytes;
+    r->count = op == OP_ALLGATHER ? count * n : (op == OP_BARRIER ? 0 : count);
+    r->iters = iters;
+    r->warmup = warmup;
+    r->time_us = mm[0] * 1e6;
+    r->time_us_min = mm[1] * 1e6;
+    double factor = op == OP_ALLREDUCE ? 2.0 * (double)(n - 1) / (double)n
+                    : op == OP_ALLGATHER ? (double)(n - 1) / (double)n
+                                         : 1.0;
+    r->algbw = op == OP_BARRIER ? 0.0 : (double)size_bytes / mm[0] / 1e9;
+    r->busbw = r->algbw * factor;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ options */
+
+static int parse_size(const char *s, int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0) return -1;
+    double m = 1;
+    if (*end == 'k' || *end == 'K') m = 1024.0, ++end;
+    else if (*end == 'm' || *end == 'M') m = 1024.0 * 1024.0, ++end;
+    else if (*end == 'g' || *end == 'G') m = 1024.0 * 1024.0 * 1024.0, ++end;
+    if (*end == 'B' || *end == 'b') ++end;
+    if (*end) return -1;
+    *out = (int64_t)(v * m);
+    return 0;
+}
+
+static int parse_int(const char *s, int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_ops(config *cfg, const char *s) {
+    cfg->n_ops = 0;
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", s);
+    for (char *save = NULL, *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(tok, "all")) {
+            for (int op = 0; op < N_OPS; ++op) cfg->ops[op] = op;
+            cfg->n_ops = N_OPS;
+            continue;
+        }
+        int found = -1;
+        for (int op = 0; op < N_OPS; ++op)
+            if (!strcmp(tok, op_names[op])) found = op;
+        if (found < 0) return -1;
+        int dup = 0;
+        for (int i = 0; i < cfg->n_ops; ++i) dup |= cfg->ops[i] == found;
+        if (!dup && cfg->n_ops < N_OPS) cfg->ops[cfg->n_ops++] = found;
+    }
+    return cfg->n_ops ? 0 : -1;
+}
+
+static void usage(const char *argv0, FILE *f) {
+    fprintf(f,
+            "usage: %s [--rank R --size N --port P [--host ADDR]] [-o OPS] [-b MIN] [-e MAX] [-f FACTOR]\n"
+            "          [--iters N] [--warmup N] [--min-iters N] [--time-ms T] [--timeout-ms MS] [--json]\n"
+            "  One rank of a collective benchmark; without --rank/--size/--port: env:// (RANK, WORLD_SIZE,\n"
+            "  MASTER_ADDR, MASTER_PORT). OPS: allreduce,broadcast,allgather,barrier or all (default all).\n"
+            "  Sizes -b 8 to -e 64M (K/M/G = 1024^n), x -f 2 each step. Per size: one checked call, one probe,\n"
+            "  then up to --warmup (5) and --iters (1000) calls within --time-ms (100; 0: no time box),\n"
+            "  at least --min-iters (2) timed.\n",
+            argv0);
+}
+
+static int parse_args(config *cfg, int argc, char **argv) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->rank = cfg->size = cfg->port = -1;
+    cfg->host = "127.0.0.1";
+    parse_ops(cfg, "all");
+    cfg->min_bytes = 8;
+    cfg->max_bytes = 64 << 20;
+    cfg->factor = 2;
+    cfg->iters = 1000;
+    cfg->warmup = 5;
+    cfg->min_iters = 2;
+    cfg->time_ms = 100;
+    cfg->timeout_ms = 120000;
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(argv[0], stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--version")) {
+            printf("%s\n", distc_version());
+            return 1;
+        }
+        if (!strcmp(a, "--json")) {
+            cfg->json = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            usage(argv[0], stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int64_t x = 0;
+        if (!strcmp(a, "--rank") || !strcmp(a, "--size") || !strcmp(a, "--port")) {
+            if (parse_int(v, &x) || x < 0 || x > 65535 || (!strcmp(a, "--size") && x < 1)) goto bad;
+            if (a[2] == 'r') cfg->rank = (int32_t)x;
+            else if (a[2] == 's') cfg->size = (int32_t)x;
+            else cfg->port = (int32_t)x;
+        } else if (!strcmp(a, "--host")) {
+            cfg->host = v;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--op") || !strcmp(a, "--ops")) {
+            if (parse_ops(cfg, v)) goto bad;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--minbytes")) {
+            if (parse_size(v, &cfg->min_bytes) || cfg->min_bytes < 1) goto bad;
+        } else if (!strcmp(a, "-e") || !strcmp(a, "--maxbytes")) {
+            if (parse_size(v, &cfg->max_bytes) || cfg->max_bytes < 1) goto bad;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--stepfactor")) {
+            if (parse_int(v, &cfg->factor) || cfg->factor < 2) goto bad;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--iters")) {
+            if (parse_int(v, &cfg->iters) || cfg->iters < 1) goto bad;
+        } else if (!strcmp(a, "-w") || !strcmp(a, "--warmup")) {
+            if (parse_int(v, &cfg->warmup) || cfg->warmup < 0) goto bad;
+        } else if (!strcmp(a, "--min-iters")) {
+            if (parse_int(v, &cfg->min_iters) || cfg->min_iters < 1) goto bad;
+        } else if (!strcmp(a, "--time-ms")) {
+            char *end = NULL;
+            cfg->time_ms = strtod(v, &end);
+            if (end == v || *end || !(cfg->time_ms >= 0)) goto bad;
+        } else if (!strcmp(a, "--timeout-ms")) {
+            if (parse_int(v, &cfg->timeout_ms) || cfg->timeout_ms < 1) goto bad;
+        } else {
+            usage(argv[0], stderr);
+            return 2;
+        }
+        continue;
+    bad:
+        fprintf(stderr, "distc-pg-bench: bad %s '%s'\n", a, v);
+        return 2;
+    }
+    if (cfg->max_bytes < cfg->min_bytes) {
+        fprintf(stderr, "distc-pg-bench: -e is below -b\n");
+        return 2;
+    }
+    int given = (cfg->rank >= 0) + (cfg->size >= 0) + (cfg->port >= 0);
+    if (given != 0 && given != 3) {
+        fprintf(stderr, "distc-pg-bench: give all of --rank, --size and --port, or none (env://)\n");
+        return 2;
+    }
+    if (given && cfg->rank >= cfg->size) {
+        fprintf(stderr, "distc-pg-bench: --rank must be below --size\n");
+        return 2;
+    }
+    return 0;
+}
+
+static void print_json_str(const char *s) {
+    putchar('"');
+    for (; *s; ++s) {
+        if (*s == '"' || *s == '\\') putchar('\\');
+        if ((unsigned char)*s >= 0x20) putchar(*s);
+    }
+    putchar('"');
+}
+
+/* ------------------------------------------------------------------ main */
+
+int main(int argc, char **argv) {
+    config cfg;
+    int rc = parse_args(&cfg, argc, argv);
+    if (rc) return rc == 1 ? 0 : rc;
+
+    bench bs;
+    bench *b = &bs;
+    memset(b, 0, sizeof *b);
+    b->cfg = &cfg;
+    b->rank = cfg.rank;
+
+    char url[512];
+    if (cfg.port >= 0)
+        snprintf(url, sizeof url, "tcp://%s:%d?rank=%d&world_size=%d", cfg.host, (int)cfg.port, (int)cfg.rank,
+                 (int)cfg.size);
+    else
+        snprintf(url, sizeof url, "env://");
+    distc_rendezvous_options ro = DISTC_RENDEZVOUS_OPTIONS_INIT;
+    ro.timeout_ms = cfg.timeout_ms;
+    distc_pg_options po = DISTC_PG_OPTIONS_INIT;
+    po.timeout_ms = cfg.timeout_ms;
+    po.group_name = "distc-pg-bench";
+    double t_join = now_s();
+    if (distc_pg_new_from_url(&b->pg, url, &ro, &po) != 0) {
+        fprintf(stderr, "distc-pg-bench: cannot join the group (%s): %s\n", url, distc_error_last());
+        return 1;
+    }
+    t_join = now_s() - t_join;
+    CHECK(distc_pg_rank(&b->rank, b->pg));
+    CHECK(distc_pg_size(&b->size, b->pg));
+    b->views = (DLTensor *)calloc((size_t)b->size, sizeof *b->views);
+    b->view_ptrs = (DLTensor **)calloc((size_t)b->size, sizeof *b->view_ptrs);
+    if (!b->views || !b->view_ptrs) return 1;
+
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    int leader = b->rank == 0;
+    if (leader && !cfg.json) {
+        printf("# distc-pg-bench %s: %d ranks over gloo (%s), joined in %.0f ms; nproc %ld\n", distc_version(),
+               (int)b->size, url, t_join * 1e3, nproc);
+        printf("# float32 sum; broadcast root 0; allgather size = gathered output; time = slowest rank's mean per "
+               "call; up to %lld warm-up and %lld timed calls within %.0f ms per size (at least %lld)\n",
+               (long long)cfg.warmup, (long long)cfg.iters, cfg.time_ms, (long long)cfg.min_iters);
+        printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "op", "size(B)", "count", "iters", "time(us)",
+               "min(us)", "algbw", "busbw");
+        printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "", "", "(elements)", "", "slowest", "fastest", "(GB/s)",
+               "(GB/s)");
+        fflush(stdout);
+    }
+
+    for (int oi = 0; oi < cfg.n_ops && !rc; ++oi) {
+        int op = cfg.ops[oi];
+        int64_t last = -1;
+        int64_t s = cfg.min_bytes;
+        for (;;) {
+            int64_t size = s, count;
+            if (op == OP_BARRIER) {
+                count = 0, size = 0;
+            } else if (op == OP_ALLGATHER) {
+                count = size / (4 * (int64_t)b->size); /* per rank */
+                if (count < 1) count = 1;
+                size = count * 4 * b->size;
+            } else {
+                count = size / 4;
+                if (count < 1) count = 1;
+                size = count * 4;
+            }
+            if (size != last) {
+                result r;
+                memset(&r, 0, sizeof r);
+                rc = run_one(b, op, count, size, &r);
+                if (rc) break;
+                last = size;
+                if (leader && cfg.json) {
+                    printf("{\"impl\": \"distc\", \"op\": \"%s\", \"size_bytes\": %lld, \"count\": %lld, "
+                           "\"dtype\": \"float32\", \"ranks\": %d, \"root\": %d, \"iters\": %lld, \"warmup\": %lld, "
+                           "\"time_us\": %.3f, \"time_us_min\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, "
+                           "\"nproc\": %ld, \"version\": ",
+                           op_names[op], (long long)r.size_bytes, (long long)r.count, (int)b->size,
+                           op == OP_BROADCAST ? 0 : -1, (long long)r.iters, (long long)r.warmup, r.time_us,
+                           r.time_us_min, r.algbw, r.busbw, nproc);
+                    print_json_str(distc_version());
+                    printf("}\n");
+                } else if (leader) {
+                    printf("%-9s %12lld %12lld %8lld %11.2f %11.2f %9.4f %9.4f\n", op_names[op],
+                           (long long)r.size_bytes, (long long)r.count, (long long)r.iters, r.time_us,
+                           r.time_us_min, r.algbw, r.busbw);
+                }
+                fflush(stdout);
+            }
+            if (op == OP_BARRIER || s >= cfg.max_bytes) break;
+            s = s > cfg.max_bytes / cfg.factor ? cfg.max_bytes : s * cfg.factor;
+        }
+    }
+
+    if (rc) distc_pg_abort(b->pg); /* peers fail fast instead of waiting out their timeout */
+    distc_pg_free(b->pg);
+    free(b->buf);
+    free(b->out);
+    free(b->views);
+    free(b->view_ptrs);
+    return rc;
+}
