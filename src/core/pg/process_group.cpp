@@ -82,6 +82,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
     int64_t n = root_store_->add(name_ + "/instances", 1);
     store_ = std::make_shared<PrefixStore>(name_ + "/" + std::to_string((n - 1) / size), root_store_);
     backend_ = make_backend(opts.backend, store_, rank, size, timeout_);
+    if (size > 1 && SmallMesh::limit() > 0) mesh_ = std::make_unique<SmallMesh>(*store_, rank, size, timeout_);
 }
 
 int ProcessGroup::global_rank(int group_rank) const {
@@ -110,7 +111,9 @@ ProcessGroup::~ProcessGroup() {
         it.work->complete(DISTC_EABORTED, it.work->what() + ": the group was freed before it ran");
     if (worker_.joinable() || !p2p_threads_.empty()) {
         // An operation in flight may wait on peers for its whole timeout: cut it short.
+        aborted_ = true;
         backend_->abort();
+        if (mesh_) mesh_->abort();
     }
     if (worker_.joinable()) worker_.join();
     for (auto &t : p2p_threads_) t.join();
@@ -119,6 +122,7 @@ ProcessGroup::~ProcessGroup() {
 void ProcessGroup::abort() {
     aborted_ = true;
     backend_->abort();
+    if (mesh_) mesh_->abort();
     std::deque<Item> dropped;
     {
         std::lock_guard<std::mutex> lk(mu_);
@@ -146,7 +150,11 @@ void ProcessGroup::execute(Work &w, const OpCtx &ctx, const Body &body) noexcept
         code = DISTC_EINTERNAL;
         msg = std::string("internal error: ") + e.what();
     }
-    if (code != 0 && aborted_) code = DISTC_EABORTED;
+    if (code != 0 && aborted_ && code != DISTC_EABORTED) {
+        // Our own abort shut the connections; what the transport saw is a symptom.
+        code = DISTC_EABORTED;
+        msg = "the group was aborted (" + msg + ")";
+    }
     w.complete(code, code ? w.what() + " failed: " + msg : "", src);
 }
 
@@ -264,7 +272,10 @@ ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp o
         std::unique_ptr<Scratch> scratch;
         Tensor flat = flatten(ts, scratch, true);
         if (op == ReduceOp::PremulSum) scale_in_place(flat.dtype, flat.data, flat.numel, factor);
-        backend_->allreduce(flat, op, ctx);
+        if (small(flat.nbytes()))
+            mesh_->allreduce(flat, op, ctx.tag, ctx.timeout);
+        else
+            backend_->allreduce(flat, op, ctx);
         if (op == ReduceOp::Avg) scale_in_place(flat.dtype, flat.data, flat.numel, 1.0 / size_);
         unflatten(flat, ts);
         return -1;
@@ -275,7 +286,10 @@ ProcessGroup::WorkPtr ProcessGroup::broadcast(Tensor t, int root, const OpOption
     check_rank(root, "root");
     return run(OpInfo{"broadcast", "(" + t.describe() + ")", int(t.dtype), t.numel, root}, o, async,
                [this, t, root](const OpCtx &ctx) mutable {
-        backend_->broadcast(t, root, ctx);
+        if (small(t.nbytes()))
+            mesh_->broadcast(t, root, ctx.tag, ctx.timeout);
+        else
+            backend_->broadcast(t, root, ctx);
         return -1;
     });
 }
@@ -295,7 +309,10 @@ ProcessGroup::WorkPtr ProcessGroup::reduce(Tensor t, int root, ReduceOp op, cons
             work = scratch->t;
         }
         if (op == ReduceOp::PremulSum) scale_in_place(work.dtype, work.data, work.numel, factor);
-        backend_->reduce(work, root, op, ctx);
+        if (small(work.nbytes()))
+            mesh_->reduce(work, root, op, ctx.tag, ctx.timeout);
+        else
+            backend_->reduce(work, root, op, ctx);
         if (rank_ == root && op == ReduceOp::Avg) scale_in_place(t.dtype, t.data, t.numel, 1.0 / size_);
         return -1;
     });
@@ -312,7 +329,10 @@ ProcessGroup::WorkPtr ProcessGroup::allgather(Tensor input, std::vector<Tensor> 
                [this, input, outputs](const OpCtx &ctx) {
         std::unique_ptr<Scratch> scratch;
         Tensor flat = flatten(outputs, scratch, false);
-        backend_->allgather(input, flat, ctx);
+        if (small(input.nbytes()))
+            mesh_->allgather(input, flat, ctx.tag, ctx.timeout);
+        else
+            backend_->allgather(input, flat, ctx);
         unflatten(flat, outputs);
         return -1;
     });
@@ -466,7 +486,10 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
 
 ProcessGroup::WorkPtr ProcessGroup::barrier(const OpOptions &o, bool async) {
     return run(OpInfo{"barrier", ""}, o, async, [this](const OpCtx &ctx) {
-        backend_->barrier(ctx);
+        if (mesh_)
+            mesh_->barrier(ctx.tag, ctx.timeout);
+        else
+            backend_->barrier(ctx);
         return -1;
     });
 }

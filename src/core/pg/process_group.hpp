@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/pg/backend.hpp"
+#include "core/pg/small_mesh.hpp"
 #include "core/store/store.hpp"
 #include "core/work/work.hpp"
 
@@ -120,6 +121,8 @@ private:
     std::atomic<uint64_t> subgroups_{0};       // creations so far, same on every rank
     std::atomic<uint64_t> monitored_{0};       // monitored barriers so far
     std::unique_ptr<Backend> backend_;
+    std::unique_ptr<SmallMesh> mesh_;  // small messages bypass the backend (small_mesh.hpp)
+    bool small(size_t nbytes) const { return mesh_ && nbytes <= SmallMesh::limit(); }
     std::atomic<uint64_t> seq_{0};
     std::atomic<bool> aborted_{false};
 

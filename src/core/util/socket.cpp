@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/util/error.hpp"
@@ -186,6 +187,21 @@ void recv_all(int fd, void *p, size_t n, Clock::time_point deadline, const std::
         }
         if (!wait_fd(fd, POLLIN, deadline)) fail(DISTC_ETIMEOUT, "waiting for " + peer + " timed out");
     }
+}
+
+std::string advertised_host() {
+    const char *e = std::getenv("DISTC_HOSTNAME");
+    if (e && *e) return e;
+    char name[256] = {0};
+    if (::gethostname(name, sizeof name - 1) == 0 && name[0]) {
+        addrinfo hints{}, *res = nullptr;
+        hints.ai_socktype = SOCK_STREAM;
+        if (getaddrinfo(name, nullptr, &hints, &res) == 0) {
+            freeaddrinfo(res);
+            return name;
+        }
+    }
+    return "127.0.0.1";
 }
 
 bool peer_closed(int fd) {
