@@ -108,12 +108,8 @@ void SmallMesh::recv(int peer, uint32_t seq, void *p, size_t n, Clock::time_poin
     if (n) recv_all(fd, p, n, deadline, peer_name(peer), spin_);
 }
 
-void SmallMesh::allreduce(Tensor &t, ReduceOp op, uint32_t seq, Millis timeout) {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto deadline = Clock::now() + timeout;
+void SmallMesh::collect_and_reduce(Tensor &t, ReduceOp op, uint32_t seq, Clock::time_point deadline) {
     size_t n = t.nbytes();
-    for (int p = 0; p < size_; ++p)
-        if (p != rank_) send(p, seq, t.data, n, deadline);
     Scratch all(DType::UInt8, n * static_cast<size_t>(size_));
     for (int p = 0; p < size_; ++p) {
         uint8_t *slot = all.t.bytes() + n * static_cast<size_t>(p);
@@ -122,35 +118,29 @@ void SmallMesh::allreduce(Tensor &t, ReduceOp op, uint32_t seq, Millis timeout) 
         else
             recv(p, seq, slot, n, deadline);
     }
+    if (size_ == 1) return;
     // In rank order on every rank: the same bits everywhere.
     ReduceFn fn = reduce_fn(t.dtype, op);
     const uint8_t *base = all.t.bytes();
-    if (size_ == 1) return;
     fn(t.data, base, base + n, t.numel);
     for (int p = 2; p < size_; ++p) fn(t.data, t.data, base + n * static_cast<size_t>(p), t.numel);
+}
+
+void SmallMesh::allreduce(Tensor &t, ReduceOp op, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    for (int p = 0; p < size_; ++p)
+        if (p != rank_) send(p, seq, t.data, t.nbytes(), deadline);
+    collect_and_reduce(t, op, seq, deadline);
 }
 
 void SmallMesh::reduce(Tensor &t, int root, ReduceOp op, uint32_t seq, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
-    size_t n = t.nbytes();
-    if (rank_ != root) {
-        send(root, seq, t.data, n, deadline);
-        return;
-    }
-    Scratch all(DType::UInt8, n * static_cast<size_t>(size_));
-    for (int p = 0; p < size_; ++p) {
-        uint8_t *slot = all.t.bytes() + n * static_cast<size_t>(p);
-        if (p == rank_)
-            std::memcpy(slot, t.data, n);
-        else
-            recv(p, seq, slot, n, deadline);
-    }
-    if (size_ == 1) return;
-    ReduceFn fn = reduce_fn(t.dtype, op);
-    const uint8_t *base = all.t.bytes();
-    fn(t.data, base, base + n, t.numel);
-    for (int p = 2; p < size_; ++p) fn(t.data, t.data, base + n * static_cast<size_t>(p), t.numel);
+    if (rank_ != root)
+        send(root, seq, t.data, t.nbytes(), deadline);
+    else
+        collect_and_reduce(t, op, seq, deadline);
 }
 
 void SmallMesh::broadcast(Tensor &t, int root, uint32_t seq, Millis timeout) {

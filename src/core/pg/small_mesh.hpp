@@ -41,6 +41,8 @@ public:
 private:
     void send(int peer, uint32_t seq, const void *p, size_t n, Clock::time_point deadline);
     void recv(int peer, uint32_t seq, void *p, size_t n, Clock::time_point deadline);
+    // Receives every peer's copy of t's bytes and reduces all of them, in rank order, into t.
+    void collect_and_reduce(Tensor &t, ReduceOp op, uint32_t seq, Clock::time_point deadline);
     std::string peer_name(int peer) const { return "rank " + std::to_string(peer); }
 
     int rank_, size_;
