@@ -12,7 +12,10 @@
 // GLOO_BENCH_STORE_DIR stand in for the flags), under a PrefixStore, and
 // connect a full mesh of gloo::transport::tcp pairs on 127.0.0.1 (on the
 // interface GLOO_SOCKET_IFNAME names, when set). The collectives are the
-// algorithms distc's gloo backend calls, with the same options:
+// algorithms distc's gloo backend calls, with the same options (distc sends
+// messages up to DISTC_SMALL_MSG_BYTES, 32 KiB by default, over its own TCP
+// mesh instead of Gloo; with DISTC_SMALL_MSG_BYTES=0 every size takes Gloo,
+// which makes the comparison like for like):
 //   allreduce  gloo::allreduce, AllreduceOptions::setOutput (in place) and
 //              gloo::sum<float> (distc passes its own float32 sum; the default
 //              algorithm either way)

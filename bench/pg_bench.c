@@ -18,7 +18,10 @@
  * size of allgather is the gathered output (size / ranks from each rank),
  * rounded down to whole floats per rank (at least one), and sizes that round
  * to the one before are skipped. broadcast's root is rank 0. Every call is
- * blocking (out == NULL): the operation runs on the calling thread.
+ * blocking (out == NULL): the operation runs on the calling thread. Messages
+ * up to DISTC_SMALL_MSG_BYTES (a library setting, 32 KiB by default; 0 turns
+ * it off) take distc's own TCP mesh, larger ones Gloo's algorithms; the
+ * allgather outputs are views of one buffer, distc's zero-copy case.
  *
  * For each (op, size):
  *   1. check: one call on rank-dependent data, verified element by element
