@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -42,7 +43,11 @@ Fd accept_one(int listener, Clock::time_point deadline) {
 }  // namespace
 
 size_t SmallMesh::limit() {
-    static const size_t v = static_cast<size_t>(std::max<int64_t>(0, env_int("DISTC_SMALL_MSG_BYTES", 32768)));
+    // Every rank sends to all peers before it reads: the kernel's socket
+    // buffers must hold a whole message, so the threshold is capped well
+    // below what they hold (several hundred KiB on Linux by default).
+    static const size_t v =
+        static_cast<size_t>(std::clamp<int64_t>(env_int("DISTC_SMALL_MSG_BYTES", 32768), 0, kMaxLimit));
     return v;
 }
 

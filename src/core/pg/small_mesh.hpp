@@ -27,8 +27,10 @@ public:
     SmallMesh(Store &store, int rank, int size, Millis timeout);
     ~SmallMesh();
 
-    // Messages up to this many bytes take the mesh (DISTC_SMALL_MSG_BYTES; 0 turns it off).
+    // Messages up to this many bytes take the mesh (DISTC_SMALL_MSG_BYTES,
+    // default 32 KiB, at most kMaxLimit; 0 turns the mesh off).
     static size_t limit();
+    static constexpr int64_t kMaxLimit = 64 * 1024;
 
     void allreduce(Tensor &t, ReduceOp op, uint32_t seq, Millis timeout);
     void broadcast(Tensor &t, int root, uint32_t seq, Millis timeout);

@@ -1,6 +1,8 @@
 #include "core/util/socket.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -192,6 +194,25 @@ void recv_all(int fd, void *p, size_t n, Clock::time_point deadline, const std::
 std::string advertised_host() {
     const char *e = std::getenv("DISTC_HOSTNAME");
     if (e && *e) return e;
+    // The interface Gloo is told to use, so both transports take the same network.
+    for (const char *var : {"DISTC_GLOO_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+        const char *ifname = std::getenv(var);
+        if (!ifname || !*ifname) continue;
+        ifaddrs *ifs = nullptr;
+        if (getifaddrs(&ifs) != 0) break;
+        std::string found;
+        for (ifaddrs *i = ifs; i && found.empty(); i = i->ifa_next) {
+            if (!i->ifa_addr || std::strcmp(i->ifa_name, ifname) != 0) continue;
+            char buf[INET6_ADDRSTRLEN] = {0};
+            if (i->ifa_addr->sa_family == AF_INET)
+                inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr, buf, sizeof buf);
+            else if (i->ifa_addr->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6 *>(i->ifa_addr)->sin6_addr, buf, sizeof buf);
+            found = buf;
+        }
+        freeifaddrs(ifs);
+        if (!found.empty()) return found;
+    }
     char name[256] = {0};
     if (::gethostname(name, sizeof name - 1) == 0 && name[0]) {
         addrinfo hints{}, *res = nullptr;
