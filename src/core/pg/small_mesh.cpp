@@ -47,7 +47,7 @@ size_t SmallMesh::limit() {
     // buffers must hold a whole message, so the threshold is capped well
     // below what they hold (several hundred KiB on Linux by default).
     static const size_t v =
-        static_cast<size_t>(std::clamp<int64_t>(env_int("DISTC_SMALL_MSG_BYTES", 32768), 0, kMaxLimit));
+        static_cast<size_t>(std::clamp<int64_t>(env_int("DISTC_SMALL_MSG_BYTES", kMaxLimit), 0, kMaxLimit));
     return v;
 }
 

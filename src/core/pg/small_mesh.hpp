@@ -28,7 +28,7 @@ public:
     ~SmallMesh();
 
     // Messages up to this many bytes take the mesh (DISTC_SMALL_MSG_BYTES,
-    // default 32 KiB, at most kMaxLimit; 0 turns the mesh off).
+    // default and at most kMaxLimit; 0 turns the mesh off).
     static size_t limit();
     static constexpr int64_t kMaxLimit = 64 * 1024;
 
