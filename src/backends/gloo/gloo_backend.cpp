@@ -1,6 +1,5 @@
 #include "backends/gloo/gloo_backend.hpp"
 
-#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +20,7 @@
 
 #include "backends/gloo/abortable.hpp"
 #include "core/util/error.hpp"
+#include "core/util/socket.hpp"
 
 namespace distc {
 
@@ -46,8 +46,8 @@ private:
     std::chrono::milliseconds timeout_;
 };
 
-// Where this rank's pairs listen: an interface or host the user names, else
-// this host's name when it resolves, else loopback (single-machine jobs).
+// Where this rank's pairs listen: the interface the user names, else the
+// host name peers should use (advertised_host), when Gloo can bind it, else loopback.
 gloo::transport::tcp::attr device_attr() {
     gloo::transport::tcp::attr a;
     for (const char *v : {"DISTC_GLOO_IFNAME", "GLOO_SOCKET_IFNAME"}) {
@@ -57,21 +57,12 @@ gloo::transport::tcp::attr device_attr() {
             return a;
         }
     }
-    const char *h = std::getenv("DISTC_GLOO_HOSTNAME");
-    if (h && *h) {
-        a.hostname = h;
-        return a;
+    a.hostname = advertised_host();
+    try {
+        gloo::transport::tcp::CreateDevice(a);
+    } catch (const std::exception &) {
+        a.hostname = "127.0.0.1";
     }
-    char name[256] = {0};
-    if (::gethostname(name, sizeof name - 1) == 0 && name[0]) {
-        a.hostname = name;
-        try {
-            gloo::transport::tcp::CreateDevice(a);
-            return a;
-        } catch (const std::exception &) {
-        }
-    }
-    a.hostname = "127.0.0.1";
     return a;
 }
 
