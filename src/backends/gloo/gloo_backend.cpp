@@ -1,6 +1,5 @@
 #include "backends/gloo/gloo_backend.hpp"
 
-
 #include <cstdlib>
 #include <cstring>
 
