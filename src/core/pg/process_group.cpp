@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "core/store/prefix_store.hpp"
-
 #include "core/util/error.hpp"
 
 namespace distc {
@@ -97,18 +96,23 @@ int ProcessGroup::group_rank(int global_rank) const {
     return -1;
 }
 
-ProcessGroup::~ProcessGroup() {
+void ProcessGroup::drop_queued(bool stop, const char *why) {
     std::deque<Item> dropped;
     {
         std::lock_guard<std::mutex> lk(mu_);
-        stopping_ = true;
+        if (stop) stopping_ = true;
+        collectives_pending_ -= queue_.size();
         dropped.swap(queue_);
         for (auto &it : p2p_queue_) dropped.push_back(std::move(it));
         p2p_queue_.clear();
     }
     cv_.notify_all();
-    for (auto &it : dropped)
-        it.work->complete(DISTC_EABORTED, it.work->what() + ": the group was freed before it ran");
+    idle_cv_.notify_all();
+    for (auto &it : dropped) it.work->complete(DISTC_EABORTED, it.work->what() + ": " + why);
+}
+
+ProcessGroup::~ProcessGroup() {
+    drop_queued(true, "the group was freed before it ran");
     if (worker_.joinable() || !p2p_threads_.empty()) {
         // An operation in flight may wait on peers for its whole timeout: cut it short.
         aborted_ = true;
@@ -123,14 +127,7 @@ void ProcessGroup::abort() {
     aborted_ = true;
     backend_->abort();
     if (mesh_) mesh_->abort();
-    std::deque<Item> dropped;
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        dropped.swap(queue_);
-        for (auto &it : p2p_queue_) dropped.push_back(std::move(it));
-        p2p_queue_.clear();
-    }
-    for (auto &it : dropped) it.work->complete(DISTC_EABORTED, it.work->what() + ": the group was aborted");
+    drop_queued(false, "the group was aborted");
 }
 
 void ProcessGroup::execute(Work &w, const OpCtx &ctx, const Body &body) noexcept {

@@ -108,6 +108,8 @@ private:
     void execute(Work &w, const OpCtx &ctx, const Body &body) noexcept;
     void worker_loop();
     void p2p_loop();
+    // Completes every queued (not yet running) operation with DISTC_EABORTED.
+    void drop_queued(bool stop, const char *why);
     void check_rank(int r, const char *what) const;
     void check_reduce(const Tensor &t, ReduceOp op) const;
 
