@@ -1,6 +1,7 @@
 // C shims for distc/pg.h: argument checks and translation only.
 #include <string>
 
+#include "capi/args.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/tensor_args.hpp"
@@ -37,7 +38,7 @@ PgOptions pg_options(const distc_pg_options *opts) {
                                std::to_string(DISTC_PG_OPTIONS_VERSION));
     if (opts->backend) o.backend = opts->backend;
     require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
-    if (opts->timeout_ms > 0) o.timeout = Millis(std::min<int64_t>(opts->timeout_ms, int64_t(1) << 41));
+    if (opts->timeout_ms > 0) o.timeout = capi::clamp_ms(opts->timeout_ms);
     if (opts->group_name) {
         require(opts->group_name[0] != '\0', "opts->group_name is empty");
         o.name = opts->group_name;
@@ -54,7 +55,7 @@ OpOptions op_options(const distc_op_options *opts) {
         fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected " +
                                std::to_string(DISTC_OP_OPTIONS_VERSION));
     require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
-    if (opts->timeout_ms > 0) o.timeout = Millis(std::min<int64_t>(opts->timeout_ms, int64_t(1) << 41));
+    if (opts->timeout_ms > 0) o.timeout = capi::clamp_ms(opts->timeout_ms);
     o.premul_factor = opts->premul_factor;
     return o;
 }
@@ -135,20 +136,8 @@ DISTC_EXTERN(int) distc_pg_new_from_url(distc_pg **out, const char *url, const d
                                         const distc_pg_options *opts) {
     return guard(__func__, [&] {
         require_ptr(out, "out");
-        require_ptr(url, "url");
         PgOptions o = pg_options(opts);
-        RendezvousRequest req;
-        req.url = url;
-        if (rv) {
-            if (rv->version != DISTC_RENDEZVOUS_OPTIONS_VERSION)
-                fail(DISTC_EINVAL, "rv->version is " + std::to_string(rv->version) + ", expected " +
-                                       std::to_string(DISTC_RENDEZVOUS_OPTIONS_VERSION));
-            require(rv->timeout_ms == -1 || rv->timeout_ms > 0, "rv->timeout_ms must be > 0 or -1");
-            if (rv->timeout_ms > 0) req.timeout = Millis(std::min<int64_t>(rv->timeout_ms, int64_t(1) << 41));
-            req.rank = rv->rank;
-            req.world_size = rv->world_size;
-        }
-        RendezvousResult r = rendezvous(req);
+        RendezvousResult r = rendezvous(capi::rendezvous_request(url, rv, "rv"));
         *out = new distc_pg{make_pg(r.store, r.rank, r.world_size, o)};
         return 0;
     });
@@ -238,7 +227,7 @@ DISTC_EXTERN(int) distc_monitored_barrier(distc_pg *pg, int64_t timeout_ms, int3
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
         require(timeout_ms == DISTC_TIMEOUT_DEFAULT || timeout_ms > 0, "timeout_ms must be > 0 or -1");
-        g.monitored_barrier(timeout_ms > 0 ? Millis(std::min<int64_t>(timeout_ms, int64_t(1) << 41)) : g.timeout(),
+        g.monitored_barrier(timeout_ms > 0 ? capi::clamp_ms(timeout_ms) : g.timeout(),
                             wait_all_ranks != 0);
         return 0;
     });

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <string>
 
+#include "capi/args.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "core/store/custom_store.hpp"
@@ -14,6 +15,7 @@
 #include "distc/sys/store.h"
 
 using namespace distc;
+using distc::capi::clamp_ms;
 using distc::capi::guard;
 using distc::capi::require;
 using distc::capi::require_ptr;
@@ -48,14 +50,6 @@ ByteView bytes_arg(const void *p, size_t len, const char *name) {
 Store &store_arg(distc_store *s) {
     require_ptr(s, "store");
     return *s->impl;
-}
-
-// The core adds timeouts to steady_clock::now() in nanoseconds, which overflows
-// past ~292 years: INT64_MAX ("forever" to many callers) timed out at once.
-// Anything longer than a century means a century.
-Millis clamp_ms(int64_t ms) {
-    constexpr int64_t kMaxTimeoutMs = int64_t(100) * 365 * 24 * 3600 * 1000;
-    return Millis(ms < kMaxTimeoutMs ? ms : kMaxTimeoutMs);
 }
 
 Millis timeout_arg(int64_t ms, const Store &s) {
@@ -308,21 +302,7 @@ DISTC_EXTERN(int) distc_rendezvous(distc_store **out, int32_t *rank, int32_t *wo
                                    const distc_rendezvous_options *opts) {
     return guard(__func__, [&] {
         require_ptr(out, "out");
-        require_ptr(url, "url");
-        RendezvousRequest req;
-        req.url = url;
-        if (opts) {
-            if (opts->version != DISTC_RENDEZVOUS_OPTIONS_VERSION)
-                fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected " +
-                                       std::to_string(DISTC_RENDEZVOUS_OPTIONS_VERSION));
-            require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
-            require(opts->rank >= -1, "opts->rank must be >= 0 or -1");
-            require(opts->world_size == -1 || opts->world_size > 0, "opts->world_size must be > 0 or -1");
-            req.timeout = clamp_ms(opts->timeout_ms == -1 ? Store::kDefaultTimeoutMs : opts->timeout_ms);
-            req.rank = opts->rank;
-            req.world_size = opts->world_size;
-        }
-        RendezvousResult r = rendezvous(req);
+        RendezvousResult r = rendezvous(capi::rendezvous_request(url, opts, "opts"));
         *out = box(std::move(r.store));
         if (rank) *rank = r.rank;
         if (world_size) *world_size = r.world_size;
@@ -331,3 +311,25 @@ DISTC_EXTERN(int) distc_rendezvous(distc_store **out, int32_t *rank, int32_t *wo
 }
 
 }  // extern "C"
+
+namespace distc::capi {
+
+RendezvousRequest rendezvous_request(const char *url, const distc_rendezvous_options *opts, const std::string &name) {
+    require_ptr(url, "url");
+    RendezvousRequest req;
+    req.url = url;
+    if (!opts) return req;
+    auto bad = [&](const char *what) { fail(DISTC_EINVAL, name + "->" + what); };
+    if (opts->version != DISTC_RENDEZVOUS_OPTIONS_VERSION)
+        fail(DISTC_EINVAL, name + "->version is " + std::to_string(opts->version) + ", expected " +
+                               std::to_string(DISTC_RENDEZVOUS_OPTIONS_VERSION));
+    if (!(opts->timeout_ms == -1 || opts->timeout_ms > 0)) bad("timeout_ms must be > 0 or -1");
+    if (opts->rank < -1) bad("rank must be >= 0 or -1");
+    if (!(opts->world_size == -1 || opts->world_size > 0)) bad("world_size must be > 0 or -1");
+    req.timeout = clamp_ms(opts->timeout_ms == -1 ? Store::kDefaultTimeoutMs : opts->timeout_ms);
+    req.rank = opts->rank;
+    req.world_size = opts->world_size;
+    return req;
+}
+
+}  // namespace distc::capi
