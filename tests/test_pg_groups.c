@@ -107,6 +107,33 @@ static void split_body(distc_pg *pg, int rank, int size, void *arg) {
     distc_pg_free(g);
 }
 
+/* Bad arguments of the group-level calls: an error, and the parent still works. */
+static void group_args_body(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    distc_pg *g = NULL;
+    RK_ERR(distc_pg_split(&g, pg, -5, 0, NULL), DISTC_EINVAL, "color is -5");
+    RK_ERR(distc_pg_split(NULL, pg, 0, 0, NULL), DISTC_EINVAL, "out");
+    RK_ERR(distc_pg_split(&g, NULL, 0, 0, NULL), DISTC_EINVAL, "pg");
+    RK_ERR(distc_monitored_barrier(pg, -5, 1), DISTC_EINVAL, "timeout_ms");
+    RK_ERR(distc_monitored_barrier(NULL, 100, 1), DISTC_EINVAL, "pg");
+    RK_ERR(distc_pg_group_rank(NULL, pg, 0), DISTC_EINVAL, "out");
+    int32_t r;
+    RK_ERR(distc_pg_global_rank(&r, NULL, 0), DISTC_EINVAL, "pg");
+    distc_buf b = {0};
+    RK_ERR(distc_gather_bytes(&b, pg, "x", 1, size, NULL), DISTC_EINVAL, "root");
+    if (rank == 0) {
+        /* Checked on the root before anything is sent. */
+        RK_ERR(distc_scatter_bytes(&b, pg, NULL, NULL, 0, NULL), DISTC_EINVAL, "data or lens is NULL");
+    }
+    RK_ERR(distc_broadcast_bytes(NULL, pg, "x", 1, 0, NULL), DISTC_EINVAL, "out");
+    RK_EQ_INT(group_sum(pg, rank), size * (size - 1) / 2);
+}
+
+static void test_group_call_args(void **state) {
+    (void)state;
+    dt_run_ranks(2, group_args_body, NULL);
+}
+
 static void test_split(void **state) {
     (void)state;
     for (int size = 2; size <= 4; ++size) dt_run_ranks(size, split_body, NULL);
@@ -259,6 +286,7 @@ int main(void) {
         cmocka_unit_test(test_subgroups),   cmocka_unit_test(test_split),
         cmocka_unit_test(test_monitored_barrier), cmocka_unit_test(test_bytes_collectives),
         cmocka_unit_test(test_batch_isend_irecv), cmocka_unit_test(test_debug_mode),
+        cmocka_unit_test(test_group_call_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
