@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -95,9 +97,49 @@ static void *dt_rank_main(void *p) {
     return NULL;
 }
 
+/* Process mode: each rank a forked process meeting the others in a file store. */
+struct dt_proc_run {
+    struct dt_run *run;
+    const char *path;
+};
+
+static int dt_rank_proc(int rank, int n, void *arg) {
+    struct dt_proc_run *pr = arg;
+    struct dt_run *run = pr->run;
+    if (distc_store_new_file(&run->store, pr->path, n) != 0) {
+        fprintf(stderr, "rank %d: distc_store_new_file: %s\n", rank, distc_error_last());
+        return 1;
+    }
+    struct dt_rank_arg ra = {run, rank};
+    dt_rank_main(&ra);
+    distc_store_free(run->store);
+    return dt_rank_failures() ? 1 : 0;
+}
+
+int dt_ranks_are_processes(void) {
+    const char *e = getenv("DT_RANKS_AS");
+    return e && strcmp(e, "procs") == 0;
+}
+
 int dt_run_ranks_timeout(int size, int64_t timeout_ms, dt_rank_fn fn, void *arg) {
     struct dt_run run;
     memset(&run, 0, sizeof run);
+    if (dt_ranks_are_processes()) {
+        run.size = size;
+        run.timeout_ms = timeout_ms;
+        run.fn = fn;
+        run.arg = arg;
+        snprintf(run.group, sizeof run.group, "dt_group_%d_size%d",
+                 __atomic_add_fetch(&g_run_counter, 1, __ATOMIC_SEQ_CST), size);
+        __atomic_store_n(&g_failures, 0, __ATOMIC_SEQ_CST);
+        char *path = dt_temp_path("ranks");
+        struct dt_proc_run pr = {&run, path};
+        int failed = dt_run_procs(size, dt_rank_proc, &pr, (int)(timeout_ms / 1000) + 60);
+        unlink(path);
+        free(path);
+        if (failed != 0) fail_msg("%s: %d rank process(es) failed (see above)", run.group, failed);
+        return failed;
+    }
     if (distc_store_new_hash(&run.store) != 0) fail_msg("distc_store_new_hash: %s", distc_error_last());
     run.size = size;
     run.timeout_ms = timeout_ms;

@@ -37,6 +37,14 @@ int dt_run_ranks(int size, dt_rank_fn fn, void *arg);
 /* The same with the groups' timeout. */
 int dt_run_ranks_timeout(int size, int64_t timeout_ms, dt_rank_fn fn, void *arg);
 
+/*
+ * With DT_RANKS_AS=procs in the environment, dt_run_ranks runs each rank as a
+ * forked process instead of a thread (the ranks meet in a file store), so the
+ * same test bodies also run across real processes. A rank process fails when
+ * it recorded a failure.
+ */
+int dt_ranks_are_processes(void);
+
 /* Inside a rank thread: its rank (-1 elsewhere), the run's store and group name. */
 int dt_rank(void);
 distc_store *dt_rank_store(void);
