@@ -49,6 +49,11 @@ static void subgroups_body(distc_pg *pg, int rank, int size, void *arg) {
         const char *name = NULL;
         RK_OK(distc_pg_name(&name, sub));
         RK_CHECKF(name && strstr(name, "/sub1"), "subgroup name %s", name ? name : "(null)");
+        const char *prefix = NULL;
+        RK_OK(distc_pg_store_prefix(&prefix, sub));
+        RK_CHECKF(prefix && strncmp(prefix, name, strlen(name)) == 0 && strcmp(prefix + strlen(name), "/0/") == 0,
+                  "store prefix %s of %s", prefix ? prefix : "(null)", name);
+        RK_ERR(distc_pg_store_prefix(NULL, sub), DISTC_EINVAL, "out");
         /* A subgroup of the subgroup: global ranks compose. */
         int32_t first = 0;
         distc_pg *subsub = NULL;

@@ -57,7 +57,7 @@ typedef struct distc_pg_options {
     unsigned int version;    /**< DISTC_PG_OPTIONS_VERSION */
     const char *backend;     /**< NULL: "gloo" */
     int64_t timeout_ms;      /**< default timeout of every operation; -1: 30 min */
-    const char *group_name;  /**< keys of this group live under "<name>/" in the store;
+    const char *group_name;  /**< keys of this group live under "<name>/<instance>/" in the store;
                                   NULL: "default_pg" (subgroups: derived from the parent's) */
     int32_t debug;           /**< 1: before each collective, the ranks check that they all
                                   call the same operation with the same dtype, count, root and
@@ -109,8 +109,14 @@ DISTC_EXTERN(int) distc_pg_rank(int32_t *out, const distc_pg *pg);
 DISTC_EXTERN(int) distc_pg_size(int32_t *out, const distc_pg *pg);
 /** The backend's name ("gloo"); valid as long as the handle. */
 DISTC_EXTERN(int) distc_pg_backend(const char **out, const distc_pg *pg);
-/** The group's name; its keys live under "<name>/" in the store. Valid as long as the handle. */
+/** The group's name. Valid as long as the handle. */
 DISTC_EXTERN(int) distc_pg_name(const char **out, const distc_pg *pg);
+/**
+ * The prefix of this group's keys in the store: "<name>/<instance>/", where the
+ * instance counts earlier groups of the same name on that store (so a name can
+ * be reused). Valid as long as the handle.
+ */
+DISTC_EXTERN(int) distc_pg_store_prefix(const char **out, const distc_pg *pg);
 /** The group's default timeout in ms. */
 DISTC_EXTERN(int) distc_pg_timeout(int64_t *out, const distc_pg *pg);
 
@@ -236,7 +242,11 @@ DISTC_EXTERN(int) distc_barrier(distc_work **out, distc_pg *pg, const distc_op_o
 DISTC_EXTERN(int) distc_send(distc_work **out, distc_pg *pg, const DLTensor *tensor, int32_t dst, int32_t tag,
                              const distc_op_options *opts);
 
-/** Receives into `tensor` from rank `src` (or DISTC_ANY_SOURCE) with `tag`. */
+/**
+ * Receives into `tensor` from rank `src` (or DISTC_ANY_SOURCE) with `tag`.
+ * To learn which rank an any-source message came from, pass `out` and read
+ * distc_work_source_rank() once it completed.
+ */
 DISTC_EXTERN(int) distc_recv(distc_work **out, distc_pg *pg, DLTensor *tensor, int32_t src, int32_t tag,
                              const distc_op_options *opts);
 

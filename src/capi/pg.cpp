@@ -175,6 +175,14 @@ DISTC_EXTERN(int) distc_pg_name(const char **out, const distc_pg *pg) {
     });
 }
 
+DISTC_EXTERN(int) distc_pg_store_prefix(const char **out, const distc_pg *pg) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = pg_arg(pg).store_prefix().c_str();
+        return 0;
+    });
+}
+
 DISTC_EXTERN(int) distc_pg_timeout(int64_t *out, const distc_pg *pg) {
     return guard(__func__, [&] {
         require_ptr(out, "out");

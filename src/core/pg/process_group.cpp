@@ -79,7 +79,9 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
     // Every rank of one instance adds 1; instance k sees values in ((k-1)size, k size],
     // so ranks agree on a fresh key space even when a group name is reused.
     int64_t n = root_store_->add(name_ + "/instances", 1);
-    store_ = std::make_shared<PrefixStore>(name_ + "/" + std::to_string((n - 1) / size), root_store_);
+    std::string instance = name_ + "/" + std::to_string((n - 1) / size);
+    prefix_ = instance + "/";
+    store_ = std::make_shared<PrefixStore>(instance, root_store_);
     backend_ = make_backend(opts.backend, store_, rank, size, timeout_);
     if (size > 1 && SmallMesh::limit() > 0) mesh_ = std::make_unique<SmallMesh>(*store_, rank, size, timeout_);
 }

@@ -53,6 +53,7 @@ public:
     int rank() const { return rank_; }
     int size() const { return size_; }
     const std::string &name() const { return name_; }
+    const std::string &store_prefix() const { return prefix_; }
     const char *backend_name() const { return backend_->name(); }
     Millis timeout() const { return timeout_; }
     int global_rank(int group_rank) const;  // -1 if out of range
@@ -115,6 +116,7 @@ private:
 
     std::shared_ptr<Store> root_store_;  // the job's store, for subgroups
     std::shared_ptr<Store> store_;       // this group's key space
+    std::string prefix_;                 // its keys' prefix in root_store_
     const int rank_, size_;
     const std::string name_;
     const Millis timeout_;
