@@ -2,6 +2,7 @@
 // point-to-point, the monitored barrier, byte collectives with per-rank
 // sizes, and the debug-mode cross-check of what every rank is calling.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 
@@ -11,9 +12,6 @@
 namespace distc {
 
 namespace {
-
-// Tags at 2^31 and up are distc's own; user tags are int32 >= 0.
-constexpr uint32_t kInternalTag = 0x80000000u;
 
 Tensor view_of(void *p, DType dt, size_t numel) {
     Tensor t;
@@ -33,7 +31,7 @@ ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOp
         if (ops[i].peer < 0 || ops[i].peer >= size_)
             fail(DISTC_EINVAL, at + ".peer " + std::to_string(ops[i].peer) + " is outside 0.." + std::to_string(size_ - 1));
         if (ops[i].peer == rank_) fail(DISTC_EINVAL, at + ".peer is this rank (" + std::to_string(rank_) + ")");
-        if (ops[i].tag >= kInternalTag) fail(DISTC_EINVAL, at + ".tag is negative");
+        if (ops[i].tag > static_cast<uint32_t>(INT32_MAX)) fail(DISTC_EINVAL, at + ".tag is negative");
     }
     OpInfo info{"batch_isend_irecv", "(" + std::to_string(ops.size()) + " operations)"};
     info.p2p = true;
