@@ -53,7 +53,7 @@ size_t SmallMesh::limit() {
 
 SmallMesh::SmallMesh(Store &store, int rank, int size, Millis timeout)
     : rank_(rank), size_(size), socks_(static_cast<size_t>(size)),
-      spin_(env_int("DISTC_SPIN_US", 50)) {
+      spin_(env_int("DISTC_SPIN_US", 10)) {
     auto deadline = Clock::now() + timeout;
     Fd listener = tcp_listen("", 0, size + 8);
     std::string me = advertised_host() + ":" + std::to_string(local_port(listener.get()));
