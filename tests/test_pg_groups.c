@@ -139,6 +139,47 @@ static void test_group_call_args(void **state) {
     dt_run_ranks(2, group_args_body, NULL);
 }
 
+/* A completion callback may free the group it runs on (its last handle). */
+struct freeing_cb {
+    distc_pg *pg;
+    volatile int done;
+};
+
+static void free_group_cb(distc_work *w, void *payload) {
+    (void)w;
+    struct freeing_cb *f = payload;
+    distc_pg_free(f->pg);
+    __atomic_store_n(&f->done, 1, __ATOMIC_SEQ_CST);
+}
+
+static void free_in_callback_body(distc_pg *pg, int rank, int size, void *arg) {
+    (void)pg;
+    (void)arg;
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    char name[96];
+    snprintf(name, sizeof name, "%s-cb", dt_rank_group());
+    o.group_name = name;
+    o.timeout_ms = 10000;
+    struct freeing_cb f = {NULL, 0};
+    if (!RK_OK(distc_pg_new(&f.pg, dt_rank_store(), rank, size, &o))) return;
+    DLTensor *t = dt_tensor_1d(DT_F32, 3);
+    dt_set(t, 0, 1);
+    distc_work *w = NULL;
+    if (RK_OK(distc_allreduce(&w, f.pg, t, DISTC_SUM, NULL))) {
+        RK_OK(distc_work_on_complete(w, free_group_cb, &f));
+        RK_OK(distc_work_wait(w, -1));
+        while (!__atomic_load_n(&f.done, __ATOMIC_SEQ_CST)) usleep(1000);
+        RK_EQ_DBL(dt_get(t, 0), size);
+        distc_work_free(w);
+    }
+    dt_tensor_free(t);
+}
+
+static void test_free_group_in_callback(void **state) {
+    (void)state;
+    dt_run_ranks(2, free_in_callback_body, NULL);
+}
+
 static void test_split(void **state) {
     (void)state;
     for (int size = 2; size <= 4; ++size) dt_run_ranks(size, split_body, NULL);
@@ -291,7 +332,7 @@ int main(void) {
         cmocka_unit_test(test_subgroups),   cmocka_unit_test(test_split),
         cmocka_unit_test(test_monitored_barrier), cmocka_unit_test(test_bytes_collectives),
         cmocka_unit_test(test_batch_isend_irecv), cmocka_unit_test(test_debug_mode),
-        cmocka_unit_test(test_group_call_args),
+        cmocka_unit_test(test_group_call_args), cmocka_unit_test(test_free_group_in_callback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,9 +64,9 @@ DISTC_EXTERN(int) distc_work_seq(uint64_t *out, const distc_work *work);
  * Calls `cb(w, payload)` once when the operation completes: on the group's
  * worker thread, or at once on the calling thread if it has already
  * completed. `w` is a handle valid only during the callback (the caller's
- * own handle may have been freed meanwhile): query it, do not free it, and do
- * not free the group from the callback either (it runs on the group's own
- * thread). One callback per operation; a second call gives DISTC_ESTATE. The
+ * own handle may have been freed meanwhile): query it, do not free it (the group
+ * may be freed: it is then torn down once the callback has returned). One
+ * callback per operation; a second call gives DISTC_ESTATE. The
  * callback should be short: the group's next queued operation waits for it.
  */
 DISTC_EXTERN(int) distc_work_on_complete(distc_work *work, distc_work_callback cb, void *payload);

@@ -1,5 +1,6 @@
 // C shims for distc/pg.h: argument checks and translation only.
 #include <string>
+#include <thread>
 
 #include "capi/args.hpp"
 #include "capi/guard.hpp"
@@ -313,7 +314,20 @@ DISTC_EXTERN(int) distc_pg_abort(distc_pg *pg) {
     });
 }
 
-DISTC_EXTERN(void) distc_pg_free(distc_pg *pg) { delete pg; }
+DISTC_EXTERN(void) distc_pg_free(distc_pg *pg) {
+    if (pg && ProcessGroup::on_group_thread()) {
+        // Called from a completion callback: the group (if this was its last
+        // handle) must not be torn down on its own thread; a short-lived
+        // thread does it once the callback has returned.
+        auto *keep = new (std::nothrow) std::shared_ptr<ProcessGroup>(std::move(pg->impl));
+        try {
+            if (keep) std::thread([keep] { delete keep; }).detach();
+        } catch (...) {
+            // Cannot spawn: leak the group rather than join a thread from itself.
+        }
+    }
+    delete pg;
+}
 
 DISTC_EXTERN(int) distc_allreduce(distc_work **out, distc_pg *pg, DLTensor *tensor, distc_reduce_op op,
                                   const distc_op_options *opts) {

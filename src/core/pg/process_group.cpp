@@ -58,7 +58,11 @@ std::string list_desc(const std::vector<Tensor> &ts) {
     return "(" + std::to_string(ts.size()) + " x " + (ts.empty() ? "?" : ts[0].describe()) + ")";
 }
 
+thread_local bool t_group_thread = false;
+
 }  // namespace
+
+bool ProcessGroup::on_group_thread() { return t_group_thread; }
 
 std::string Tensor::describe() const { return std::string(dtype_name(dtype)) + "[" + std::to_string(numel) + "]"; }
 
@@ -204,6 +208,7 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
 }
 
 void ProcessGroup::worker_loop() {
+    t_group_thread = true;
     for (;;) {
         Item it;
         {
@@ -223,6 +228,7 @@ void ProcessGroup::worker_loop() {
 }
 
 void ProcessGroup::p2p_loop() {
+    t_group_thread = true;
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
         ++p2p_idle_;

@@ -90,6 +90,10 @@ public:
 
     void abort();
     bool aborted() const { return aborted_.load(); }
+    // True on a thread of some group (its worker or a p2p waiter), where a
+    // completion callback runs: destroying that group there would join the
+    // thread from itself.
+    static bool on_group_thread();
 
 private:
     using Body = std::function<int32_t(const OpCtx &)>;  // returns the source rank or -1
