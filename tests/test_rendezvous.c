@@ -25,6 +25,18 @@ static void setenv_int(const char *name, int v) {
     setenv(name, buf, 1);
 }
 
+/* env:// finds the store at MASTER_ADDR:MASTER_PORT. */
+static void set_master(int port) {
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv_int("MASTER_PORT", port);
+}
+
+/* Runs `fn` on n forked ranks that share a free port (passed as *arg). */
+static void run_on_free_port(int n, dt_child_fn fn) {
+    int port = dt_free_port();
+    assert_int_equal(dt_run_procs(n, fn, &port, 30), 0);
+}
+
 static int setup(void **state) {
     (void)state;
     clear_env();
@@ -124,23 +136,20 @@ static int tcp_child(int rank, int n, void *arg) {
 
 static void test_tcp(void **state) {
     (void)state;
-    int port = dt_free_port();
-    assert_int_equal(dt_run_procs(WORLD, tcp_child, &port, 30), 0);
+    run_on_free_port(WORLD, tcp_child);
 }
 
 static int env_child(int rank, int n, void *arg) {
     int port = *(int *)arg;
     setenv_int("RANK", rank);
     setenv_int("WORLD_SIZE", n);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv_int("MASTER_PORT", port);
+    set_master(port);
     return rendezvous_child(rank, n, "env://", NULL);
 }
 
 static void test_env(void **state) {
     (void)state;
-    int port = dt_free_port();
-    assert_int_equal(dt_run_procs(WORLD, env_child, &port, 30), 0);
+    run_on_free_port(WORLD, env_child);
 }
 
 static int ompi_child(int rank, int n, void *arg) {
@@ -150,30 +159,26 @@ static int ompi_child(int rank, int n, void *arg) {
     /* SLURM's variables lose to Open MPI's. */
     setenv_int("SLURM_PROCID", n - 1 - rank);
     setenv_int("SLURM_NTASKS", n + 5);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv_int("MASTER_PORT", port);
+    set_master(port);
     return rendezvous_child(rank, n, "env://", NULL);
 }
 
 static void test_env_ompi(void **state) {
     (void)state;
-    int port = dt_free_port();
-    assert_int_equal(dt_run_procs(WORLD, ompi_child, &port, 30), 0);
+    run_on_free_port(WORLD, ompi_child);
 }
 
 static int slurm_child(int rank, int n, void *arg) {
     int port = *(int *)arg;
     setenv_int("SLURM_PROCID", rank);
     setenv_int("SLURM_NTASKS", n);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv_int("MASTER_PORT", port);
+    set_master(port);
     return rendezvous_child(rank, n, "env://", NULL);
 }
 
 static void test_env_slurm(void **state) {
     (void)state;
-    int port = dt_free_port();
-    assert_int_equal(dt_run_procs(WORLD, slurm_child, &port, 30), 0);
+    run_on_free_port(WORLD, slurm_child);
 }
 
 /* Options beat the URL and the environment. */
@@ -181,8 +186,7 @@ static int override_child(int rank, int n, void *arg) {
     int port = *(int *)arg;
     setenv("RANK", "7", 1);
     setenv("WORLD_SIZE", "9", 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv_int("MASTER_PORT", port);
+    set_master(port);
     distc_rendezvous_options o = DISTC_RENDEZVOUS_OPTIONS_INIT;
     o.timeout_ms = 15000;
     o.rank = rank;
@@ -192,8 +196,7 @@ static int override_child(int rank, int n, void *arg) {
 
 static void test_options_override(void **state) {
     (void)state;
-    int port = dt_free_port();
-    assert_int_equal(dt_run_procs(2, override_child, &port, 30), 0);
+    run_on_free_port(2, override_child);
 
     /* In one process: a URL's rank and world_size lose to the options. */
     char *path = dt_temp_path("rdzv-override");
@@ -246,8 +249,7 @@ static void test_env_agent_store(void **state) {
     distc_store *server = dt_tcp_server(&port, 10000);
     setenv("RANK", "0", 1);
     setenv("WORLD_SIZE", "1", 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv_int("MASTER_PORT", port);
+    set_master(port);
     setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
     distc_rendezvous_options o = DISTC_RENDEZVOUS_OPTIONS_INIT;
     o.timeout_ms = 5000;
