@@ -45,6 +45,8 @@
  * result). */
 #define _POSIX_C_SOURCE 200809L
 #include <distc.h>
+
+#include "json_out.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -467,15 +469,6 @@ static int parse_args(config *cfg, int argc, char **argv) {
         return 2;
     }
     return 0;
-}
-
-static void print_json_str(const char *s) {
-    putchar('"');
-    for (; *s; ++s) {
-        if (*s == '"' || *s == '\\') putchar('\\');
-        if ((unsigned char)*s >= 0x20) putchar(*s);
-    }
-    putchar('"');
 }
 
 /* ------------------------------------------------------------------ main */

@@ -28,6 +28,8 @@
  * operation fails or returns wrong data. */
 #define _POSIX_C_SOURCE 200809L
 #include <distc.h>
+
+#include "json_out.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -462,15 +464,6 @@ static int parse_args(config *cfg, int argc, char **argv) {
     }
     if (cfg->warmup < 0) cfg->warmup = cfg->iters / 10 < 100 ? 100 : cfg->iters / 10;
     return 0;
-}
-
-static void print_json_str(const char *s) {
-    putchar('"');
-    for (; *s; ++s) {
-        if (*s == '"' || *s == '\\') putchar('\\');
-        if ((unsigned char)*s >= 0x20) putchar(*s);
-    }
-    putchar('"');
 }
 
 int main(int argc, char **argv) {
