@@ -14,5 +14,6 @@
 #include "distc/sys/store.h"
 #include "distc/work.h"
 #include "distc/pg.h"
+#include "distc/sys/backend.h"
 
 #endif /* DISTC_H */

@@ -214,7 +214,7 @@ static void rank_bad_collective_args(distc_pg *pg, int rank, int size, void *arg
     EINVAL_("distc_broadcast", root_neg_msg, distc_broadcast(OUT, pg, t, -1, NULL));
     EINVAL_("distc_broadcast", "root", distc_broadcast(OUT, pg, t, size, NULL));
     distc_op_options bad_version = DISTC_OP_OPTIONS_INIT, bad_timeout = DISTC_OP_OPTIONS_INIT;
-    bad_version.version = 2;
+    bad_version.version = DISTC_OP_OPTIONS_VERSION + 1;
     bad_timeout.timeout_ms = -5;
     EINVAL_("distc_broadcast", "version", distc_broadcast(OUT, pg, t, 0, &bad_version));
     EINVAL_("distc_broadcast", "timeout_ms", distc_broadcast(OUT, pg, t, 0, &bad_timeout));
@@ -441,7 +441,7 @@ static void rank_queries(distc_pg *pg, int rank, int size, void *arg) {
     int64_t tmo = 0;
     if (RK_OK(distc_pg_rank(&r, pg))) RK_EQ_INT(r, rank);
     if (RK_OK(distc_pg_size(&s, pg))) RK_EQ_INT(s, size);
-    if (RK_OK(distc_pg_backend(&be, pg))) RK_EQ_STR(be, "gloo");
+    if (RK_OK(distc_pg_backend(&be, pg))) RK_EQ_STR(be, dt_backend());
     if (RK_OK(distc_pg_name(&name, pg))) RK_EQ_STR(name, dt_rank_group());
     if (RK_OK(distc_pg_timeout(&tmo, pg))) RK_EQ_INT(tmo, DT_PG_TIMEOUT_MS);
     RK_ERR2(distc_pg_rank(NULL, pg), DISTC_EINVAL, "distc_pg_rank", "out");
@@ -523,7 +523,14 @@ static void test_options_init(void **state) {
     assert_null(po.backend);
     assert_int_equal(po.timeout_ms, -1);
     assert_null(po.group_name);
-    ASSERT_ERR(distc_pg_options_init(&po, 2), DISTC_EINVAL, "distc_pg_options_init");
+    assert_int_equal(po.device, -1);
+    /* A version-1 caller's struct ends before `device`: nothing past it is written. */
+    memset(&po, 0x5a, sizeof po);
+    ASSERT_OK(distc_pg_options_init(&po, 1));
+    assert_int_equal(po.version, 1);
+    assert_int_equal(po.timeout_ms, -1);
+    assert_int_equal(po.device, 0x5a5a5a5a);
+    ASSERT_ERR(distc_pg_options_init(&po, DISTC_PG_OPTIONS_VERSION + 1), DISTC_EINVAL, "distc_pg_options_init");
     dt_assert_contains(distc_error_last(), "version");
     ASSERT_ERR(distc_pg_options_init(NULL, DISTC_PG_OPTIONS_VERSION), DISTC_EINVAL, "opts");
 
@@ -533,6 +540,12 @@ static void test_options_init(void **state) {
     assert_int_equal(oo.version, DISTC_OP_OPTIONS_VERSION);
     assert_int_equal(oo.timeout_ms, -1);
     assert_true(oo.premul_factor == 1.0);
+    assert_null(oo.stream);
+    memset(&oo, 0x5a, sizeof oo);
+    ASSERT_OK(distc_op_options_init(&oo, 1));
+    assert_int_equal(oo.version, 1);
+    assert_true(oo.premul_factor == 1.0);
+    assert_true(oo.stream == (void *)(uintptr_t)0x5a5a5a5a5a5a5a5aull);
     ASSERT_ERR(distc_op_options_init(&oo, 0), DISTC_EINVAL, "distc_op_options_init");
     dt_assert_contains(distc_error_last(), "version");
     ASSERT_ERR(distc_op_options_init(NULL, DISTC_OP_OPTIONS_VERSION), DISTC_EINVAL, "opts");

@@ -3,10 +3,24 @@
  * @brief Process groups and their collectives (torch.distributed's semantics).
  *
  * A process group is `size` ranks that rendezvous through a store and then
- * run collectives on DLPack tensors over a backend ("gloo" on CPU, built in).
- * Buffers are `DLTensor`s (<dlpack/dlpack.h>), borrowed for the call and, for
- * asynchronous work, until the work completes. They must be contiguous
- * (`strides` NULL or compact) and in CPU memory for gloo.
+ * run collectives on DLPack tensors over a backend: "gloo" on CPU, built in;
+ * "nccl" on CUDA and "mpi", plugins loaded on first use (distc/sys/backend.h
+ * says how, and how to add one). Buffers are `DLTensor`s
+ * (<dlpack/dlpack.h>), borrowed for the call and, for asynchronous work,
+ * until the work completes. They must be contiguous (`strides` NULL or
+ * compact) and in memory the backend takes: CPU (or CUDA host) memory for
+ * gloo, CUDA device memory of the group's device for nccl.
+ *
+ * Device backends (nccl) are stream-ordered, as NCCL itself: an operation
+ * is enqueued on `distc_op_options.stream` (NULL: the legacy default stream)
+ * and later work on that stream sees its result. A blocking call
+ * (`out == NULL`) returns once the operation is enqueued, not once it ran;
+ * with `out` the work handle can make another stream wait
+ * (distc_work_wait_stream) or block the host (distc_work_wait). The library
+ * reads and writes the buffers only in stream order and never after the
+ * work completed. A watchdog fails work that outlives its timeout, and an
+ * engine error, by aborting the communicator: the group then answers
+ * DISTC_EABORTED.
  *
  * Dtypes: bool, int8, uint8, int16, int32, int64, float16, bfloat16,
  * float32, float64, complex64, complex128.
@@ -50,7 +64,8 @@ typedef enum distc_reduce_op {
 /** c10d's default collective timeout: 30 minutes. */
 #define DISTC_PG_DEFAULT_TIMEOUT_MS 1800000
 
-#define DISTC_PG_OPTIONS_VERSION 1
+/** Version 2 added `device`. Structs of version 1 are still accepted. */
+#define DISTC_PG_OPTIONS_VERSION 2
 
 /** Options of a new group. */
 typedef struct distc_pg_options {
@@ -63,26 +78,34 @@ typedef struct distc_pg_options {
                                   call the same operation with the same dtype, count, root and
                                   op (one small allgather), and a mismatch is DISTC_EINVAL on
                                   every rank naming who calls what; 0: off; -1: on when the
-                                  environment has DISTC_DEBUG=detail. Set it alike on every rank. */
+                                  environment has DISTC_DEBUG=detail. Set it alike on every rank.
+                                  Backends other than gloo ignore it. */
+    int32_t device;          /**< (version 2) the accelerator of a device backend ("nccl": the CUDA
+                                  device); -1: the backend's choice (nccl: LOCAL_RANK modulo the
+                                  device count, else 0) */
 } distc_pg_options;
 
-#define DISTC_PG_OPTIONS_INIT { DISTC_PG_OPTIONS_VERSION, NULL, -1, NULL, -1 }
+#define DISTC_PG_OPTIONS_INIT { DISTC_PG_OPTIONS_VERSION, NULL, -1, NULL, -1, -1 }
 
-/** Fills `opts` with the defaults above. */
+/** Fills `opts` with the defaults above; `version` 1 fills the fields of version 1 only. */
 DISTC_EXTERN(int) distc_pg_options_init(distc_pg_options *opts, unsigned int version);
 
-#define DISTC_OP_OPTIONS_VERSION 1
+/** Version 2 added `stream`. Structs of version 1 are still accepted. */
+#define DISTC_OP_OPTIONS_VERSION 2
 
 /** Per-operation options; NULL means defaults. */
 typedef struct distc_op_options {
     unsigned int version;   /**< DISTC_OP_OPTIONS_VERSION */
     int64_t timeout_ms;     /**< -1: the group's timeout */
     double premul_factor;   /**< the factor of DISTC_PREMUL_SUM */
+    void *stream;           /**< (version 2) device backends: the stream the operation is ordered
+                                 on (a cudaStream_t for nccl); NULL: the device's default
+                                 (legacy) stream. Ignored by host backends. */
 } distc_op_options;
 
-#define DISTC_OP_OPTIONS_INIT { DISTC_OP_OPTIONS_VERSION, -1, 1.0 }
+#define DISTC_OP_OPTIONS_INIT { DISTC_OP_OPTIONS_VERSION, -1, 1.0, NULL }
 
-/** Fills `opts` with the defaults above. */
+/** Fills `opts` with the defaults above; `version` 1 fills the fields of version 1 only. */
 DISTC_EXTERN(int) distc_op_options_init(distc_op_options *opts, unsigned int version);
 
 /* ------------------------------------------------------------------------ */

@@ -71,6 +71,15 @@ DISTC_EXTERN(int) distc_work_seq(uint64_t *out, const distc_work *work);
  */
 DISTC_EXTERN(int) distc_work_on_complete(distc_work *work, distc_work_callback cb, void *payload);
 
+/**
+ * Makes `stream` (a cudaStream_t for the nccl backend) wait for the
+ * operation without blocking the host. For work of a host backend (gloo,
+ * mpi) it waits on the host, as distc_work_wait(work, DISTC_TIMEOUT_DEFAULT),
+ * since no stream can wait on it. Returns the operation's error if it has
+ * already failed.
+ */
+DISTC_EXTERN(int) distc_work_wait_stream(distc_work *work, void *stream);
+
 /** Releases the handle; before completion this detaches (see above). NULL is a no-op. */
 DISTC_EXTERN(void) distc_work_free(distc_work *work);
 

@@ -1,4 +1,6 @@
 // C shims for distc/pg.h: argument checks and translation only.
+#include <cstddef>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -34,8 +36,8 @@ const ProcessGroup &pg_arg(const distc_pg *pg) {
 PgOptions pg_options(const distc_pg_options *opts) {
     PgOptions o;
     if (!opts) return o;
-    if (opts->version != DISTC_PG_OPTIONS_VERSION)
-        fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected " +
+    if (opts->version < 1 || opts->version > DISTC_PG_OPTIONS_VERSION)
+        fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected 1.." +
                                std::to_string(DISTC_PG_OPTIONS_VERSION));
     if (opts->backend) o.backend = opts->backend;
     require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
@@ -46,18 +48,23 @@ PgOptions pg_options(const distc_pg_options *opts) {
     }
     require(opts->debug >= -1 && opts->debug <= 1, "opts->debug must be -1, 0 or 1");
     o.debug = opts->debug;
+    if (opts->version >= 2) {
+        require(opts->device >= -1, "opts->device must be >= 0 or -1");
+        o.device = opts->device;
+    }
     return o;
 }
 
 OpOptions op_options(const distc_op_options *opts) {
     OpOptions o;
     if (!opts) return o;
-    if (opts->version != DISTC_OP_OPTIONS_VERSION)
-        fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected " +
+    if (opts->version < 1 || opts->version > DISTC_OP_OPTIONS_VERSION)
+        fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected 1.." +
                                std::to_string(DISTC_OP_OPTIONS_VERSION));
     require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
     if (opts->timeout_ms > 0) o.timeout = capi::clamp_ms(opts->timeout_ms);
     o.premul_factor = opts->premul_factor;
+    if (opts->version >= 2) o.stream = opts->stream;
     return o;
 }
 
@@ -108,8 +115,12 @@ extern "C" {
 DISTC_EXTERN(int) distc_pg_options_init(distc_pg_options *opts, unsigned int version) {
     return guard(__func__, [&] {
         require_ptr(opts, "opts");
-        if (version != DISTC_PG_OPTIONS_VERSION) fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
-        *opts = DISTC_PG_OPTIONS_INIT;
+        if (version < 1 || version > DISTC_PG_OPTIONS_VERSION)
+            fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
+        distc_pg_options d = DISTC_PG_OPTIONS_INIT;
+        d.version = version;
+        // A version-1 struct ends before `device`: write only what it has.
+        std::memcpy(opts, &d, version == 1 ? offsetof(distc_pg_options, device) : sizeof d);
         return 0;
     });
 }
@@ -117,8 +128,11 @@ DISTC_EXTERN(int) distc_pg_options_init(distc_pg_options *opts, unsigned int ver
 DISTC_EXTERN(int) distc_op_options_init(distc_op_options *opts, unsigned int version) {
     return guard(__func__, [&] {
         require_ptr(opts, "opts");
-        if (version != DISTC_OP_OPTIONS_VERSION) fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
-        *opts = DISTC_OP_OPTIONS_INIT;
+        if (version < 1 || version > DISTC_OP_OPTIONS_VERSION)
+            fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
+        distc_op_options d = DISTC_OP_OPTIONS_INIT;
+        d.version = version;
+        std::memcpy(opts, &d, version == 1 ? offsetof(distc_op_options, stream) : sizeof d);
         return 0;
     });
 }
@@ -254,7 +268,7 @@ DISTC_EXTERN(int) distc_batch_isend_irecv(distc_work **out, distc_pg *pg, const 
             if (ops[i].kind != DISTC_P2P_SEND && ops[i].kind != DISTC_P2P_RECV)
                 fail(DISTC_EINVAL, at + ".kind is neither DISTC_P2P_SEND nor DISTC_P2P_RECV");
             if (ops[i].tag < 0) fail(DISTC_EINVAL, at + ".tag is negative");
-            v.push_back(P2pOp{ops[i].kind == DISTC_P2P_SEND, tensor_arg(ops[i].tensor, at + ".tensor"), ops[i].peer,
+            v.push_back(P2pOp{ops[i].kind == DISTC_P2P_SEND, tensor_arg(g, ops[i].tensor, at + ".tensor"), ops[i].peer,
                               static_cast<uint32_t>(ops[i].tag)});
         }
         return finish(out, g.batch_p2p(std::move(v), op_options(opts), out));
@@ -333,7 +347,7 @@ DISTC_EXTERN(int) distc_allreduce(distc_work **out, distc_pg *pg, DLTensor *tens
                                   const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        return finish(out, g.allreduce({tensor_arg(tensor, "tensor")}, capi::reduce_op_arg(op), op_options(opts), out));
+        return finish(out, g.allreduce({tensor_arg(g, tensor, "tensor")}, capi::reduce_op_arg(op), op_options(opts), out));
     });
 }
 
@@ -342,7 +356,7 @@ DISTC_EXTERN(int) distc_allreduce_coalesced(distc_work **out, distc_pg *pg, DLTe
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
         require(n > 0, "n is 0 (no tensors)");
-        return finish(out, g.allreduce(tensor_list_arg(tensors, n, "tensors"), capi::reduce_op_arg(op),
+        return finish(out, g.allreduce(tensor_list_arg(g, tensors, n, "tensors"), capi::reduce_op_arg(op),
                                        op_options(opts), out));
     });
 }
@@ -351,7 +365,7 @@ DISTC_EXTERN(int) distc_broadcast(distc_work **out, distc_pg *pg, DLTensor *tens
                                   const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        return finish(out, g.broadcast(tensor_arg(tensor, "tensor"), root, op_options(opts), out));
+        return finish(out, g.broadcast(tensor_arg(g, tensor, "tensor"), root, op_options(opts), out));
     });
 }
 
@@ -359,7 +373,7 @@ DISTC_EXTERN(int) distc_reduce(distc_work **out, distc_pg *pg, DLTensor *tensor,
                                const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        return finish(out, g.reduce(tensor_arg(tensor, "tensor"), root, capi::reduce_op_arg(op), op_options(opts), out));
+        return finish(out, g.reduce(tensor_arg(g, tensor, "tensor"), root, capi::reduce_op_arg(op), op_options(opts), out));
     });
 }
 
@@ -367,8 +381,8 @@ DISTC_EXTERN(int) distc_allgather(distc_work **out, distc_pg *pg, DLTensor *cons
                                   const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        return finish(out, g.allgather(tensor_arg(input, "input"),
-                                       tensor_list_arg(outputs, static_cast<size_t>(g.size()), "outputs"),
+        return finish(out, g.allgather(tensor_arg(g, input, "input"),
+                                       tensor_list_arg(g, outputs, static_cast<size_t>(g.size()), "outputs"),
                                        op_options(opts), out));
     });
 }
@@ -393,8 +407,8 @@ DISTC_EXTERN(int) distc_allgather_into_tensor(distc_work **out, distc_pg *pg, DL
                                               const DLTensor *input, const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        Tensor in = tensor_arg(input, "input");
-        Tensor o = tensor_arg(output, "output");
+        Tensor in = tensor_arg(g, input, "input");
+        Tensor o = tensor_arg(g, output, "output");
         if (o.dtype != in.dtype)
             fail(DISTC_EINVAL, std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
         auto parts = split_views(o, static_cast<size_t>(g.size()), in.numel, "output");
@@ -407,8 +421,8 @@ DISTC_EXTERN(int) distc_gather(distc_work **out, distc_pg *pg, DLTensor *const *
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
         std::vector<Tensor> outs;
-        if (g.rank() == root) outs = tensor_list_arg(outputs, static_cast<size_t>(g.size()), "outputs");
-        return finish(out, g.gather(tensor_arg(input, "input"), outs, root, op_options(opts), out));
+        if (g.rank() == root) outs = tensor_list_arg(g, outputs, static_cast<size_t>(g.size()), "outputs");
+        return finish(out, g.gather(tensor_arg(g, input, "input"), outs, root, op_options(opts), out));
     });
 }
 
@@ -417,8 +431,8 @@ DISTC_EXTERN(int) distc_scatter(distc_work **out, distc_pg *pg, DLTensor *output
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
         std::vector<Tensor> ins;
-        if (g.rank() == root) ins = tensor_list_arg(inputs, static_cast<size_t>(g.size()), "inputs");
-        return finish(out, g.scatter(ins, tensor_arg(output, "output"), root, op_options(opts), out));
+        if (g.rank() == root) ins = tensor_list_arg(g, inputs, static_cast<size_t>(g.size()), "inputs");
+        return finish(out, g.scatter(ins, tensor_arg(g, output, "output"), root, op_options(opts), out));
     });
 }
 
@@ -427,8 +441,8 @@ DISTC_EXTERN(int) distc_reduce_scatter(distc_work **out, distc_pg *pg, DLTensor 
                                        const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        return finish(out, g.reduce_scatter(tensor_list_arg(inputs, static_cast<size_t>(g.size()), "inputs"),
-                                            tensor_arg(output, "output"), capi::reduce_op_arg(op), op_options(opts),
+        return finish(out, g.reduce_scatter(tensor_list_arg(g, inputs, static_cast<size_t>(g.size()), "inputs"),
+                                            tensor_arg(g, output, "output"), capi::reduce_op_arg(op), op_options(opts),
                                             out));
     });
 }
@@ -438,8 +452,8 @@ DISTC_EXTERN(int) distc_reduce_scatter_tensor(distc_work **out, distc_pg *pg, DL
                                               const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        Tensor o = tensor_arg(output, "output");
-        Tensor in = tensor_arg(input, "input");
+        Tensor o = tensor_arg(g, output, "output");
+        Tensor in = tensor_arg(g, input, "input");
         if (o.dtype != in.dtype)
             fail(DISTC_EINVAL, std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
         auto parts = split_views(in, static_cast<size_t>(g.size()), o.numel, "input");
@@ -452,7 +466,7 @@ DISTC_EXTERN(int) distc_alltoall(distc_work **out, distc_pg *pg, DLTensor *const
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
         size_t n = static_cast<size_t>(g.size());
-        return finish(out, g.alltoall(tensor_list_arg(inputs, n, "inputs"), tensor_list_arg(outputs, n, "outputs"),
+        return finish(out, g.alltoall(tensor_list_arg(g, inputs, n, "inputs"), tensor_list_arg(g, outputs, n, "outputs"),
                                       op_options(opts), out));
     });
 }
@@ -466,7 +480,7 @@ DISTC_EXTERN(int) distc_alltoall_single(distc_work **out, distc_pg *pg, DLTensor
         std::vector<int64_t> os, is;
         if (output_splits) os.assign(output_splits, output_splits + n);
         if (input_splits) is.assign(input_splits, input_splits + n);
-        return finish(out, g.alltoall_single(tensor_arg(input, "input"), tensor_arg(output, "output"), is, os,
+        return finish(out, g.alltoall_single(tensor_arg(g, input, "input"), tensor_arg(g, output, "output"), is, os,
                                              op_options(opts), out));
     });
 }
@@ -482,7 +496,7 @@ DISTC_EXTERN(int) distc_send(distc_work **out, distc_pg *pg, const DLTensor *ten
                              const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        return finish(out, g.send(tensor_arg(tensor, "tensor"), dst, tag, op_options(opts), out));
+        return finish(out, g.send(tensor_arg(g, tensor, "tensor"), dst, tag, op_options(opts), out));
     });
 }
 
@@ -490,7 +504,7 @@ DISTC_EXTERN(int) distc_recv(distc_work **out, distc_pg *pg, DLTensor *tensor, i
                              const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        return finish(out, g.recv(tensor_arg(tensor, "tensor"), src, tag, op_options(opts), out));
+        return finish(out, g.recv(tensor_arg(g, tensor, "tensor"), src, tag, op_options(opts), out));
     });
 }
 

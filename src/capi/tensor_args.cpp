@@ -45,13 +45,33 @@ DType dtype_arg(DLDataType d, const std::string &name) {
                            "float16, bfloat16, float32, float64, complex64, complex128");
 }
 
+const char *device_name(int type) {
+    switch (type) {
+    case kDLCPU: return "CPU";
+    case kDLCUDA: return "CUDA";
+    case kDLCUDAHost: return "CUDA host";
+    case kDLCUDAManaged: return "CUDA managed";
+    case kDLROCM: return "ROCm";
+    default: return "device";
+    }
+}
+
+std::string device_list(uint64_t mask) {
+    std::string s;
+    for (int t = 0; t < 64; ++t)
+        if (mask >> t & 1) s += (s.empty() ? "" : ", ") + std::string(device_name(t));
+    return s;
+}
+
 }  // namespace
 
-Tensor tensor_arg(const DLTensor *t, const std::string &name) {
+Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const std::string &name) {
     if (!t) fail(DISTC_EINVAL, name + " is NULL");
-    if (t->device.device_type != kDLCPU && t->device.device_type != kDLCUDAHost)
-        fail(DISTC_EINVAL, name + " is not in CPU memory (DLPack device type " +
-                               std::to_string(t->device.device_type) + "); the gloo backend needs CPU tensors");
+    int type = t->device.device_type;
+    if (type < 0 || type >= 64 || !(g.device_types() >> type & 1))
+        fail(DISTC_EINVAL, name + " is in " + device_name(type) + " memory (DLPack device type " + std::to_string(type) +
+                               "); the " + g.backend_name() + " backend takes " + device_list(g.device_types()) +
+                               " memory");
     if (t->ndim < 0) fail(DISTC_EINVAL, name + " has ndim < 0");
     if (t->ndim > 0 && !t->shape) fail(DISTC_EINVAL, name + " has ndim > 0 but no shape");
     Tensor out;
@@ -76,14 +96,16 @@ Tensor tensor_arg(const DLTensor *t, const std::string &name) {
     out.data = static_cast<char *>(t->data) + t->byte_offset;
     out.numel = numel;
     out.dim0 = t->ndim == 0 ? 1 : t->shape[0];
+    out.device_type = type;
+    out.device_id = t->device.device_id;
     return out;
 }
 
-std::vector<Tensor> tensor_list_arg(const DLTensor *const *ts, size_t n, const std::string &name) {
+std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const std::string &name) {
     if (!ts) fail(DISTC_EINVAL, name + " is NULL");
     std::vector<Tensor> out;
     out.reserve(n);
-    for (size_t i = 0; i < n; ++i) out.push_back(tensor_arg(ts[i], name + "[" + std::to_string(i) + "]"));
+    for (size_t i = 0; i < n; ++i) out.push_back(tensor_arg(g, ts[i], name + "[" + std::to_string(i) + "]"));
     return out;
 }
 

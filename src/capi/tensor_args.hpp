@@ -5,16 +5,17 @@
 
 #include <vector>
 
+#include "core/pg/process_group.hpp"
 #include "core/pg/tensor.hpp"
 #include "distc/pg.h"
 
 namespace distc::capi {
 
-// Throws DISTC_EINVAL naming `name` for a NULL, non-CPU, non-contiguous or
-// unsupported-dtype tensor.
-Tensor tensor_arg(const DLTensor *t, const std::string &name);
+// Throws DISTC_EINVAL naming `name` for a NULL, non-contiguous or
+// unsupported-dtype tensor, or one in memory the group's backend does not take.
+Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const std::string &name);
 // `n` tensors from an array; the array and every entry must be non-NULL.
-std::vector<Tensor> tensor_list_arg(const DLTensor *const *ts, size_t n, const std::string &name);
+std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const std::string &name);
 ReduceOp reduce_op_arg(int op);
 
 }  // namespace distc::capi

@@ -88,6 +88,21 @@ DISTC_EXTERN(int) distc_work_on_complete(distc_work *work, distc_work_callback c
     });
 }
 
+DISTC_EXTERN(int) distc_work_wait_stream(distc_work *work, void *stream) {
+    return guard(__func__, [&] {
+        Work &w = work_arg(work);
+        // Already failed: say so now rather than let the stream run on bad data.
+        if (w.done() && w.status() < 0) return report(w, "distc_work_wait_stream");
+        int rc = 0;
+        if (w.wait_stream(stream, rc)) {
+            if (rc < 0) fail(rc, w.what() + ": making the stream wait failed: " + distc_error_last());
+            return 0;
+        }
+        w.wait(Millis(-1));  // host work: no stream can wait on it
+        return report(w, "distc_work_wait_stream");
+    });
+}
+
 DISTC_EXTERN(void) distc_work_free(distc_work *work) { delete work; }
 
 }  // extern "C"

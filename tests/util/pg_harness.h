@@ -45,6 +45,15 @@ int dt_run_ranks_timeout(int size, int64_t timeout_ms, dt_rank_fn fn, void *arg)
  */
 int dt_ranks_are_processes(void);
 
+/*
+ * The backend the groups use: DT_BACKEND from the environment ("gloo" when
+ * unset). "loopback" registers the plain-C test backend
+ * (tests/plugins/loopback_backend.h), which runs world size 1 only: larger
+ * runs are skipped (dt_backend_max_size).
+ */
+const char *dt_backend(void);
+int dt_backend_max_size(void);
+
 /* Inside a rank thread: its rank (-1 elsewhere), the run's store and group name. */
 int dt_rank(void);
 distc_store *dt_rank_store(void);

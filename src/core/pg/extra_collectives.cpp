@@ -24,6 +24,62 @@ Tensor view_of(void *p, DType dt, size_t numel) {
 
 }  // namespace
 
+// Byte collectives of asynchronous backends go through the store: a device
+// backend (nccl) cannot move host bytes, and object collectives are small and
+// rare. Keys live under "bytes/<seq>/"; the last rank to finish removes them.
+namespace {
+struct StoreBytes {
+    Store &store;
+    std::string base;
+    int size;
+    Millis timeout;
+    std::string key(int r) const { return base + std::to_string(r); }
+    std::vector<Bytes> all() const {
+        std::vector<std::string> keys;
+        for (int r = 0; r < size; ++r) keys.push_back(key(r));
+        return store.multi_get(keys, timeout);
+    }
+    // Every rank calls it once it has read what it needs.
+    void done(int readers) const {
+        if (store.add(base + "done", 1) < readers) return;
+        for (int r = 0; r < size; ++r) store.delete_key(key(r));
+        store.delete_key(base + "done");
+    }
+};
+}  // namespace
+
+ProcessGroup::StoreBytesResult ProcessGroup::store_bytes(const char *kind, const OpOptions &o, int root,
+                                                         const std::vector<ByteView> &mine) {
+    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    uint64_t seq = seq_.fetch_add(1) + 1;
+    StoreBytes sb{*store_, "bytes/" + std::to_string(seq) + "/", size_, o.timeout.count() < 0 ? timeout_ : o.timeout};
+    StoreBytesResult res;
+    try {
+        if (std::strcmp(kind, "scatter_bytes") == 0) {
+            if (rank_ == root)
+                for (int r = 0; r < size_; ++r) store_->set(sb.key(r), mine[static_cast<size_t>(r)]);
+            res.one = store_->get(sb.key(rank_), sb.timeout);
+            sb.done(size_);
+        } else if (std::strcmp(kind, "broadcast_bytes") == 0) {
+            if (rank_ == root) {
+                store_->set(sb.key(root), mine[0]);
+                res.one = mine[0].to_bytes();
+            } else {
+                res.one = store_->get(sb.key(root), sb.timeout);
+            }
+            sb.done(size_);
+        } else {  // all_gather_bytes, gather_bytes
+            store_->set(sb.key(rank_), mine[0]);
+            bool reads = root < 0 || rank_ == root;
+            if (reads) res.all = sb.all();
+            sb.done(root < 0 ? size_ : 1);
+        }
+    } catch (const Error &e) {
+        fail(e.code(), std::string(kind) + " #" + std::to_string(seq) + " failed: " + e.what());
+    }
+    return res;
+}
+
 ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOptions &o, bool async) {
     if (ops.empty()) fail(DISTC_EINVAL, "no operations");
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -35,6 +91,11 @@ ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOp
     }
     OpInfo info{"batch_isend_irecv", "(" + std::to_string(ops.size()) + " operations)"};
     info.p2p = true;
+    if (async_) {
+        std::vector<AsyncBackend::P2p> v;
+        for (const auto &op : ops) v.push_back({op.send, op.tensor, op.peer, static_cast<int>(op.tag)});
+        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->batch_p2p(w, v, a); });
+    }
     if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
     // Everything is posted before anything is waited for: the batch cannot deadlock on its own order.
     std::vector<std::shared_ptr<PendingP2p>> posted;
@@ -91,6 +152,7 @@ void ProcessGroup::monitored_barrier(Millis timeout, bool wait_all) {
 }
 
 std::vector<Bytes> ProcessGroup::all_gather_bytes(ByteView data, const OpOptions &o) {
+    if (async_) return store_bytes("all_gather_bytes", o, -1, {data}).all;
     OpInfo info{"all_gather_bytes", "(" + std::to_string(data.size) + " bytes)"};
     info.steps = 2;
     std::vector<Bytes> out;
@@ -115,6 +177,7 @@ std::vector<Bytes> ProcessGroup::all_gather_bytes(ByteView data, const OpOptions
 
 std::vector<Bytes> ProcessGroup::gather_bytes(ByteView data, int root, const OpOptions &o) {
     check_rank(root, "root");
+    if (async_) return store_bytes("gather_bytes", o, root, {data}).all;
     OpInfo info{"gather_bytes", "(" + std::to_string(data.size) + " bytes)", -1, 0, root};
     info.steps = 2;
     std::vector<Bytes> out;
@@ -139,6 +202,7 @@ std::vector<Bytes> ProcessGroup::gather_bytes(ByteView data, int root, const OpO
 
 Bytes ProcessGroup::broadcast_bytes(ByteView data, int root, const OpOptions &o) {
     check_rank(root, "root");
+    if (async_) return store_bytes("broadcast_bytes", o, root, {data}).one;
     OpInfo info{"broadcast_bytes", "", -1, 0, root};
     info.steps = 2;
     Bytes out;
@@ -161,6 +225,7 @@ Bytes ProcessGroup::scatter_bytes(const std::vector<ByteView> &data, int root, c
     if (rank_ == root && data.size() != static_cast<size_t>(size_))
         fail(DISTC_EINVAL, "the root passed " + std::to_string(data.size()) + " values, expected the group size " +
                                std::to_string(size_));
+    if (async_) return store_bytes("scatter_bytes", o, root, data).one;
     OpInfo info{"scatter_bytes", "", -1, 0, root};
     info.steps = 2;
     Bytes out;

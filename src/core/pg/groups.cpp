@@ -1,5 +1,6 @@
 // Subgroups: c10d's new_group and MPI_Comm_split.
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "core/pg/process_group.hpp"
@@ -21,11 +22,31 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int> 
     uint64_t n = ++subgroups_;
     if (opts.name.empty()) opts.name = name_ + "/sub" + std::to_string(n);
     auto it = std::find(ranks.begin(), ranks.end(), rank_);
-    if (it == ranks.end()) return nullptr;
+    int index = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+    if (async_) opts.backend = async_->name();
+    // An engine that splits (ncclCommSplit) needs every parent rank in the call.
+    if (index < 0) {
+        if (async_) engine_split(-1, 0, opts);
+        return nullptr;
+    }
     std::vector<int> global;
     for (int r : ranks) global.push_back(global_rank(r));
-    return std::make_shared<ProcessGroup>(root_store_, static_cast<int>(it - ranks.begin()),
-                                          static_cast<int>(ranks.size()), opts, std::move(global));
+    return std::make_shared<ProcessGroup>(root_store_, index, static_cast<int>(ranks.size()), opts,
+                                          std::move(global), async_ ? engine_split(0, index, opts) : MakeAsync());
+}
+
+ProcessGroup::MakeAsync ProcessGroup::engine_split(int color, int key, const PgOptions &opts) {
+    if (color < 0) {
+        bool made = false;
+        async_->split(-1, key, AsyncGroupInfo{}, made);
+        return nullptr;
+    }
+    std::string backend = opts.backend;
+    return [this, color, key, backend](const AsyncGroupInfo &info) {
+        bool made = false;
+        auto b = async_->split(color, key, info, made);
+        return made ? std::move(b) : make_async_backend(backend, info);
+    };
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, PgOptions opts) {
@@ -33,6 +54,16 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, PgOptions 
     // Everyone learns everyone's (color, key) through the parent, as MPI does.
     int32_t mine[2] = {color, key};
     Scratch all(DType::Int32, 2 * static_cast<size_t>(size_));
+    if (async_) {
+        // Through the store: a device backend takes no host memory.
+        auto v = all_gather_bytes(ByteView(reinterpret_cast<const uint8_t *>(mine), sizeof mine), OpOptions{});
+        for (size_t r = 0; r < v.size(); ++r) {
+            if (v[r].size() != sizeof mine) fail(DISTC_EPROTO, "rank " + std::to_string(r) + " sent a malformed split request");
+            std::memcpy(all.t.bytes() + r * sizeof mine, v[r].data(), sizeof mine);
+        }
+        opts.backend = async_->name();
+        return split_members(color, key, opts, all);
+    }
     Tensor in;
     in.data = mine;
     in.numel = 2;
@@ -47,8 +78,15 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, PgOptions 
         outs.push_back(o);
     }
     allgather(in, outs, OpOptions{}, false);
+    return split_members(color, key, opts, all);
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::split_members(int color, int key, PgOptions opts, const Scratch &all) {
     uint64_t n = ++subgroups_;
-    if (color < 0) return nullptr;
+    if (color < 0) {
+        if (async_) engine_split(-1, key, opts);
+        return nullptr;
+    }
     auto *v = reinterpret_cast<const int32_t *>(all.t.data);
     std::vector<std::pair<int, int>> members;  // (key, parent rank)
     for (int r = 0; r < size_; ++r)
@@ -63,7 +101,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, PgOptions 
     if (opts.name.empty() || opts.name == "default_pg")
         opts.name = name_ + "/split" + std::to_string(n) + "/color" + std::to_string(color);
     return std::make_shared<ProcessGroup>(root_store_, my_rank, static_cast<int>(members.size()), opts,
-                                          std::move(global));
+                                          std::move(global), async_ ? engine_split(color, key, opts) : MakeAsync());
 }
 
 }  // namespace distc

@@ -67,7 +67,7 @@ bool ProcessGroup::on_group_thread() { return t_group_thread; }
 std::string Tensor::describe() const { return std::string(dtype_name(dtype)) + "[" + std::to_string(numel) + "]"; }
 
 ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, const PgOptions &opts,
-                           std::vector<int> global_ranks)
+                           std::vector<int> global_ranks, const MakeAsync &make)
     : root_store_(std::move(store)), rank_(rank), size_(size), name_(opts.name.empty() ? "default_pg" : opts.name),
       timeout_(opts.timeout),
       global_ranks_(std::move(global_ranks)) {
@@ -86,8 +86,20 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
     std::string instance = name_ + "/" + std::to_string((n - 1) / size);
     prefix_ = instance + "/";
     store_ = std::make_shared<PrefixStore>(instance, root_store_);
-    backend_ = make_backend(opts.backend, store_, rank, size, timeout_);
-    if (size > 1 && SmallMesh::limit() > 0) mesh_ = std::make_unique<SmallMesh>(*store_, rank, size, timeout_);
+    if (opts.backend == "gloo" && !make) {
+        backend_ = make_backend(opts.backend, store_, rank, size, timeout_);
+        if (size > 1 && SmallMesh::limit() > 0) mesh_ = std::make_unique<SmallMesh>(*store_, rank, size, timeout_);
+        return;
+    }
+    AsyncGroupInfo info{store_, rank, size, timeout_, instance, {}, opts.device};
+    for (int r = 0; r < size; ++r) info.global_ranks.push_back(global_rank(r));
+    async_ = make ? make(info) : make_async_backend(opts.backend, info);
+    debug_ = false;  // the cross-check runs over host memory, which a device backend may not take
+}
+
+uint64_t ProcessGroup::device_types() const {
+    if (async_) return async_->device_types();
+    return (uint64_t{1} << 1) | (uint64_t{1} << 3);  // kDLCPU, kDLCUDAHost
 }
 
 int ProcessGroup::global_rank(int group_rank) const {
@@ -122,7 +134,7 @@ ProcessGroup::~ProcessGroup() {
     if (worker_.joinable() || !p2p_threads_.empty()) {
         // An operation in flight may wait on peers for its whole timeout: cut it short.
         aborted_ = true;
-        backend_->abort();
+        if (backend_) backend_->abort();
         if (mesh_) mesh_->abort();
     }
     if (worker_.joinable()) worker_.join();
@@ -131,7 +143,8 @@ ProcessGroup::~ProcessGroup() {
 
 void ProcessGroup::abort() {
     aborted_ = true;
-    backend_->abort();
+    if (async_) async_->abort();
+    if (backend_) backend_->abort();
     if (mesh_) mesh_->abort();
     drop_queued(false, "the group was aborted");
 }
@@ -207,6 +220,32 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
     return w;
 }
 
+ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &o, bool async, const Start &start) {
+    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    async_->require(info.kind);
+    uint64_t seq = info.p2p ? 0 : seq_.fetch_add(1) + 1;
+    Millis timeout = o.timeout.count() < 0 ? timeout_ : o.timeout;
+    std::string label = std::string(info.kind) + (info.p2p ? "" : " #" + std::to_string(seq)) +
+                        (info.detail.empty() ? "" : " " + info.detail);
+    auto w = std::make_shared<Work>(seq, label);
+    w->start();
+    start(w, AsyncArgs{seq, timeout, o.premul_factor, o.stream, &w->what()});
+    if (async || async_->stream_ordered()) {
+        // A device launch that already failed is reported now, as a blocking call must.
+        if (!async && w->done() && w->status() != 0) fail(w->status(), w->message());
+        return w;
+    }
+    // The backend owes completion within the timeout; the margin covers its own detection.
+    if (!w->wait(timeout + Millis(5000))) {
+        async_->abort();
+        aborted_ = true;
+        fail(DISTC_ETIMEOUT, label + ": the " + async_->name() + " backend did not complete it within " +
+                                 std::to_string(timeout.count()) + " ms; the group was aborted");
+    }
+    if (w->status() != 0) fail(w->status(), w->message());
+    return w;
+}
+
 void ProcessGroup::worker_loop() {
     t_group_thread = true;
     for (;;) {
@@ -272,7 +311,10 @@ ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp o
     same_dtype(ts, ts[0].dtype, "tensors");
     check_reduce(ts[0], op);
     double factor = o.premul_factor;
-    return run(OpInfo{"allreduce", list_desc(ts), int(ts[0].dtype), total_numel(ts), -1, int(op)}, o, async,
+    OpInfo info{"allreduce", list_desc(ts), int(ts[0].dtype), total_numel(ts), -1, int(op)};
+    if (async_)
+        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->allreduce(w, ts, op, a); });
+    return run(info, o, async,
                [this, ts, op, factor](const OpCtx &ctx) {
         std::unique_ptr<Scratch> scratch;
         Tensor flat = flatten(ts, scratch, true);
@@ -289,7 +331,10 @@ ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp o
 
 ProcessGroup::WorkPtr ProcessGroup::broadcast(Tensor t, int root, const OpOptions &o, bool async) {
     check_rank(root, "root");
-    return run(OpInfo{"broadcast", "(" + t.describe() + ")", int(t.dtype), t.numel, root}, o, async,
+    OpInfo info{"broadcast", "(" + t.describe() + ")", int(t.dtype), t.numel, root};
+    if (async_)
+        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->broadcast(w, t, root, a); });
+    return run(info, o, async,
                [this, t, root](const OpCtx &ctx) mutable {
         if (small(t.nbytes()))
             mesh_->broadcast(t, root, ctx.tag, ctx.timeout);
@@ -303,7 +348,10 @@ ProcessGroup::WorkPtr ProcessGroup::reduce(Tensor t, int root, ReduceOp op, cons
     check_rank(root, "root");
     check_reduce(t, op);
     double factor = o.premul_factor;
-    return run(OpInfo{"reduce", "(" + t.describe() + ")", int(t.dtype), t.numel, root, int(op)}, o, async,
+    OpInfo info{"reduce", "(" + t.describe() + ")", int(t.dtype), t.numel, root, int(op)};
+    if (async_)
+        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->reduce(w, t, root, op, a); });
+    return run(info, o, async,
                [this, t, root, op, factor](const OpCtx &ctx) mutable {
         // Non-roots contribute from a copy: their tensor is left as it was.
         std::unique_ptr<Scratch> scratch;
@@ -330,7 +378,11 @@ ProcessGroup::WorkPtr ProcessGroup::allgather(Tensor input, std::vector<Tensor> 
                                std::to_string(size_));
     same_dtype(outputs, input.dtype, "outputs");
     same_numel(outputs, input.numel, "outputs");
-    return run(OpInfo{"allgather", "(" + input.describe() + ")", int(input.dtype), input.numel}, o, async,
+    OpInfo info{"allgather", "(" + input.describe() + ")", int(input.dtype), input.numel};
+    if (async_)
+        return launch(info, o, async,
+                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->allgather(w, outputs, input, a); });
+    return run(info, o, async,
                [this, input, outputs](const OpCtx &ctx) {
         std::unique_ptr<Scratch> scratch;
         Tensor flat = flatten(outputs, scratch, false);
@@ -353,7 +405,11 @@ ProcessGroup::WorkPtr ProcessGroup::gather(Tensor input, std::vector<Tensor> out
         same_dtype(outputs, input.dtype, "outputs");
         same_numel(outputs, input.numel, "outputs");
     }
-    return run(OpInfo{"gather", "(" + input.describe() + ")", int(input.dtype), input.numel, root}, o, async,
+    OpInfo info{"gather", "(" + input.describe() + ")", int(input.dtype), input.numel, root};
+    if (async_)
+        return launch(info, o, async,
+                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->gather(w, outputs, input, root, a); });
+    return run(info, o, async,
                [this, input, outputs, root](const OpCtx &ctx) {
         std::unique_ptr<Scratch> scratch;
         if (rank_ != root) {
@@ -377,7 +433,11 @@ ProcessGroup::WorkPtr ProcessGroup::scatter(std::vector<Tensor> inputs, Tensor o
         same_dtype(inputs, output.dtype, "inputs");
         same_numel(inputs, output.numel, "inputs");
     }
-    return run(OpInfo{"scatter", "(" + output.describe() + ")", int(output.dtype), output.numel, root}, o, async,
+    OpInfo info{"scatter", "(" + output.describe() + ")", int(output.dtype), output.numel, root};
+    if (async_)
+        return launch(info, o, async,
+                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->scatter(w, output, inputs, root, a); });
+    return run(info, o, async,
                [this, inputs, output, root](const OpCtx &ctx) mutable {
         std::unique_ptr<Scratch> scratch;
         if (rank_ != root) {
@@ -399,7 +459,11 @@ ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, T
     same_numel(inputs, output.numel, "inputs");
     check_reduce(output, op);
     double factor = o.premul_factor;
-    return run(OpInfo{"reduce_scatter", "(" + output.describe() + ")", int(output.dtype), output.numel, -1, int(op)},
+    OpInfo info{"reduce_scatter", "(" + output.describe() + ")", int(output.dtype), output.numel, -1, int(op)};
+    if (async_)
+        return launch(info, o, async,
+                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->reduce_scatter(w, output, inputs, op, a); });
+    return run(info,
                o, async,
                [this, inputs, output, op, factor](const OpCtx &ctx) {
                    // Gloo has no reduce-scatter collective: allreduce a copy of the
@@ -430,7 +494,11 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall(std::vector<Tensor> inputs, std::ve
     if (outputs[rank_].numel != inputs[rank_].numel)
         fail(DISTC_EINVAL, "outputs[" + std::to_string(rank_) + "] and inputs[" + std::to_string(rank_) +
                                "] (this rank's own part) differ in size");
-    return run(OpInfo{"alltoall", list_desc(inputs), int(inputs[0].dtype)}, o, async, [this, inputs, outputs](const OpCtx &ctx) {
+    OpInfo info{"alltoall", list_desc(inputs), int(inputs[0].dtype)};
+    if (async_)
+        return launch(info, o, async,
+                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->alltoall(w, outputs, inputs, a); });
+    return run(info, o, async, [this, inputs, outputs](const OpCtx &ctx) {
         std::unique_ptr<Scratch> sin, sout;
         Tensor fin = flatten(inputs, sin, true);
         Tensor fout = flatten(outputs, sout, false);
@@ -482,7 +550,26 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
     if (ic[rank_] != oc[rank_])
         fail(DISTC_EINVAL, "input_splits[" + std::to_string(rank_) + "] and output_splits[" + std::to_string(rank_) +
                                "] (this rank's own part) differ");
-    return run(OpInfo{"alltoall_single", "(" + input.describe() + ")", int(input.dtype), input.numel}, o, async,
+    OpInfo info{"alltoall_single", "(" + input.describe() + ")", int(input.dtype), input.numel};
+    if (async_) {
+        // The engine sees per-peer views: alltoall with sizes that may differ.
+        auto views = [](const Tensor &t, const std::vector<size_t> &counts) {
+            std::vector<Tensor> v;
+            size_t off = 0;
+            for (size_t c : counts) {
+                Tensor p = t;
+                p.data = t.bytes() + off * dtype_size(t.dtype);
+                p.numel = c;
+                p.dim0 = static_cast<int64_t>(c);
+                off += c;
+                v.push_back(p);
+            }
+            return v;
+        };
+        auto outs = views(output, oc), ins = views(input, ic);
+        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->alltoall(w, outs, ins, a); });
+    }
+    return run(info, o, async,
                [this, input, output, ic, oc](const OpCtx &ctx) mutable {
                    backend_->alltoallv(input, ic, output, oc, ctx);
                    return -1;
@@ -490,7 +577,9 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
 }
 
 ProcessGroup::WorkPtr ProcessGroup::barrier(const OpOptions &o, bool async) {
-    return run(OpInfo{"barrier", ""}, o, async, [this](const OpCtx &ctx) {
+    OpInfo info{"barrier", ""};
+    if (async_) return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->barrier(w, a); });
+    return run(info, o, async, [this](const OpCtx &ctx) {
         if (mesh_)
             mesh_->barrier(ctx.tag, ctx.timeout);
         else
@@ -505,6 +594,8 @@ ProcessGroup::WorkPtr ProcessGroup::send(Tensor t, int dst, int tag, const OpOpt
     if (tag < 0) fail(DISTC_EINVAL, "tag is negative (" + std::to_string(tag) + ")");
     OpInfo info{"send", "(" + t.describe() + " to rank " + std::to_string(dst) + ", tag " + std::to_string(tag) + ")"};
     info.p2p = true;
+    if (async_)
+        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->send(w, t, dst, tag, a); });
     if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
     std::shared_ptr<PendingP2p> p = backend_->post_send(t, dst, static_cast<uint32_t>(tag));
     return run(info, o, async, [p](const OpCtx &ctx) { return p->wait(ctx.timeout); });
@@ -519,6 +610,8 @@ ProcessGroup::WorkPtr ProcessGroup::recv(Tensor t, int src, int tag, const OpOpt
     std::string from = src < 0 ? "any rank" : "rank " + std::to_string(src);
     OpInfo info{"recv", "(" + t.describe() + " from " + from + ", tag " + std::to_string(tag) + ")"};
     info.p2p = true;
+    if (async_)
+        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->recv(w, t, src, tag, a); });
     if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
     std::shared_ptr<PendingP2p> p = backend_->post_recv(t, src, static_cast<uint32_t>(tag));
     return run(info, o, async, [p](const OpCtx &ctx) { return p->wait(ctx.timeout); });

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/pg/async_backend.hpp"
 #include "core/pg/backend.hpp"
 #include "core/pg/small_mesh.hpp"
 #include "core/store/store.hpp"
@@ -26,11 +27,13 @@ struct PgOptions {
     Millis timeout{1800000};
     std::string name;  // empty: "default_pg" for a root group, derived for subgroups
     int debug = -1;  // -1: from DISTC_DEBUG ("detail" turns it on); 0 off; 1 on
+    int device = -1;  // device backends: the accelerator; -1: the backend's choice
 };
 
 struct OpOptions {
     Millis timeout{-1};  // negative: the group's
     double premul_factor = 1.0;
+    void *stream = nullptr;  // device backends: the caller's stream
 };
 
 struct P2pOp {
@@ -44,8 +47,11 @@ class ProcessGroup {
 public:
     // `store` is the job's store; the group keeps its keys under "<name>/<instance>/".
     // `global_ranks[i]` is group rank i's rank in the root group (empty: this is the root).
+    // `make`, when given, creates an asynchronous backend for the group's key
+    // space (a subgroup split by the engine from its parent).
+    using MakeAsync = std::function<std::unique_ptr<AsyncBackend>(const AsyncGroupInfo &)>;
     ProcessGroup(std::shared_ptr<Store> store, int rank, int size, const PgOptions &opts,
-                 std::vector<int> global_ranks = {});
+                 std::vector<int> global_ranks = {}, const MakeAsync &make = nullptr);
     ~ProcessGroup();
     ProcessGroup(const ProcessGroup &) = delete;
     ProcessGroup &operator=(const ProcessGroup &) = delete;
@@ -54,7 +60,9 @@ public:
     int size() const { return size_; }
     const std::string &name() const { return name_; }
     const std::string &store_prefix() const { return prefix_; }
-    const char *backend_name() const { return backend_->name(); }
+    const char *backend_name() const { return backend_ ? backend_->name() : async_->name(); }
+    // Bit (1 << DLDeviceType) per memory kind the backend takes.
+    uint64_t device_types() const;
     Millis timeout() const { return timeout_; }
     int global_rank(int group_rank) const;  // -1 if out of range
     int group_rank(int global_rank) const;  // -1 if not a member
@@ -109,6 +117,17 @@ private:
         bool p2p = false;      // paired by tag, outside the group's sequence
     };
     WorkPtr run(const OpInfo &info, const OpOptions &o, bool async, Body body);
+    // The path of asynchronous backends: number the operation, let the backend
+    // take its Work, and for a blocking call wait (unless stream-ordered).
+    using Start = std::function<void(const WorkPtr &, const AsyncArgs &)>;
+    WorkPtr launch(const OpInfo &info, const OpOptions &o, bool async, const Start &start);
+    // Byte collectives through the store (asynchronous backends): `kind` is
+    // the collective's name, `mine` this rank's value(s), root -1 for all_gather.
+    struct StoreBytesResult {
+        std::vector<Bytes> all;
+        Bytes one;
+    };
+    StoreBytesResult store_bytes(const char *kind, const OpOptions &o, int root, const std::vector<ByteView> &mine);
     void debug_check(const OpInfo &info, const OpCtx &ctx);
     void execute(Work &w, const OpCtx &ctx, const Body &body) noexcept;
     void worker_loop();
@@ -116,6 +135,10 @@ private:
     // Completes every queued (not yet running) operation with DISTC_EABORTED.
     void drop_queued(bool stop, const char *why);
     void check_rank(int r, const char *what) const;
+    // Subgroups (groups.cpp): the members' group, once everyone's (color, key) is known;
+    // and how an asynchronous backend makes it (color < 0: joins the engine's split as a non-member).
+    std::shared_ptr<ProcessGroup> split_members(int color, int key, PgOptions opts, const Scratch &all);
+    MakeAsync engine_split(int color, int key, const PgOptions &opts);
     void check_reduce(const Tensor &t, ReduceOp op) const;
 
     std::shared_ptr<Store> root_store_;  // the job's store, for subgroups
@@ -128,7 +151,8 @@ private:
     bool debug_ = false;
     std::atomic<uint64_t> subgroups_{0};       // creations so far, same on every rank
     std::atomic<uint64_t> monitored_{0};       // monitored barriers so far
-    std::unique_ptr<Backend> backend_;
+    std::unique_ptr<Backend> backend_;      // gloo, built in
+    std::unique_ptr<AsyncBackend> async_;  // or a registered or plugin backend
     std::unique_ptr<SmallMesh> mesh_;  // small messages bypass the backend (small_mesh.hpp)
     bool small(size_t nbytes) const { return mesh_ && nbytes <= SmallMesh::limit(); }
     std::atomic<uint64_t> seq_{0};

@@ -1,4 +1,4 @@
-// A contiguous CPU buffer as the core sees it; capi/ builds these from DLTensors.
+// A contiguous buffer as the core sees it (host memory unless a device backend is used); capi/ builds these from DLTensors.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,8 @@ struct Tensor {
     size_t numel = 0;
     DType dtype = DType::Float32;
     int64_t dim0 = 0;  // first dimension (numel for 0-d or 1-d), for splits
+    int32_t device_type = 1;  // DLDeviceType (kDLCPU)
+    int32_t device_id = 0;
 
     size_t nbytes() const { return numel * dtype_size(dtype); }
     size_t row_numel() const { return dim0 > 0 ? numel / static_cast<size_t>(dim0) : 0; }

@@ -81,3 +81,31 @@ bool Work::on_complete(std::function<void()> cb) {
 }
 
 }  // namespace distc
+
+namespace distc {
+
+Work::~Work() {
+    if (release_) release_();
+}
+
+bool Work::set_hooks(StreamWait wait_stream, std::function<void()> release) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (has_hooks_) return false;
+    has_hooks_ = true;
+    wait_stream_ = std::move(wait_stream);
+    release_ = std::move(release);
+    return true;
+}
+
+bool Work::wait_stream(void *stream, int &rc) const {
+    StreamWait fn;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!wait_stream_) return false;
+        fn = wait_stream_;
+    }
+    rc = fn(stream);
+    return true;
+}
+
+}  // namespace distc

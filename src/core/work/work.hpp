@@ -15,6 +15,9 @@ namespace distc {
 class Work {
 public:
     Work(uint64_t seq, std::string what) : seq_(seq), what_(std::move(what)) {}
+    ~Work();
+    Work(const Work &) = delete;
+    Work &operator=(const Work &) = delete;
 
     uint64_t seq() const { return seq_; }
     const std::string &what() const { return what_; }  // "allreduce #5 (float32, 1024 elements)"
@@ -34,6 +37,14 @@ public:
     // Registers the callback; runs it now if already done. False if one was set before.
     bool on_complete(std::function<void()> cb);
 
+    // Device work (backends with streams): how a stream waits for it, and
+    // what to release when the work goes. Set once, before completion; false
+    // if set before.
+    using StreamWait = std::function<int(void *stream)>;
+    bool set_hooks(StreamWait wait_stream, std::function<void()> release);
+    // Runs the stream hook; false (and nothing done) when there is none.
+    bool wait_stream(void *stream, int &rc) const;
+
 private:
     const uint64_t seq_;
     const std::string what_;
@@ -46,6 +57,9 @@ private:
     int32_t source_ = -1;
     std::chrono::steady_clock::time_point start_{}, end_{};
     std::function<void()> cb_;
+    bool has_hooks_ = false;
+    StreamWait wait_stream_;
+    std::function<void()> release_;
 };
 
 }  // namespace distc

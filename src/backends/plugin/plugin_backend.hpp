@@ -1,0 +1,58 @@
+// The adapter between the core's AsyncBackend and a backend's C vtable
+// (distc/sys/backend.h): tensors become distc_buffers, Works become handles
+// the backend completes, errors become exceptions.
+#pragma once
+
+#include <memory>
+
+#include "backends/plugin/registry.hpp"
+#include "core/pg/async_backend.hpp"
+
+struct distc_store;
+
+namespace distc {
+
+class PluginBackend final : public AsyncBackend {
+public:
+    // Creates the backend's group (a collective over the group's ranks).
+    PluginBackend(std::shared_ptr<const BackendDef> def, const AsyncGroupInfo &info);
+    ~PluginBackend() override;
+
+    const char *name() const override { return def_->name.c_str(); }
+    uint64_t device_types() const override { return def_->ops.device_types; }
+    bool stream_ordered() const override { return def_->ops.flags & DISTC_BACKEND_STREAM_ORDERED; }
+    void require(const char *op) const override;
+
+    void allreduce(const WorkPtr &w, const std::vector<Tensor> &ts, ReduceOp op, const AsyncArgs &a) override;
+    void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) override;
+    void reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) override;
+    void allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
+                   const AsyncArgs &a) override;
+    void gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
+                const AsyncArgs &a) override;
+    void scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
+                 const AsyncArgs &a) override;
+    void reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, ReduceOp op,
+                        const AsyncArgs &a) override;
+    void alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
+                  const AsyncArgs &a) override;
+    void barrier(const WorkPtr &w, const AsyncArgs &a) override;
+    void send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) override;
+    void recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) override;
+    void batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) override;
+
+    std::unique_ptr<AsyncBackend> split(int color, int key, const AsyncGroupInfo &info, bool &made) override;
+    void abort() override;
+
+private:
+    PluginBackend(std::shared_ptr<const BackendDef> def, void *group, distc_store *store);
+    // Hands `w` to the backend through `call`; throws with the backend's message if it did not take it.
+    template <typename F>
+    void start(const WorkPtr &w, const char *op, F &&call);
+
+    std::shared_ptr<const BackendDef> def_;
+    void *group_ = nullptr;
+    distc_store *store_ = nullptr;  // the handle the backend was given; freed after destroy
+};
+
+}  // namespace distc

@@ -1,0 +1,85 @@
+// A backend that starts operations and completes their Work later, from any
+// thread: the shape of MPI's non-blocking collectives and of NCCL's stream
+// launches. Plugins (distc/sys/backend.h) are adapted to it in
+// backends/plugin/. The group has checked every argument before a call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/pg/tensor.hpp"
+#include "core/store/store.hpp"
+#include "core/work/work.hpp"
+
+namespace distc {
+
+struct AsyncArgs {
+    uint64_t seq;         // 0 for point-to-point
+    Millis timeout;
+    double premul_factor;
+    void *stream;         // the caller's device stream, or nullptr
+    const std::string *what;
+};
+
+struct AsyncGroupInfo {
+    std::shared_ptr<Store> store;  // the group's key space
+    int rank, size;
+    Millis timeout;
+    std::string name;              // "<name>/<instance>"
+    std::vector<int> global_ranks; // size entries
+    int device;                    // -1: the backend's choice
+};
+
+class AsyncBackend {
+public:
+    using WorkPtr = std::shared_ptr<Work>;
+    virtual ~AsyncBackend() = default;
+    virtual const char *name() const = 0;
+    virtual uint64_t device_types() const = 0;  // bit (1 << DLDeviceType) per memory kind taken
+    // Blocking calls return once the operation is enqueued (device streams).
+    virtual bool stream_ordered() const = 0;
+    // Throws DISTC_ENOTSUP naming the backend when `op` ("allreduce") is not implemented.
+    virtual void require(const char *op) const = 0;
+
+    // Each either takes `w` (and completes it later, maybe at once) or throws
+    // without having sent anything.
+    virtual void allreduce(const WorkPtr &w, const std::vector<Tensor> &ts, ReduceOp op, const AsyncArgs &a) = 0;
+    virtual void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) = 0;
+    virtual void reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) = 0;
+    virtual void allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
+                           const AsyncArgs &a) = 0;
+    // `outputs` / `inputs` empty on non-roots.
+    virtual void gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
+                        const AsyncArgs &a) = 0;
+    virtual void scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
+                         const AsyncArgs &a) = 0;
+    virtual void reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs,
+                                ReduceOp op, const AsyncArgs &a) = 0;
+    virtual void alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
+                          const AsyncArgs &a) = 0;
+    virtual void barrier(const WorkPtr &w, const AsyncArgs &a) = 0;
+    virtual void send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) = 0;
+    virtual void recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) = 0;
+    struct P2p {
+        bool send;
+        Tensor tensor;
+        int peer;
+        int tag;
+    };
+    virtual void batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) = 0;
+
+    // A subgroup made by the engine from this group (a collective on it), or
+    // nullptr when the engine cannot split (the caller then makes the
+    // subgroup from its own key space). `color` < 0: in no subgroup.
+    // Sets `made` to whether the engine split.
+    virtual std::unique_ptr<AsyncBackend> split(int color, int key, const AsyncGroupInfo &info, bool &made) = 0;
+    virtual void abort() = 0;
+};
+
+// The backend `name` (a registered one or a plugin library), created for one
+// group. Throws DISTC_ENOTFOUND / DISTC_EBACKEND naming what is missing.
+std::unique_ptr<AsyncBackend> make_async_backend(const std::string &name, const AsyncGroupInfo &info);
+
+}  // namespace distc
