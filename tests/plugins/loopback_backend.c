@@ -79,6 +79,17 @@ static int lb_create(void **out, const distc_backend_group_info *info, void *pay
 
 static void lb_destroy(void *g) { free(g); }
 
+int loopback_splits;
+
+/* A world of one splits into itself or into nothing. */
+static int lb_split(void **out, void *parent, int32_t color, int32_t key, const distc_backend_group_info *info) {
+    (void)parent, (void)key;
+    __atomic_add_fetch(&loopback_splits, 1, __ATOMIC_SEQ_CST);
+    *out = NULL;
+    if (color == DISTC_SPLIT_NOCOLOR) return 0;
+    return lb_create(out, info, NULL);
+}
+
 static int lb_abort(void *g) {
     ((group *)g)->aborted = 1;
     return 0;
@@ -160,25 +171,22 @@ static int lb_barrier(distc_work *w, void *g, const distc_backend_op_args *a) {
 
 /* No send, recv or batch_p2p: a world of one has no peer (and the core answers DISTC_ENOTSUP). */
 static const distc_backend_ops g_ops = {
-    DISTC_BACKEND_OPS_VERSION,
-    0,
-    DISTC_DEVICE_BIT(kDLCPU),
-    lb_create,
-    lb_destroy,
-    lb_abort,
-    NULL,
-    lb_allreduce,
-    lb_broadcast,
-    lb_reduce,
-    lb_allgather,
-    lb_gather,
-    lb_scatter,
-    lb_reduce_scatter,
-    lb_alltoall,
-    lb_barrier,
-    NULL,
-    NULL,
-    NULL,
+    .version = DISTC_BACKEND_OPS_VERSION,
+    .flags = 0,
+    .device_types = DISTC_DEVICE_BIT(kDLCPU),
+    .create = lb_create,
+    .destroy = lb_destroy,
+    .abort = lb_abort,
+    .split = lb_split,
+    .allreduce = lb_allreduce,
+    .broadcast = lb_broadcast,
+    .reduce = lb_reduce,
+    .allgather = lb_allgather,
+    .gather = lb_gather,
+    .scatter = lb_scatter,
+    .reduce_scatter = lb_reduce_scatter,
+    .alltoall = lb_alltoall,
+    .barrier = lb_barrier,
 };
 
 const distc_backend_ops *loopback_backend_ops(void) { return &g_ops; }

@@ -10,6 +10,9 @@
 
 #include <distc.h>
 
+/* Calls of its split entry so far (the core splits through the engine when it can). */
+extern int loopback_splits;
+
 /* The vtable (static storage). */
 const distc_backend_ops *loopback_backend_ops(void);
 

@@ -91,8 +91,14 @@ std::shared_ptr<const BackendDef> load_plugin(const std::string &name) {
             dlclose(dl);
             fail(DISTC_EBACKEND, "backend '" + name + "': " + path + " refused to start: " + msg);
         }
+        std::shared_ptr<const BackendDef> def;
+        try {
+            def = std::make_shared<const BackendDef>(checked(name, ops, payload, path));
+        } catch (const Error &e) {
+            dlclose(dl);
+            fail(DISTC_EBACKEND, e.what());
+        }
         // Kept loaded for the life of the process: its vtable is referenced from here on.
-        auto def = std::make_shared<const BackendDef>(checked(name, ops, payload, path));
         registry()[name] = def;
         return def;
     }

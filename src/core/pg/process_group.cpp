@@ -236,7 +236,7 @@ ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &
         return w;
     }
     // The backend owes completion within the timeout; the margin covers its own detection.
-    if (!w->wait(timeout + Millis(5000))) {
+    if (!w->wait(timeout + Millis(2000))) {
         async_->abort();
         aborted_ = true;
         fail(DISTC_ETIMEOUT, label + ": the " + async_->name() + " backend did not complete it within " +

@@ -1,0 +1,383 @@
+/*
+ * The backend plugin ABI (distc/sys/backend.h): registration and its checks,
+ * plugin libraries found through DISTC_PLUGIN_PATH and the clear failures of
+ * broken ones, work completed by a backend from any thread (hooks, failure
+ * messages, stream-ordered blocking calls, a backend that never completes),
+ * memory kinds, splits through the engine, and the host helpers.
+ *
+ * CTest sets DISTC_PLUGIN_PATH to the directory of the test plugins.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "loopback_backend.h"
+#include "pg_harness.h"
+#include "test_util.h"
+
+static distc_pg *new_group(const char *backend, int expect_rc, const char *needle) {
+    distc_store *st = NULL;
+    ASSERT_OK(distc_store_new_hash(&st));
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.backend = backend;
+    o.timeout_ms = 5000;
+    distc_pg *pg = NULL;
+    if (expect_rc == 0)
+        ASSERT_OK(distc_pg_new(&pg, st, 0, 1, &o));
+    else
+        ASSERT_ERR(distc_pg_new(&pg, st, 0, 1, &o), expect_rc, needle);
+    distc_store_free(st);
+    return pg;
+}
+
+static DLTensor tensor_f32(float *data, int64_t *shape) {
+    DLTensor t = {data, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
+    return t;
+}
+
+/* ------------------------------------------------------------ registration */
+
+static int ok_create(void **g, const distc_backend_group_info *info, void *payload) {
+    (void)info;
+    *g = payload ? payload : (void *)1;
+    return 0;
+}
+static void ok_destroy(void *g) { (void)g; }
+
+static void test_register_checks(void **state) {
+    (void)state;
+    distc_backend_ops ops = {.version = DISTC_BACKEND_OPS_VERSION,
+                             .device_types = DISTC_DEVICE_BIT(kDLCPU),
+                             .create = ok_create,
+                             .destroy = ok_destroy};
+    ASSERT_ERR(distc_backend_register(NULL, &ops, NULL), DISTC_EINVAL, "name");
+    ASSERT_ERR(distc_backend_register("reg_a", NULL, NULL), DISTC_EINVAL, "ops");
+    ASSERT_ERR(distc_backend_register("Bad Name", &ops, NULL), DISTC_EINVAL, "[a-z0-9_-]");
+    ASSERT_ERR(distc_backend_register("", &ops, NULL), DISTC_EINVAL, "backend name");
+    ASSERT_ERR(distc_backend_register("gloo", &ops, NULL), DISTC_ESTATE, "already exists");
+    distc_backend_ops bad = ops;
+    bad.version = 0;
+    ASSERT_ERR(distc_backend_register("reg_a", &bad, NULL), DISTC_EINVAL, "version");
+    bad.version = DISTC_BACKEND_OPS_VERSION + 1;
+    ASSERT_ERR(distc_backend_register("reg_a", &bad, NULL), DISTC_EINVAL, "rebuild");
+    bad = ops;
+    bad.create = NULL;
+    ASSERT_ERR(distc_backend_register("reg_a", &bad, NULL), DISTC_EINVAL, "create");
+    bad = ops;
+    bad.device_types = 0;
+    ASSERT_ERR(distc_backend_register("reg_a", &bad, NULL), DISTC_EINVAL, "device_types");
+    ASSERT_OK(distc_backend_register("reg_a", &ops, NULL));
+    ASSERT_ERR(distc_backend_register("reg_a", &ops, NULL), DISTC_ESTATE, "reg_a");
+
+    /* Every operation it lacks is DISTC_ENOTSUP naming the backend and the operation. */
+    distc_pg *pg = new_group("reg_a", 0, NULL);
+    const char *be = NULL;
+    ASSERT_OK(distc_pg_backend(&be, pg));
+    assert_string_equal(be, "reg_a");
+    float x[4] = {1, 2, 3, 4};
+    int64_t shape = 4;
+    DLTensor t = tensor_f32(x, &shape);
+    ASSERT_ERR(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL), DISTC_ENOTSUP, "reg_a");
+    dt_assert_contains(distc_error_last(), "allreduce");
+    ASSERT_ERR(distc_barrier(NULL, pg, NULL), DISTC_ENOTSUP, "barrier");
+    DLTensor *list[1] = {&t};
+    ASSERT_ERR(distc_allgather(NULL, pg, list, &t, NULL), DISTC_ENOTSUP, "allgather");
+    distc_pg_free(pg);
+}
+
+static void test_unknown_backend(void **state) {
+    (void)state;
+    new_group("nosuch", DISTC_ENOTFOUND, "libdistc-nosuch.so");
+    dt_assert_contains(distc_error_last(), "DISTC_PLUGIN_PATH");
+    new_group("No/Such", DISTC_EINVAL, "backend name");
+}
+
+/* ----------------------------------------------------------------- plugins */
+
+static void test_plugin_from_path(void **state) {
+    (void)state;
+    distc_pg *pg = new_group("looptest", 0, NULL);
+    const char *be = NULL;
+    ASSERT_OK(distc_pg_backend(&be, pg));
+    assert_string_equal(be, "looptest");
+    float x[3] = {1, 2, 3};
+    int64_t shape = 3;
+    DLTensor t = tensor_f32(x, &shape);
+    distc_op_options oo = DISTC_OP_OPTIONS_INIT;
+    oo.premul_factor = 2.0;
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_PREMUL_SUM, &oo));
+    assert_true(x[0] == 2 && x[1] == 4 && x[2] == 6);
+    distc_work *w = NULL;
+    ASSERT_OK(distc_allreduce(&w, pg, &t, DISTC_AVG, NULL));
+    ASSERT_OK(distc_work_wait(w, -1));
+    /* Host work: waiting "on a stream" waits on the host. */
+    ASSERT_OK(distc_work_wait_stream(w, NULL));
+    distc_work_free(w);
+    /* A second group reuses the loaded library. */
+    distc_pg *pg2 = new_group("looptest", 0, NULL);
+    distc_pg_free(pg2);
+    distc_pg_free(pg);
+}
+
+static void test_broken_plugins(void **state) {
+    (void)state;
+    new_group("badversion", DISTC_EBACKEND, "vtable version");
+    dt_assert_contains(distc_error_last(), "libdistc-badversion.so");
+    new_group("refuse", DISTC_EBACKEND, "refused to start");
+    dt_assert_contains(distc_error_last(), "no engine device found");
+    new_group("noinit", DISTC_EBACKEND, "not a distc plugin");
+    new_group("needsmissing", DISTC_EBACKEND, "libdistc_test_gone.so");
+    dt_assert_contains(distc_error_last(), "cannot load");
+}
+
+/* ------------------------------------------------- a backend under control */
+
+/* Takes every allreduce and keeps its work for the test to complete. */
+typedef struct ctl {
+    distc_work *pending;
+    void *waited_stream;
+    int stream_waits, releases, aborts;
+    int refuse;         /* allreduce returns DISTC_EINVAL without taking the work */
+    int complete_now;   /* complete from a thread after a short while */
+    int never;          /* never complete */
+    int32_t seen_device;
+} ctl;
+
+static ctl g_ctl;
+
+static int ctl_wait_stream(void *payload, void *stream) {
+    ctl *c = payload;
+    c->waited_stream = stream;
+    ++c->stream_waits;
+    return 0;
+}
+static void ctl_release(void *payload) { ++((ctl *)payload)->releases; }
+
+static void *complete_later(void *arg) {
+    struct timespec ts = {0, 30 * 1000000L};
+    nanosleep(&ts, NULL);
+    distc_backend_work_complete(arg, -1);
+    return NULL;
+}
+
+static int ctl_allreduce(distc_work *w, void *g, const distc_buffer *b, size_t n, int32_t op,
+                         const distc_backend_op_args *a) {
+    (void)op;
+    ctl *c = g;
+    if (c->refuse) return distc_error_set(DISTC_EINVAL, "the engine cannot reduce this (test)");
+    if (n != 1 || a->version != DISTC_BACKEND_OP_ARGS_VERSION || !a->what || !strstr(a->what, "allreduce"))
+        return distc_error_set(DISTC_EINTERNAL, "unexpected arguments");
+    c->seen_device = b[0].device_type;
+    static const distc_work_hooks hooks = {DISTC_WORK_HOOKS_VERSION, ctl_wait_stream, ctl_release};
+    int rc = distc_backend_work_set_hooks(w, &hooks, c);
+    if (rc) return rc;
+    if (c->never) return 0;
+    if (c->complete_now) {
+        pthread_t t;
+        pthread_create(&t, NULL, complete_later, w);
+        pthread_detach(t);
+        return 0;
+    }
+    c->pending = w;
+    return 0;
+}
+
+static int ctl_abort(void *g) {
+    ++((ctl *)g)->aborts;
+    return 0;
+}
+
+static void register_ctl(const char *name, uint32_t flags, uint64_t devices) {
+    distc_backend_ops ops = {.version = DISTC_BACKEND_OPS_VERSION,
+                             .flags = flags,
+                             .device_types = devices,
+                             .create = ok_create,
+                             .destroy = ok_destroy,
+                             .abort = ctl_abort,
+                             .allreduce = ctl_allreduce};
+    ASSERT_OK(distc_backend_register(name, &ops, &g_ctl));
+}
+
+static void test_work_completed_by_backend(void **state) {
+    (void)state;
+    memset(&g_ctl, 0, sizeof g_ctl);
+    register_ctl("ctl_async", 0, DISTC_DEVICE_BIT(kDLCPU));
+    distc_pg *pg = new_group("ctl_async", 0, NULL);
+    float x[2] = {1, 2};
+    int64_t shape = 2;
+    DLTensor t = tensor_f32(x, &shape);
+
+    distc_work *w = NULL;
+    ASSERT_OK(distc_allreduce(&w, pg, &t, DISTC_SUM, NULL));
+    assert_non_null(g_ctl.pending);
+    assert_int_equal(distc_work_test(w), DISTC_INPROGRESS);
+    ASSERT_ERR(distc_work_wait(w, 10), DISTC_ETIMEOUT, "still running");
+    int hook_rc = 0;
+    hook_rc = distc_work_wait_stream(w, (void *)0x1234);
+    assert_int_equal(hook_rc, 0);
+    assert_int_equal(g_ctl.stream_waits, 1);
+    assert_ptr_equal(g_ctl.waited_stream, (void *)0x1234);
+    ASSERT_ERR(distc_backend_work_set_hooks(g_ctl.pending, &(distc_work_hooks){DISTC_WORK_HOOKS_VERSION, NULL, NULL},
+                                            NULL),
+               DISTC_ESTATE, "already set");
+    ASSERT_OK(distc_backend_work_complete(g_ctl.pending, -1));
+    ASSERT_OK(distc_work_wait(w, -1));
+    uint64_t seq = 0;
+    ASSERT_OK(distc_work_seq(&seq, w));
+    assert_int_equal(seq, 1);
+    assert_int_equal(g_ctl.releases, 0);
+    distc_work_free(w);
+    assert_int_equal(g_ctl.releases, 1);
+
+    /* A failure carries the operation and the backend's words. */
+    ASSERT_OK(distc_allreduce(&w, pg, &t, DISTC_SUM, NULL));
+    ASSERT_ERR(distc_backend_work_fail(g_ctl.pending, 5, "x"), DISTC_EINVAL, "negative");
+    ASSERT_OK(distc_backend_work_fail(g_ctl.pending, DISTC_EREMOTE, "peer 3 vanished"));
+    ASSERT_ERR(distc_work_wait(w, -1), DISTC_EREMOTE, "peer 3 vanished");
+    dt_assert_contains(distc_error_last(), "allreduce #2");
+    ASSERT_ERR(distc_work_wait_stream(w, NULL), DISTC_EREMOTE, "peer 3 vanished");
+    distc_work_free(w);
+
+    /* An operation the backend refuses: its code and message, no handle, nothing pending. */
+    g_ctl.refuse = 1;
+    w = NULL;
+    ASSERT_ERR(distc_allreduce(&w, pg, &t, DISTC_SUM, NULL), DISTC_EINVAL, "cannot reduce this");
+    dt_assert_contains(distc_error_last(), "ctl_async");
+    assert_null(w);
+    g_ctl.refuse = 0;
+
+    /* Blocking calls on a host backend wait for the backend's completion from its thread. */
+    g_ctl.complete_now = 1;
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));
+    g_ctl.complete_now = 0;
+
+    ASSERT_ERR(distc_backend_work_complete(NULL, -1), DISTC_EINVAL, "work");
+    ASSERT_ERR(distc_backend_work_set_hooks(NULL, NULL, NULL), DISTC_EINVAL, "work");
+    distc_pg_free(pg);
+}
+
+static void test_backend_never_completes(void **state) {
+    (void)state;
+    memset(&g_ctl, 0, sizeof g_ctl);
+    register_ctl("ctl_never", 0, DISTC_DEVICE_BIT(kDLCPU));
+    distc_pg *pg = new_group("ctl_never", 0, NULL);
+    float x[2] = {1, 2};
+    int64_t shape = 2;
+    DLTensor t = tensor_f32(x, &shape);
+    g_ctl.never = 1;
+    distc_op_options oo = DISTC_OP_OPTIONS_INIT;
+    oo.timeout_ms = 100;
+    ASSERT_ERR(distc_allreduce(NULL, pg, &t, DISTC_SUM, &oo), DISTC_ETIMEOUT, "did not complete");
+    assert_int_equal(g_ctl.aborts, 1);
+    ASSERT_ERR(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL), DISTC_EABORTED, "aborted");
+    distc_pg_free(pg);
+}
+
+static void test_stream_ordered_and_devices(void **state) {
+    (void)state;
+    memset(&g_ctl, 0, sizeof g_ctl);
+    register_ctl("ctl_device", DISTC_BACKEND_STREAM_ORDERED, DISTC_DEVICE_BIT(kDLCUDA));
+    distc_pg *pg = new_group("ctl_device", 0, NULL);
+    float x[2] = {1, 2};
+    int64_t shape = 2;
+    DLTensor t = tensor_f32(x, &shape);
+    ASSERT_ERR(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL), DISTC_EINVAL, "takes CUDA memory");
+    dt_assert_contains(distc_error_last(), "tensor is in CPU memory");
+    t.device.device_type = kDLCUDA; /* never dereferenced: the backend only looks at it */
+    /* Stream-ordered: the blocking call returns once the backend took the work. */
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));
+    assert_int_equal(g_ctl.seen_device, kDLCUDA);
+    assert_non_null(g_ctl.pending);
+    ASSERT_OK(distc_backend_work_complete(g_ctl.pending, -1));
+    assert_int_equal(g_ctl.releases, 1); /* the core's handle went with the blocking call */
+    distc_pg_free(pg);
+}
+
+/* -------------------------------------------------------------- splitting */
+
+static void test_split_through_engine(void **state) {
+    (void)state;
+    ASSERT_OK(loopback_backend_register("loopback"));
+    distc_pg *pg = new_group("loopback", 0, NULL);
+    int before = loopback_splits;
+    distc_pg *sub = NULL;
+    ASSERT_OK(distc_pg_split(&sub, pg, 3, 0, NULL));
+    assert_non_null(sub);
+    assert_int_equal(loopback_splits, before + 1);
+    const char *be = NULL;
+    ASSERT_OK(distc_pg_backend(&be, sub));
+    assert_string_equal(be, "loopback");
+    float x[2] = {1, 2};
+    int64_t shape = 2;
+    DLTensor t = tensor_f32(x, &shape);
+    ASSERT_OK(distc_allreduce(NULL, sub, &t, DISTC_MAX, NULL));
+    distc_pg *none = (distc_pg *)&none;
+    ASSERT_OK(distc_pg_split(&none, pg, DISTC_SPLIT_NOCOLOR, 0, NULL));
+    assert_null(none);
+    assert_int_equal(loopback_splits, before + 2);
+    int32_t ranks[1] = {0};
+    distc_pg *nsub = NULL;
+    ASSERT_OK(distc_pg_new_subgroup(&nsub, pg, ranks, 1, NULL));
+    assert_non_null(nsub);
+    assert_int_equal(loopback_splits, before + 3);
+    /* Byte collectives of plugin backends go through the store. */
+    distc_buf out[1];
+    ASSERT_OK(distc_all_gather_bytes(out, nsub, "abc", 3, NULL));
+    assert_int_equal(out[0].size, 3);
+    assert_memory_equal(out[0].data, "abc", 3);
+    distc_buf_dispose(&out[0]);
+    distc_pg_free(nsub);
+    distc_pg_free(sub);
+    distc_pg_free(pg);
+}
+
+/* ----------------------------------------------------------- host helpers */
+
+static void test_host_helpers(void **state) {
+    (void)state;
+    assert_int_equal(distc_dtype_size(DISTC_DTYPE_BFLOAT16), 2);
+    assert_int_equal(distc_dtype_size(DISTC_DTYPE_COMPLEX128), 16);
+    assert_int_equal(distc_dtype_size(99), 0);
+    assert_string_equal(distc_dtype_name(DISTC_DTYPE_FLOAT32), "float32");
+    assert_string_equal(distc_dtype_name(-1), "unknown");
+
+    int32_t a[3] = {1, 5, -2}, b[3] = {4, 2, -3};
+    ASSERT_OK(distc_backend_combine(a, b, 3, DISTC_DTYPE_INT32, DISTC_MAX));
+    assert_true(a[0] == 4 && a[1] == 5 && a[2] == -2);
+    uint16_t h[2] = {dt_float_to_half(65504.0f), dt_float_to_half(1.5f)};
+    uint16_t k[2] = {dt_float_to_half(-65504.0f), dt_float_to_half(2.25f)};
+    ASSERT_OK(distc_backend_combine(h, k, 2, DISTC_DTYPE_FLOAT16, DISTC_SUM));
+    assert_true(dt_half_to_float(h[0]) == 0.0f && dt_half_to_float(h[1]) == 3.75f);
+    float c[2] = {1, 2};
+    ASSERT_ERR(distc_backend_combine(c, c, 1, DISTC_DTYPE_COMPLEX64, DISTC_MIN), DISTC_EINVAL, "complex");
+    ASSERT_ERR(distc_backend_combine(c, c, 2, DISTC_DTYPE_FLOAT32, DISTC_BXOR), DISTC_EINVAL, "integer or bool");
+    ASSERT_ERR(distc_backend_combine(c, c, 2, 42, DISTC_SUM), DISTC_EINVAL, "dtype");
+    ASSERT_ERR(distc_backend_combine(c, c, 2, DISTC_DTYPE_FLOAT32, 77), DISTC_EINVAL, "op");
+    ASSERT_ERR(distc_backend_combine(NULL, c, 2, DISTC_DTYPE_FLOAT32, DISTC_SUM), DISTC_EINVAL, "NULL");
+    ASSERT_OK(distc_backend_combine(NULL, NULL, 0, DISTC_DTYPE_FLOAT32, DISTC_SUM));
+
+    int64_t v[2] = {7, -7};
+    ASSERT_OK(distc_backend_scale(v, 2, DISTC_DTYPE_INT64, 0.5));
+    assert_true(v[0] == 3 && v[1] == -3); /* toward zero, as torch's AVG */
+    uint8_t flag = 1;
+    ASSERT_ERR(distc_backend_scale(&flag, 1, DISTC_DTYPE_BOOL, 2.0), DISTC_EINVAL, "bool");
+    ASSERT_ERR(distc_backend_scale(NULL, 1, DISTC_DTYPE_INT64, 2.0), DISTC_EINVAL, "NULL");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_register_checks),
+        cmocka_unit_test(test_unknown_backend),
+        cmocka_unit_test(test_plugin_from_path),
+        cmocka_unit_test(test_broken_plugins),
+        cmocka_unit_test(test_work_completed_by_backend),
+        cmocka_unit_test(test_backend_never_completes),
+        cmocka_unit_test(test_stream_ordered_and_devices),
+        cmocka_unit_test(test_split_through_engine),
+        cmocka_unit_test(test_host_helpers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
