@@ -38,6 +38,7 @@
 #ifndef DISTC_SYS_BACKEND_H
 #define DISTC_SYS_BACKEND_H
 
+#include "../errors.h"
 #include "../pg.h"
 
 DISTC_BEGIN_DECL

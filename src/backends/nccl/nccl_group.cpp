@@ -1,0 +1,316 @@
+#include "backends/nccl/nccl_group.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+namespace distc_nccl {
+
+void raise(int code, std::string message) { throw Failure{code, std::move(message)}; }
+
+void check_cuda(cudaError_t e, const char *what) {
+    if (e != cudaSuccess)
+        raise(DISTC_EBACKEND, std::string(what) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+namespace {
+
+std::mutex g_pool_mu;
+std::map<int, std::vector<cudaEvent_t>> g_pool;
+
+std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
+    std::string s = ncclGetErrorString(r);
+    const char *last = comm ? ncclGetLastError(comm) : nullptr;
+    if (last && *last) s += ": " + std::string(last);
+    return s;
+}
+
+struct EventRef {
+    int device;
+    cudaEvent_t event;
+};
+
+int wait_stream_hook(void *payload, void *stream) {
+    auto *ref = static_cast<EventRef *>(payload);
+    cudaError_t e = cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), ref->event, 0);
+    if (e != cudaSuccess)
+        return distc_error_set(DISTC_EBACKEND, (std::string("cudaStreamWaitEvent: ") + cudaGetErrorString(e)).c_str());
+    return 0;
+}
+
+void release_hook(void *payload) {
+    auto *ref = static_cast<EventRef *>(payload);
+    give_event(ref->device, ref->event);
+    delete ref;
+}
+
+const distc_work_hooks kHooks = {DISTC_WORK_HOOKS_VERSION, wait_stream_hook, release_hook};
+
+}  // namespace
+
+cudaEvent_t take_event(int device) {
+    {
+        std::lock_guard<std::mutex> lk(g_pool_mu);
+        auto &v = g_pool[device];
+        if (!v.empty()) {
+            cudaEvent_t e = v.back();
+            v.pop_back();
+            return e;
+        }
+    }
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    return e;
+}
+
+void give_event(int device, cudaEvent_t e) {
+    std::lock_guard<std::mutex> lk(g_pool_mu);
+    g_pool[device].push_back(e);
+}
+
+Group::Group(const distc_backend_group_info &info) : rank_(info.rank), size_(info.size) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0)
+        raise(DISTC_EBACKEND, std::string("no CUDA device is visible (cudaGetDeviceCount: ") +
+                                  (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + ")");
+    if (info.device >= 0) {
+        if (info.device >= count)
+            raise(DISTC_EINVAL, "device " + std::to_string(info.device) + " does not exist (" + std::to_string(count) +
+                                    " visible)");
+        device_ = info.device;
+    } else {
+        // torchrun's convention: one device per local rank.
+        const char *lr = std::getenv("LOCAL_RANK");
+        device_ = lr ? std::atoi(lr) % count : 0;
+    }
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+    init_comm(info);
+    start_watchdog();
+}
+
+Group::Group(const distc_backend_group_info &info, ncclComm_t comm, int device)
+    : rank_(info.rank), size_(info.size), device_(device), comm_(comm) {
+    check_cuda(cudaMalloc(&barrier_buf_, sizeof(int)), "cudaMalloc");
+    start_watchdog();
+}
+
+void Group::init_comm(const distc_backend_group_info &info) {
+    auto deadline = Clock::now() + std::chrono::milliseconds(info.timeout_ms);
+    ncclUniqueId id;
+    if (rank_ == 0) {
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess) raise(DISTC_EBACKEND, "ncclGetUniqueId: " + nccl_error(r, nullptr));
+        if (distc_store_set(info.store, "nccl/unique_id", &id, sizeof id) != 0)
+            raise(distc_error_last_code(), std::string("publishing the ncclUniqueId: ") + distc_error_last());
+    } else {
+        distc_buf b = {nullptr, 0};
+        const char *key = "nccl/unique_id";
+        if (distc_store_wait(info.store, &key, 1, info.timeout_ms) != 0 ||
+            distc_store_get(&b, info.store, key) != 0)
+            raise(distc_error_last_code(), std::string("waiting for rank 0's ncclUniqueId: ") + distc_error_last());
+        bool ok = b.size == sizeof id;
+        if (ok) std::memcpy(&id, b.data, sizeof id);
+        distc_buf_dispose(&b);
+        if (!ok) raise(DISTC_EPROTO, "the ncclUniqueId in the store has the wrong size");
+    }
+    // Non-blocking, so that a rank that never joins costs a timeout, not a hang.
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&comm_, size_, id, rank_, &cfg);
+    settle(r, "ncclCommInitRankConfig", deadline);
+    check_cuda(cudaMalloc(&barrier_buf_, sizeof(int)), "cudaMalloc");
+}
+
+// A non-blocking communicator answers ncclInProgress until its last call is
+// done with the host side; errors are reported, and a timeout aborts it.
+void Group::settle(ncclResult_t r, const char *what, Clock::time_point deadline) {
+    while (r == ncclInProgress) {
+        if (Clock::now() > deadline) {
+            if (comm_) ncclCommAbort(comm_);
+            comm_ = nullptr;
+            aborted_ = true;
+            raise(DISTC_ETIMEOUT, std::string(what) + " did not finish in time (are all ranks calling it?); "
+                                  "the communicator was aborted");
+        }
+        std::this_thread::yield();
+        if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) break;
+    }
+    if (r != ncclSuccess) raise(DISTC_EBACKEND, std::string(what) + ": " + nccl_error(r, comm_));
+}
+
+void Group::start_watchdog() {
+    watchdog_ = std::thread([this] { watchdog(); });
+}
+
+Group::~Group() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;  // the watchdog drains what is in flight (bounded by timeouts), then exits
+    }
+    cv_.notify_all();
+    if (watchdog_.joinable()) watchdog_.join();
+    cudaSetDevice(device_);
+    if (barrier_buf_) cudaFree(barrier_buf_);
+    if (comm_ && !aborted_) {
+        ncclCommDestroy(comm_);
+    }
+}
+
+void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enqueue &enqueue) {
+    auto stream = static_cast<cudaStream_t>(a->stream);
+    cudaEvent_t ev = nullptr;
+    {
+        std::lock_guard<std::mutex> lk(launch_mu_);
+        if (aborted_) raise(DISTC_EABORTED, "the group was aborted (" + abort_reason_ + ")");
+        check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+        ev = take_event(device_);
+        auto deadline = Clock::now() + std::chrono::milliseconds(a->timeout_ms);
+        std::vector<ncclRedOp_t> ops;
+        auto free_ops = [&] {
+            if (comm_)
+                for (auto op : ops) ncclRedOpDestroy(op, comm_);
+        };
+        try {
+            settle(enqueue(comm_, stream, ops), a->what, deadline);
+            free_ops();
+            check_cuda(cudaEventRecord(ev, stream), "cudaEventRecord");
+        } catch (...) {
+            free_ops();
+            give_event(device_, ev);
+            throw;
+        }
+    }
+    auto *ref = new EventRef{device_, ev};
+    distc_backend_work_set_hooks(work, &kHooks, ref);
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        inflight_.push_back(Inflight{work, ev, Clock::now() + std::chrono::milliseconds(a->timeout_ms),
+                                     a->timeout_ms, a->what});
+    }
+    cv_.notify_all();
+}
+
+Group *Group::split(int color, int key, const distc_backend_group_info *info) {
+    std::lock_guard<std::mutex> lk(launch_mu_);
+    if (aborted_) raise(DISTC_EABORTED, "the group was aborted (" + abort_reason_ + ")");
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t sub = nullptr;
+    ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, &cfg);
+    int64_t timeout = info ? info->timeout_ms : 1800000;
+    auto deadline = Clock::now() + std::chrono::milliseconds(timeout);
+    // The split completes on the parent; a new communicator then settles on its own.
+    settle(r, "ncclCommSplit", deadline);
+    if (color < 0 || !sub) return nullptr;
+    ncclResult_t st = ncclInProgress;
+    while (st == ncclInProgress) {
+        if (ncclCommGetAsyncError(sub, &st) != ncclSuccess) break;
+        if (st == ncclInProgress && Clock::now() > deadline) {
+            ncclCommAbort(sub);
+            raise(DISTC_ETIMEOUT, "ncclCommSplit's new communicator did not finish in time");
+        }
+        std::this_thread::yield();
+    }
+    if (st != ncclSuccess) {
+        ncclCommAbort(sub);
+        raise(DISTC_EBACKEND, "ncclCommSplit: " + nccl_error(st, sub));
+    }
+    return new Group(*info, sub, device_);
+}
+
+void Group::abort(int code, const std::string &why, const std::string &culprit_msg) {
+    std::deque<Inflight> failed;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (aborted_.exchange(true)) return;
+        abort_reason_ = why;
+    }
+    {
+        // No launch is halfway through the communicator while it is torn down.
+        std::lock_guard<std::mutex> lk(launch_mu_);
+        if (comm_) ncclCommAbort(comm_);
+        comm_ = nullptr;
+    }
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        failed.swap(inflight_);
+    }
+    cv_.notify_all();
+    for (size_t i = 0; i < failed.size(); ++i) {
+        // The operation that caused it gets `code`; the rest were cut short by the abort.
+        int c = i == 0 ? code : DISTC_EABORTED;
+        distc_backend_work_fail(failed[i].work, c,
+                                (i == 0 ? culprit_msg : "the communicator was aborted (" + why + ")").c_str());
+    }
+}
+
+void Group::watchdog() {
+    cudaSetDevice(device_);
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+        cv_.wait(lk, [&] { return stop_ || !inflight_.empty(); });
+        if (inflight_.empty()) return;  // stopping, nothing left
+        // Completed events, front to back (streams may differ: look at every entry).
+        std::vector<distc_work *> done;
+        std::string timed_out, engine_error, culprit;
+        int64_t timeout_ms = 0;
+        for (auto it = inflight_.begin(); it != inflight_.end();) {
+            cudaError_t q = cudaEventQuery(it->event);
+            if (q == cudaSuccess) {
+                done.push_back(it->work);
+                it = inflight_.erase(it);
+                continue;
+            }
+            if (q != cudaErrorNotReady) {
+                culprit = std::string("CUDA reports ") + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")";
+                engine_error = it->what + ": " + culprit;
+                break;
+            }
+            if (timed_out.empty() && Clock::now() > it->deadline) {
+                timed_out = it->what;
+                timeout_ms = it->timeout_ms;
+            }
+            ++it;
+        }
+        // The communicator is only touched under the launch lock (abort frees it);
+        // a launch in progress means the next round looks instead.
+        if (engine_error.empty() && timed_out.empty() && !inflight_.empty() && launch_mu_.try_lock()) {
+            ncclResult_t async = ncclSuccess;
+            if (comm_ && !aborted_ && ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
+                async != ncclInProgress) {
+                culprit = "NCCL reports an error: " + nccl_error(async, comm_);
+                engine_error = inflight_.front().what + ": " + culprit;
+            }
+            launch_mu_.unlock();
+        }
+        lk.unlock();
+        for (auto *w : done) distc_backend_work_complete(w, -1);
+        if (!engine_error.empty()) {
+            abort(DISTC_EBACKEND, engine_error, culprit + "; the communicator was aborted");
+        } else if (!timed_out.empty()) {
+            // Move the timed-out entry first so that it is the one failed with ETIMEOUT.
+            {
+                std::lock_guard<std::mutex> g(mu_);
+                for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
+                    if (it->what == timed_out) {
+                        Inflight x = *it;
+                        inflight_.erase(it);
+                        inflight_.push_front(x);
+                        break;
+                    }
+            }
+            std::string msg = "timed out after " + std::to_string(timeout_ms) +
+                              " ms on the GPU (a peer is missing or the stream is stuck); the communicator was aborted";
+            abort(DISTC_ETIMEOUT, timed_out + " " + msg, msg);
+        } else if (done.empty()) {
+            // Nothing finished: poll again shortly (completion latency vs. one core's time).
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+        lk.lock();
+    }
+}
+
+}  // namespace distc_nccl
