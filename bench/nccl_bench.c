@@ -92,9 +92,14 @@ int main(int argc, char **argv) {
     printf("# distc nccl backend vs plain ncclAllReduce (NCCL %d), 1 GPU, float32 sum in place,\n", nv);
     printf("# %d calls per round on one stream then one sync; median of %d alternating rounds; %s\n", iters, rounds,
            async ? "distc calls return work handles" : "distc calls are blocking (stream-ordered)");
-    printf("%12s %12s %12s %12s %12s %10s\n", "size(B)", "count", "nccl(us)", "distc(us)", "overhead(us)", "ratio");
+    printf("# nccl+event: the plain loop with one cudaEventRecord per call, the least any tracking of work costs\n");
+    printf("%12s %12s %12s %12s %12s %12s %10s\n", "size(B)", "count", "nccl(us)", "nccl+event", "distc(us)",
+           "overhead(us)", "ratio");
+    cudaEvent_t ev;
+    CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess, "event");
 
     double *tr = calloc((size_t)rounds, sizeof *tr), *td = calloc((size_t)rounds, sizeof *td);
+    double *te = calloc((size_t)rounds, sizeof *te);
     for (size_t bytes = minb; bytes <= maxb; bytes *= (size_t)factor) {
         size_t count = bytes / 4;
         int64_t shape = (int64_t)count;
@@ -102,15 +107,17 @@ int main(int argc, char **argv) {
         distc_op_options oo = DISTC_OP_OPTIONS_INIT;
         oo.stream = s;
         for (int r = 0; r < rounds; ++r) {
-            for (int pass = 0; pass < 2; ++pass) {
-                int distc = (pass + r) % 2; /* alternate which goes first */
+            for (int pass = 0; pass < 3; ++pass) {
+                int kind = (pass + r) % 3; /* 0 nccl, 1 distc, 2 nccl+event; rotate which goes first */
+                double *slot = kind == 0 ? &tr[r] : kind == 1 ? &td[r] : &te[r];
                 for (int i = 0; i < warmup + iters; ++i) {
                     if (i == warmup) {
                         CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
-                        (distc ? td : tr)[r] = now_us();
+                        *slot = now_us();
                     }
-                    if (!distc) {
+                    if (kind != 1) {
                         CHECK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s) == ncclSuccess, "nccl");
+                        if (kind == 2) CHECK(cudaEventRecord(ev, s) == cudaSuccess, "record");
                     } else if (async) {
                         distc_work *w = NULL;
                         CHECK(distc_allreduce(&w, pg, &t, DISTC_SUM, &oo) == 0, "distc: %s", distc_error_last());
@@ -120,18 +127,20 @@ int main(int argc, char **argv) {
                     }
                 }
                 CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
-                double *slot = distc ? &td[r] : &tr[r];
                 *slot = (now_us() - *slot) / iters;
             }
         }
         qsort(tr, (size_t)rounds, sizeof *tr, cmp);
         qsort(td, (size_t)rounds, sizeof *td, cmp);
-        double a = tr[rounds / 2], b = td[rounds / 2];
-        printf("%12zu %12zu %12.2f %12.2f %12.2f %10.3f\n", bytes, count, a, b, b - a, b / a);
+        qsort(te, (size_t)rounds, sizeof *te, cmp);
+        double a = tr[rounds / 2], b = td[rounds / 2], c = te[rounds / 2];
+        printf("%12zu %12zu %12.2f %12.2f %12.2f %12.2f %10.3f\n", bytes, count, a, c, b, b - a, b / a);
         fflush(stdout);
     }
     free(tr);
     free(td);
+    free(te);
+    cudaEventDestroy(ev);
     cudaFree(buf);
     distc_pg_free(pg);
     distc_store_free(st);

@@ -1,5 +1,6 @@
 #include "backends/nccl/nccl_group.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -186,7 +187,7 @@ void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enque
     distc_backend_work_set_hooks(work, &kHooks, ref);
     {
         std::lock_guard<std::mutex> lk(mu_);
-        inflight_.push_back(Inflight{work, ev, Clock::now() + std::chrono::milliseconds(a->timeout_ms),
+        inflight_.push_back(Inflight{work, stream, ev, Clock::now() + std::chrono::milliseconds(a->timeout_ms),
                                      a->timeout_ms, a->what});
     }
     cv_.notify_all();
@@ -204,7 +205,13 @@ Group *Group::split(int color, int key, const distc_backend_group_info *info) {
     auto deadline = Clock::now() + std::chrono::milliseconds(timeout);
     // The split completes on the parent; a new communicator then settles on its own.
     settle(r, "ncclCommSplit", deadline);
-    if (color < 0 || !sub) return nullptr;
+    if (color < 0) return nullptr;
+    // A non-blocking split may hand the new communicator's handle over from NCCL's own thread.
+    auto handle_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
+    while (!__atomic_load_n(&sub, __ATOMIC_ACQUIRE)) {
+        if (Clock::now() > handle_deadline) raise(DISTC_EBACKEND, "ncclCommSplit returned no communicator");
+        std::this_thread::yield();
+    }
     ncclResult_t st = ncclInProgress;
     while (st == ncclInProgress) {
         if (ncclCommGetAsyncError(sub, &st) != ncclSuccess) break;
@@ -227,49 +234,56 @@ void Group::abort(int code, const std::string &why, const std::string &culprit_m
         std::lock_guard<std::mutex> lk(mu_);
         if (aborted_.exchange(true)) return;
         abort_reason_ = why;
-    }
-    {
-        // No launch is halfway through the communicator while it is torn down.
-        std::lock_guard<std::mutex> lk(launch_mu_);
-        if (comm_) ncclCommAbort(comm_);
-        comm_ = nullptr;
-    }
-    {
-        std::lock_guard<std::mutex> lk(mu_);
         failed.swap(inflight_);
     }
     cv_.notify_all();
+    // Waiters wake first: ncclCommAbort may wait for the streams to reach the
+    // communicator's queued work, which is what a stuck stream never does.
     for (size_t i = 0; i < failed.size(); ++i) {
         // The operation that caused it gets `code`; the rest were cut short by the abort.
         int c = i == 0 ? code : DISTC_EABORTED;
         distc_backend_work_fail(failed[i].work, c,
                                 (i == 0 ? culprit_msg : "the communicator was aborted (" + why + ")").c_str());
     }
+    // No launch is halfway through the communicator while it is torn down.
+    std::lock_guard<std::mutex> lk(launch_mu_);
+    if (comm_) ncclCommAbort(comm_);
+    comm_ = nullptr;
 }
 
 void Group::watchdog() {
     cudaSetDevice(device_);
     std::unique_lock<std::mutex> lk(mu_);
+    std::vector<cudaStream_t> blocked;  // streams whose oldest entry is still running
+    int idle_us = 10;                   // backoff while nothing finishes
     for (;;) {
         cv_.wait(lk, [&] { return stop_ || !inflight_.empty(); });
         if (inflight_.empty()) return;  // stopping, nothing left
-        // Completed events, front to back (streams may differ: look at every entry).
+        // Events on one stream complete in order: only each stream's oldest is
+        // queried, so a deep queue costs one query per stream, not one per entry.
         std::vector<distc_work *> done;
         std::string timed_out, engine_error, culprit;
         int64_t timeout_ms = 0;
+        auto now = Clock::now();
+        blocked.clear();
         for (auto it = inflight_.begin(); it != inflight_.end();) {
-            cudaError_t q = cudaEventQuery(it->event);
-            if (q == cudaSuccess) {
-                done.push_back(it->work);
-                it = inflight_.erase(it);
-                continue;
+            bool behind = false;
+            for (auto b : blocked) behind = behind || b == it->stream;
+            if (!behind) {
+                cudaError_t q = cudaEventQuery(it->event);
+                if (q == cudaSuccess) {
+                    done.push_back(it->work);
+                    it = inflight_.erase(it);
+                    continue;
+                }
+                if (q != cudaErrorNotReady) {
+                    culprit = std::string("CUDA reports ") + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")";
+                    engine_error = it->what + ": " + culprit;
+                    break;
+                }
+                blocked.push_back(it->stream);
             }
-            if (q != cudaErrorNotReady) {
-                culprit = std::string("CUDA reports ") + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")";
-                engine_error = it->what + ": " + culprit;
-                break;
-            }
-            if (timed_out.empty() && Clock::now() > it->deadline) {
+            if (timed_out.empty() && now > it->deadline) {
                 timed_out = it->what;
                 timeout_ms = it->timeout_ms;
             }
@@ -286,28 +300,31 @@ void Group::watchdog() {
             }
             launch_mu_.unlock();
         }
+        if (!timed_out.empty()) {
+            // The timed-out entry goes first, so that it is the one failed with ETIMEOUT.
+            for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
+                if (it->what == timed_out) {
+                    Inflight x = *it;
+                    inflight_.erase(it);
+                    inflight_.push_front(x);
+                    break;
+                }
+        }
         lk.unlock();
         for (auto *w : done) distc_backend_work_complete(w, -1);
         if (!engine_error.empty()) {
             abort(DISTC_EBACKEND, engine_error, culprit + "; the communicator was aborted");
         } else if (!timed_out.empty()) {
-            // Move the timed-out entry first so that it is the one failed with ETIMEOUT.
-            {
-                std::lock_guard<std::mutex> g(mu_);
-                for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
-                    if (it->what == timed_out) {
-                        Inflight x = *it;
-                        inflight_.erase(it);
-                        inflight_.push_front(x);
-                        break;
-                    }
-            }
             std::string msg = "timed out after " + std::to_string(timeout_ms) +
                               " ms on the GPU (a peer is missing or the stream is stuck); the communicator was aborted";
             abort(DISTC_ETIMEOUT, timed_out + " " + msg, msg);
         } else if (done.empty()) {
-            // Nothing finished: poll again shortly (completion latency vs. one core's time).
-            std::this_thread::sleep_for(std::chrono::microseconds(20));
+            // Nothing finished: poll again soon, less often the longer nothing does
+            // (completion latency against the driver time the launching thread needs).
+            std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
+            idle_us = std::min(idle_us * 2, 200);
+        } else {
+            idle_us = 10;
         }
         lk.lock();
     }

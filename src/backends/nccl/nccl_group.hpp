@@ -66,6 +66,7 @@ public:
 private:
     struct Inflight {
         distc_work *work;
+        cudaStream_t stream;
         cudaEvent_t event;
         Clock::time_point deadline;
         int64_t timeout_ms;
