@@ -70,7 +70,8 @@ void give_event(int device, cudaEvent_t e) {
     g_pool[device].push_back(e);
 }
 
-Group::Group(const distc_backend_group_info &info) : rank_(info.rank), size_(info.size) {
+Group::Group(const distc_backend_group_info &info)
+    : rank_(info.rank), size_(info.size), store_(info.store), timeout_ms_(info.timeout_ms) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0)
@@ -92,13 +93,25 @@ Group::Group(const distc_backend_group_info &info) : rank_(info.rank), size_(inf
 }
 
 Group::Group(const distc_backend_group_info &info, ncclComm_t comm, int device)
-    : rank_(info.rank), size_(info.size), device_(device), comm_(comm) {
+    : rank_(info.rank), size_(info.size), device_(device), store_(info.store), timeout_ms_(info.timeout_ms),
+      comm_(comm) {
     check_cuda(cudaMalloc(&barrier_buf_, sizeof(int)), "cudaMalloc");
     start_watchdog();
 }
 
+void Group::store_barrier(const std::string &name, const char *what) {
+    std::string mine = name + "/" + std::to_string(rank_);
+    if (distc_store_set(store_, mine.c_str(), "1", 1) != 0)
+        raise(distc_error_last_code(), std::string(what) + ": " + distc_error_last());
+    std::vector<std::string> keys;
+    std::vector<const char *> ptrs;
+    for (int r = 0; r < size_; ++r) keys.push_back(name + "/" + std::to_string(r));
+    for (auto &k : keys) ptrs.push_back(k.c_str());
+    if (distc_store_wait(store_, ptrs.data(), ptrs.size(), timeout_ms_) != 0)
+        raise(distc_error_last_code(), std::string(what) + ": not every rank arrived: " + distc_error_last());
+}
+
 void Group::init_comm(const distc_backend_group_info &info) {
-    auto deadline = Clock::now() + std::chrono::milliseconds(info.timeout_ms);
     ncclUniqueId id;
     if (rank_ == 0) {
         ncclResult_t r = ncclGetUniqueId(&id);
@@ -116,11 +129,14 @@ void Group::init_comm(const distc_backend_group_info &info) {
         distc_buf_dispose(&b);
         if (!ok) raise(DISTC_EPROTO, "the ncclUniqueId in the store has the wrong size");
     }
-    // Non-blocking, so that a rank that never joins costs a timeout, not a hang.
+    // A blocking communicator: a non-blocking one hands every launch to a
+    // thread of NCCL's (about 10 us a call). A rank that never comes is caught
+    // by the store first, as c10d does; the watchdog covers later hangs.
+    store_barrier("nccl/init", "creating the NCCL communicator");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
+    cfg.blocking = 1;
     ncclResult_t r = ncclCommInitRankConfig(&comm_, size_, id, rank_, &cfg);
-    settle(r, "ncclCommInitRankConfig", deadline);
+    settle(r, "ncclCommInitRankConfig", Clock::now() + std::chrono::milliseconds(info.timeout_ms));
     check_cuda(cudaMalloc(&barrier_buf_, sizeof(int)), "cudaMalloc");
 }
 
@@ -194,11 +210,13 @@ void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enque
 }
 
 Group *Group::split(int color, int key, const distc_backend_group_info *info) {
+    // ncclCommSplit blocks until every rank of the parent calls it: meet in the store first.
+    store_barrier("nccl/split/" + std::to_string(++splits_), "ncclCommSplit");
     std::lock_guard<std::mutex> lk(launch_mu_);
     if (aborted_) raise(DISTC_EABORTED, "the group was aborted (" + abort_reason_ + ")");
     check_cuda(cudaSetDevice(device_), "cudaSetDevice");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
+    cfg.blocking = 1;
     ncclComm_t sub = nullptr;
     ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, &cfg);
     int64_t timeout = info ? info->timeout_ms : 1800000;

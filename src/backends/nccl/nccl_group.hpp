@@ -73,11 +73,16 @@ private:
         std::string what;
     };
     void init_comm(const distc_backend_group_info &info);
+    // Every rank of this group reaches `name` (through the store) within the timeout.
+    void store_barrier(const std::string &name, const char *what);
     void settle(ncclResult_t r, const char *what, Clock::time_point deadline);
     void watchdog();
     void start_watchdog();
 
     int rank_ = 0, size_ = 1, device_ = 0;
+    distc_store *store_ = nullptr;  // the group's key space (valid until destroy returns)
+    int64_t timeout_ms_ = 0;
+    uint64_t splits_ = 0;
     ncclComm_t comm_ = nullptr;
     int *barrier_buf_ = nullptr;
     std::mutex launch_mu_;  // NCCL calls on comm_ never overlap (abort included)
