@@ -27,6 +27,17 @@ std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
     return s;
 }
 
+// The caller's current device, switched to the group's for a launch and back.
+struct DeviceGuard {
+    int prev = -1, dev;
+    explicit DeviceGuard(int d) : dev(d) {
+        if (cudaGetDevice(&prev) != cudaSuccess || prev != d) check_cuda(cudaSetDevice(d), "cudaSetDevice");
+    }
+    ~DeviceGuard() {
+        if (prev >= 0 && prev != dev) cudaSetDevice(prev);
+    }
+};
+
 struct EventRef {
     int device;
     cudaEvent_t event;
@@ -181,7 +192,7 @@ void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enque
     {
         std::lock_guard<std::mutex> lk(launch_mu_);
         if (aborted_) raise(DISTC_EABORTED, "the group was aborted (" + abort_reason_ + ")");
-        check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+        DeviceGuard dg(device_);
         ev = take_event(device_);
         auto deadline = Clock::now() + std::chrono::milliseconds(a->timeout_ms);
         std::vector<ncclRedOp_t> ops;
@@ -201,12 +212,14 @@ void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enque
     }
     auto *ref = new EventRef{device_, ev};
     distc_backend_work_set_hooks(work, &kHooks, ref);
+    bool was_empty;
     {
         std::lock_guard<std::mutex> lk(mu_);
+        was_empty = inflight_.empty();
         inflight_.push_back(Inflight{work, stream, ev, Clock::now() + std::chrono::milliseconds(a->timeout_ms),
                                      a->timeout_ms, a->what});
     }
-    cv_.notify_all();
+    if (was_empty) cv_.notify_all();  // the watchdog sleeps on cv_ only when nothing is in flight
 }
 
 Group *Group::split(int color, int key, const distc_backend_group_info *info) {
@@ -271,66 +284,79 @@ void Group::abort(int code, const std::string &why, const std::string &culprit_m
 
 void Group::watchdog() {
     cudaSetDevice(device_);
+    // The launching thread takes mu_ for every operation, so no CUDA or NCCL
+    // call is made while holding it: what to query is copied out first.
+    struct Probe {
+        distc_work *work;
+        cudaStream_t stream;
+        cudaEvent_t event;
+    };
+    std::vector<Probe> probes;
+    int idle_us = 10;  // backoff while nothing finishes
+    Clock::time_point last_async_check{};
     std::unique_lock<std::mutex> lk(mu_);
-    std::vector<cudaStream_t> blocked;  // streams whose oldest entry is still running
-    int idle_us = 10;                   // backoff while nothing finishes
     for (;;) {
         cv_.wait(lk, [&] { return stop_ || !inflight_.empty(); });
         if (inflight_.empty()) return;  // stopping, nothing left
         // Events on one stream complete in order: only each stream's oldest is
         // queried, so a deep queue costs one query per stream, not one per entry.
-        std::vector<distc_work *> done;
-        std::string timed_out, engine_error, culprit;
-        int64_t timeout_ms = 0;
-        auto now = Clock::now();
-        blocked.clear();
-        for (auto it = inflight_.begin(); it != inflight_.end();) {
-            bool behind = false;
-            for (auto b : blocked) behind = behind || b == it->stream;
-            if (!behind) {
-                cudaError_t q = cudaEventQuery(it->event);
-                if (q == cudaSuccess) {
-                    done.push_back(it->work);
-                    it = inflight_.erase(it);
-                    continue;
-                }
-                if (q != cudaErrorNotReady) {
-                    culprit = std::string("CUDA reports ") + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")";
-                    engine_error = it->what + ": " + culprit;
-                    break;
-                }
-                blocked.push_back(it->stream);
-            }
-            if (timed_out.empty() && now > it->deadline) {
-                timed_out = it->what;
-                timeout_ms = it->timeout_ms;
-            }
-            ++it;
-        }
-        // The communicator is only touched under the launch lock (abort frees it);
-        // a launch in progress means the next round looks instead.
-        if (engine_error.empty() && timed_out.empty() && !inflight_.empty() && launch_mu_.try_lock()) {
-            ncclResult_t async = ncclSuccess;
-            if (comm_ && !aborted_ && ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
-                async != ncclInProgress) {
-                culprit = "NCCL reports an error: " + nccl_error(async, comm_);
-                engine_error = inflight_.front().what + ": " + culprit;
-            }
-            launch_mu_.unlock();
-        }
-        if (!timed_out.empty()) {
-            // The timed-out entry goes first, so that it is the one failed with ETIMEOUT.
-            for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
-                if (it->what == timed_out) {
-                    Inflight x = *it;
-                    inflight_.erase(it);
-                    inflight_.push_front(x);
-                    break;
-                }
+        probes.clear();
+        for (const auto &x : inflight_) {
+            bool seen = false;
+            for (const auto &p : probes) seen = seen || p.stream == x.stream;
+            if (!seen) probes.push_back(Probe{x.work, x.stream, x.event});
         }
         lk.unlock();
+        // Events are pooled, never destroyed: querying one whose work was failed
+        // by an abort meanwhile is harmless (the work is then not found below).
+        std::vector<distc_work *> finished;
+        std::string engine_error, culprit;
+        for (const auto &p : probes) {
+            cudaError_t q = cudaEventQuery(p.event);
+            if (q == cudaSuccess) {
+                finished.push_back(p.work);
+            } else if (q != cudaErrorNotReady && engine_error.empty()) {
+                culprit = std::string("CUDA reports ") + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")";
+                engine_error = culprit;
+            }
+        }
+        auto now = Clock::now();
+        // Engine errors (a peer gone) are looked for every 50 ms: the call takes
+        // the launch lock, which launches should not have to wait for.
+        if (engine_error.empty() && now - last_async_check > std::chrono::milliseconds(50) && launch_mu_.try_lock()) {
+            last_async_check = now;
+            ncclResult_t async = ncclSuccess;
+            if (comm_ && !aborted_ && ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
+                async != ncclInProgress)
+                culprit = engine_error = "NCCL reports an error: " + nccl_error(async, comm_);
+            launch_mu_.unlock();
+        }
+        lk.lock();
+        std::vector<distc_work *> done;
+        for (auto *w : finished)
+            for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
+                if (it->work == w) {
+                    done.push_back(w);
+                    inflight_.erase(it);
+                    break;
+                }
+        std::string timed_out;
+        int64_t timeout_ms = 0;
+        for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
+            if (now > it->deadline) {
+                // The timed-out entry goes first, so that it is the one failed with ETIMEOUT.
+                timed_out = it->what;
+                timeout_ms = it->timeout_ms;
+                Inflight x = *it;
+                inflight_.erase(it);
+                inflight_.push_front(x);
+                break;
+            }
+        if (!engine_error.empty() && !inflight_.empty()) engine_error = inflight_.front().what + ": " + engine_error;
+        bool empty = inflight_.empty();
+        lk.unlock();
         for (auto *w : done) distc_backend_work_complete(w, -1);
-        if (!engine_error.empty()) {
+        if (!engine_error.empty() && !empty) {
             abort(DISTC_EBACKEND, engine_error, culprit + "; the communicator was aborted");
         } else if (!timed_out.empty()) {
             std::string msg = "timed out after " + std::to_string(timeout_ms) +
