@@ -5,7 +5,11 @@
  * it: `iters` calls on one stream, then one synchronize. Rounds alternate
  * between the two and each row reports the median round.
  *
- *   distc-nccl-bench [-b 8] [-e 256M] [-f 4] [-n 200] [-w 20] [-r 5] [--async]
+ *   distc-nccl-bench [-o allreduce|allgather] [-b 8] [-e 256M] [-f 4] [-n 200] [-w 20] [-r 5] [--async]
+ *
+ * allreduce is in place, which NCCL turns into no GPU work at world size 1:
+ * its rows are pure per-call cost. allgather (into one tensor) copies the
+ * input on the GPU, so large sizes show whether the calls keep the stream busy.
  *
  * --async gives every distc call a work handle (freed at once) instead of
  * the blocking, stream-ordered form.
@@ -50,7 +54,7 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     size_t minb = 8, maxb = 256u << 20;
-    int factor = 4, iters = 200, warmup = 20, rounds = 5, async = 0;
+    int factor = 4, iters = 200, warmup = 20, rounds = 5, async = 0, gather = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-b") && i + 1 < argc) minb = parse_size(argv[++i]);
         else if (!strcmp(argv[i], "-e") && i + 1 < argc) maxb = parse_size(argv[++i]);
@@ -59,6 +63,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-w") && i + 1 < argc) warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--async")) async = 1;
+        else if (!strcmp(argv[i], "-o") && i + 1 < argc) gather = !strcmp(argv[++i], "allgather");
         else CHECK(0, "usage: %s [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] [-r rounds] [--async]", argv[0]);
     }
     int ndev = 0;
@@ -85,11 +90,15 @@ int main(int argc, char **argv) {
 
     cudaStream_t s;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
-    void *buf = NULL;
+    void *buf = NULL, *out = NULL;
     CHECK(cudaMalloc(&buf, maxb) == cudaSuccess, "cudaMalloc %zu", maxb);
     CHECK(cudaMemset(buf, 0, maxb) == cudaSuccess, "memset");
+    CHECK(cudaMalloc(&out, maxb) == cudaSuccess, "cudaMalloc %zu", maxb);
 
-    printf("# distc nccl backend vs plain ncclAllReduce (NCCL %d), 1 GPU, float32 sum in place,\n", nv);
+    if (gather)
+        printf("# distc nccl backend vs plain ncclAllGather (NCCL %d), 1 GPU, float32, out of place,\n", nv);
+    else
+        printf("# distc nccl backend vs plain ncclAllReduce (NCCL %d), 1 GPU, float32 sum in place,\n", nv);
     printf("# %d calls per round on one stream then one sync; median of %d alternating rounds; %s\n", iters, rounds,
            async ? "distc calls return work handles" : "distc calls are blocking (stream-ordered)");
     printf("# nccl+event: the plain loop with one cudaEventRecord per call, the least any tracking of work costs\n");
@@ -104,6 +113,7 @@ int main(int argc, char **argv) {
         size_t count = bytes / 4;
         int64_t shape = (int64_t)count;
         DLTensor t = {buf, {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, &shape, NULL, 0};
+        DLTensor o = {out, {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, &shape, NULL, 0};
         distc_op_options oo = DISTC_OP_OPTIONS_INIT;
         oo.stream = s;
         for (int r = 0; r < rounds; ++r) {
@@ -116,14 +126,16 @@ int main(int argc, char **argv) {
                         *slot = now_us();
                     }
                     if (kind != 1) {
-                        CHECK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s) == ncclSuccess, "nccl");
+                        ncclResult_t nr = gather ? ncclAllGather(buf, out, count, ncclFloat32, comm, s)
+                                                 : ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s);
+                        CHECK(nr == ncclSuccess, "nccl");
                         if (kind == 2) CHECK(cudaEventRecord(ev, s) == cudaSuccess, "record");
-                    } else if (async) {
-                        distc_work *w = NULL;
-                        CHECK(distc_allreduce(&w, pg, &t, DISTC_SUM, &oo) == 0, "distc: %s", distc_error_last());
-                        distc_work_free(w);
                     } else {
-                        CHECK(distc_allreduce(NULL, pg, &t, DISTC_SUM, &oo) == 0, "distc: %s", distc_error_last());
+                        distc_work *w = NULL, **wp = async ? &w : NULL;
+                        int rc = gather ? distc_allgather_into_tensor(wp, pg, &o, &t, &oo)
+                                        : distc_allreduce(wp, pg, &t, DISTC_SUM, &oo);
+                        CHECK(rc == 0, "distc: %s", distc_error_last());
+                        distc_work_free(w);
                     }
                 }
                 CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
@@ -142,6 +154,7 @@ int main(int argc, char **argv) {
     free(te);
     cudaEventDestroy(ev);
     cudaFree(buf);
+    cudaFree(out);
     distc_pg_free(pg);
     distc_store_free(st);
     ncclCommDestroy(comm);

@@ -36,4 +36,5 @@ status=0
 timeout 240 .devcarry/bin/test_nccl 2>&1 | tee "$out/test_nccl.log" || status=1
 timeout 150 .devcarry/bin/distc-nccl-bench -b 8 -e 256M -f 4 -n 200 -r 5 2>&1 | tee "$out/nccl_bench.txt" || status=1
 timeout 60 .devcarry/bin/distc-nccl-bench -b 8 -e 1M -f 16 -n 200 -r 5 --async 2>&1 | tee "$out/nccl_bench_async.txt" || status=1
+timeout 150 .devcarry/bin/distc-nccl-bench -o allgather -b 8 -e 256M -f 4 -n 200 -r 5 2>&1 | tee "$out/nccl_bench_allgather.txt" || status=1
 exit $status

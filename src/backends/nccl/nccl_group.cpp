@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <vector>
 
 namespace distc_nccl {
@@ -18,7 +17,7 @@ void check_cuda(cudaError_t e, const char *what) {
 namespace {
 
 std::mutex g_pool_mu;
-std::map<int, std::vector<cudaEvent_t>> g_pool;
+std::vector<std::vector<cudaEvent_t>> g_pool;  // by device
 
 std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
     std::string s = ncclGetErrorString(r);
@@ -64,7 +63,8 @@ const distc_work_hooks kHooks = {DISTC_WORK_HOOKS_VERSION, wait_stream_hook, rel
 cudaEvent_t take_event(int device) {
     {
         std::lock_guard<std::mutex> lk(g_pool_mu);
-        auto &v = g_pool[device];
+        if (g_pool.size() <= static_cast<size_t>(device)) g_pool.resize(static_cast<size_t>(device) + 1);
+        auto &v = g_pool[static_cast<size_t>(device)];
         if (!v.empty()) {
             cudaEvent_t e = v.back();
             v.pop_back();
@@ -78,7 +78,8 @@ cudaEvent_t take_event(int device) {
 
 void give_event(int device, cudaEvent_t e) {
     std::lock_guard<std::mutex> lk(g_pool_mu);
-    g_pool[device].push_back(e);
+    if (g_pool.size() <= static_cast<size_t>(device)) g_pool.resize(static_cast<size_t>(device) + 1);
+    g_pool[static_cast<size_t>(device)].push_back(e);
 }
 
 Group::Group(const distc_backend_group_info &info)
@@ -352,7 +353,7 @@ void Group::watchdog() {
                 inflight_.push_front(x);
                 break;
             }
-        if (!engine_error.empty() && !inflight_.empty()) engine_error = inflight_.front().what + ": " + engine_error;
+        if (!engine_error.empty() && !inflight_.empty()) engine_error = std::string(inflight_.front().what) + ": " + engine_error;
         bool empty = inflight_.empty();
         lk.unlock();
         for (auto *w : done) distc_backend_work_complete(w, -1);

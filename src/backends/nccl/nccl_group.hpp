@@ -70,7 +70,7 @@ private:
         cudaEvent_t event;
         Clock::time_point deadline;
         int64_t timeout_ms;
-        std::string what;
+        const char *what;  // the work's label: it lives as long as the work, which the backend holds
     };
     void init_comm(const distc_backend_group_info &info);
     // Every rank of this group reaches `name` (through the store) within the timeout.
