@@ -72,6 +72,7 @@ int main(void) {
     OFF(distc_backend_op_args, premul_factor);
     OFF(distc_backend_op_args, stream);
     OFF(distc_backend_op_args, what);
+    OFF(distc_backend_op_args, flags);
     OFF(distc_backend_p2p, kind);
     OFF(distc_backend_p2p, peer);
     OFF(distc_backend_p2p, tag);
@@ -143,6 +144,7 @@ int main(void) {
     VAL(DISTC_BACKEND_OP_ARGS_VERSION);
     VAL(DISTC_WORK_HOOKS_VERSION);
     VAL(DISTC_BACKEND_STREAM_ORDERED);
+    VAL(DISTC_OP_DETACHED);
     VAL(DISTC_DTYPE_BOOL);
     VAL(DISTC_DTYPE_INT8);
     VAL(DISTC_DTYPE_UINT8);

@@ -341,6 +341,36 @@ static void test_watchdog_timeout(void **state) {
     dt_tensor_free(h);
 }
 
+/* Blocking calls return once enqueued; one stuck behind a stream still trips
+ * the watchdog, and the next call says what timed out. */
+static void test_blocking_calls_are_watched(void **state) {
+    (void)state;
+    distc_pg *pg = nccl_group("detached_pg", 60000);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    DLTensor *h = dt_tensor_1d(DT_F32, 64);
+    DLTensor *dv = dev_like(h);
+    distc_op_options oo = DISTC_OP_OPTIONS_INIT;
+    oo.stream = s;
+    for (int i = 0; i < 50; ++i) ASSERT_OK(distc_allreduce(NULL, pg, dv, DISTC_SUM, &oo));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaLaunchHostFunc(s, sleep_host, (void *)(intptr_t)2500000));
+    oo.timeout_ms = 300;
+    for (int i = 0; i < 3; ++i) ASSERT_OK(distc_allreduce(NULL, pg, dv, DISTC_SUM, &oo));
+    int rc = 0;
+    for (int i = 0; i < 200 && rc == 0; ++i) { /* up to 2 s for the watchdog */
+        usleep(10000);
+        rc = distc_barrier(NULL, pg, NULL);
+    }
+    assert_int_equal(rc, DISTC_EABORTED);
+    dt_assert_contains(distc_error_last(), "timed out");
+    CUDA_OK(cudaStreamSynchronize(s));
+    distc_pg_free(pg);
+    cudaStreamDestroy(s);
+    dev_free(dv);
+    dt_tensor_free(h);
+}
+
 static void test_abort_wakes_waiters(void **state) {
     (void)state;
     distc_pg *pg = nccl_group("abort_pg", 60000);
@@ -402,6 +432,7 @@ int main(void) {
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_split_and_bytes),
         cmocka_unit_test(test_watchdog_timeout),
+        cmocka_unit_test(test_blocking_calls_are_watched),
         cmocka_unit_test(test_abort_wakes_waiters),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -101,7 +101,17 @@ typedef struct distc_backend_op_args {
     double premul_factor;  /**< DISTC_PREMUL_SUM's factor */
     void *stream;          /**< distc_op_options.stream (a cudaStream_t for CUDA backends); NULL: the default */
     const char *what;      /**< "allreduce #3 (float32[16])": for messages */
+    uint32_t flags;        /**< DISTC_OP_DETACHED */
 } distc_backend_op_args;
+
+/**
+ * In distc_backend_op_args.flags: nobody holds or waits on this operation's
+ * work (a blocking call on a stream-ordered backend). The backend may
+ * complete the work as soon as the operation is enqueued, and may track
+ * such operations in batches; it must still notice one that outlives its
+ * timeout and abort the group, which later calls then report.
+ */
+#define DISTC_OP_DETACHED 0x1u
 
 /** One entry of batch_p2p. */
 typedef struct distc_backend_p2p {

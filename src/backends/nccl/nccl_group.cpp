@@ -174,6 +174,7 @@ void Group::start_watchdog() {
 }
 
 Group::~Group() {
+    if (!aborted_) cover_all(false);  // the watchdog then waits for every operation launched
     {
         std::lock_guard<std::mutex> lk(mu_);
         stop_ = true;  // the watchdog drains what is in flight (bounded by timeouts), then exits
@@ -187,15 +188,62 @@ Group::~Group() {
     }
 }
 
+cudaError_t Group::cover(StreamState &st, Clock::time_point now) {
+    cudaEvent_t ev = nullptr;
+    try {
+        ev = take_event(device_);
+    } catch (const Failure &) {
+        return cudaErrorMemoryAllocation;
+    }
+    cudaError_t e = cudaEventRecord(ev, st.stream);
+    if (e != cudaSuccess) {
+        give_event(device_, ev);
+        return e;
+    }
+    bool was_empty;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        was_empty = inflight_.empty();
+        inflight_.push_back(Inflight{nullptr, st.stream, ev, st.deadline, st.timeout_ms, nullptr,
+                                     st.what + " (a blocking call, tracked with the calls after it)"});
+    }
+    if (was_empty) cv_.notify_all();
+    st.pending = false;
+    st.last_record = now;
+    return cudaSuccess;
+}
+
+void Group::cover_all(bool only_old) {
+    std::unique_lock<std::mutex> lk(launch_mu_, std::defer_lock);
+    if (!only_old)
+        lk.lock();
+    else if (!lk.try_lock())
+        return;  // a launch in progress: the watchdog comes back
+    if (aborted_) return;
+    DeviceGuard dg(device_);
+    auto now = Clock::now();
+    bool left = false;
+    for (auto &st : streams_) {
+        if (!st.pending) continue;
+        if (only_old && now - st.first < std::chrono::milliseconds(1)) {
+            left = true;
+            continue;
+        }
+        if (cover(st, now) != cudaSuccess) left = true;
+    }
+    pending_ = left;
+}
+
 void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enqueue &enqueue) {
     auto stream = static_cast<cudaStream_t>(a->stream);
+    bool detached = a->flags & DISTC_OP_DETACHED;
     cudaEvent_t ev = nullptr;
     {
         std::lock_guard<std::mutex> lk(launch_mu_);
         if (aborted_) raise(DISTC_EABORTED, "the group was aborted (" + abort_reason_ + ")");
         DeviceGuard dg(device_);
-        ev = take_event(device_);
-        auto deadline = Clock::now() + std::chrono::milliseconds(a->timeout_ms);
+        auto now = Clock::now();
+        auto deadline = now + std::chrono::milliseconds(a->timeout_ms);
         std::vector<ncclRedOp_t> ops;
         auto free_ops = [&] {
             if (comm_)
@@ -204,12 +252,42 @@ void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enque
         try {
             settle(enqueue(comm_, stream, ops), a->what, deadline);
             free_ops();
-            check_cuda(cudaEventRecord(ev, stream), "cudaEventRecord");
         } catch (...) {
             free_ops();
-            give_event(device_, ev);
             throw;
         }
+        if (detached) {
+            StreamState *st = nullptr;
+            for (auto &x : streams_)
+                if (x.stream == stream) st = &x;
+            if (!st) {
+                streams_.emplace_back();
+                streams_.back().stream = stream;
+                st = &streams_.back();
+            }
+            if (!st->pending || deadline < st->deadline) {
+                if (!st->pending) st->first = now;
+                st->deadline = deadline;
+                st->timeout_ms = a->timeout_ms;
+                st->what = a->what;
+            }
+            st->pending = true;
+            if (now - st->last_record > std::chrono::microseconds(200)) {
+                check_cuda(cover(*st, now), "cudaEventRecord");
+            } else {
+                pending_ = true;
+            }
+        } else {
+            ev = take_event(device_);
+            cudaError_t e = cudaEventRecord(ev, stream);
+            if (e != cudaSuccess) give_event(device_, ev);
+            check_cuda(e, "cudaEventRecord");
+        }
+    }
+    if (detached) {
+        // Nobody waits on it: done as far as the caller can tell; the watchdog still times it.
+        distc_backend_work_complete(work, -1);
+        return;
     }
     auto *ref = new EventRef{device_, ev};
     distc_backend_work_set_hooks(work, &kHooks, ref);
@@ -218,7 +296,7 @@ void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enque
         std::lock_guard<std::mutex> lk(mu_);
         was_empty = inflight_.empty();
         inflight_.push_back(Inflight{work, stream, ev, Clock::now() + std::chrono::milliseconds(a->timeout_ms),
-                                     a->timeout_ms, a->what});
+                                     a->timeout_ms, a->what, {}});
     }
     if (was_empty) cv_.notify_all();  // the watchdog sleeps on cv_ only when nothing is in flight
 }
@@ -272,6 +350,10 @@ void Group::abort(int code, const std::string &why, const std::string &culprit_m
     // Waiters wake first: ncclCommAbort may wait for the streams to reach the
     // communicator's queued work, which is what a stuck stream never does.
     for (size_t i = 0; i < failed.size(); ++i) {
+        if (!failed[i].work) {
+            give_event(device_, failed[i].event);
+            continue;
+        }
         // The operation that caused it gets `code`; the rest were cut short by the abort.
         int c = i == 0 ? code : DISTC_EABORTED;
         distc_backend_work_fail(failed[i].work, c,
@@ -297,25 +379,38 @@ void Group::watchdog() {
     Clock::time_point last_async_check{};
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
-        cv_.wait(lk, [&] { return stop_ || !inflight_.empty(); });
-        if (inflight_.empty()) return;  // stopping, nothing left
+        // Idle: sleep until work comes, or until uncovered detached operations are due.
+        if (pending_ && inflight_.empty() && !stop_) {
+            cv_.wait_for(lk, std::chrono::milliseconds(1));
+        } else {
+            cv_.wait(lk, [&] { return stop_ || !inflight_.empty() || pending_; });
+        }
+        if (pending_) {
+            lk.unlock();
+            cover_all(true);
+            lk.lock();
+        }
+        if (inflight_.empty()) {
+            if (stop_) return;  // nothing left
+            continue;
+        }
         // Events on one stream complete in order: only each stream's oldest is
         // queried, so a deep queue costs one query per stream, not one per entry.
         probes.clear();
         for (const auto &x : inflight_) {
             bool seen = false;
             for (const auto &p : probes) seen = seen || p.stream == x.stream;
-            if (!seen) probes.push_back(Probe{x.work, x.stream, x.event});
+            if (!seen) probes.push_back(Probe{x.work, x.stream, x.event});  // work may be nullptr (a sentinel)
         }
         lk.unlock();
         // Events are pooled, never destroyed: querying one whose work was failed
         // by an abort meanwhile is harmless (the work is then not found below).
-        std::vector<distc_work *> finished;
+        std::vector<cudaEvent_t> finished;
         std::string engine_error, culprit;
         for (const auto &p : probes) {
             cudaError_t q = cudaEventQuery(p.event);
             if (q == cudaSuccess) {
-                finished.push_back(p.work);
+                finished.push_back(p.event);
             } else if (q != cudaErrorNotReady && engine_error.empty()) {
                 culprit = std::string("CUDA reports ") + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")";
                 engine_error = culprit;
@@ -334,11 +429,17 @@ void Group::watchdog() {
         }
         lk.lock();
         std::vector<distc_work *> done;
-        for (auto *w : finished)
+        std::vector<cudaEvent_t> spent;  // sentinels' events go back to the pool here
+        bool progressed = false;
+        for (auto e : finished)
             for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
-                if (it->work == w) {
-                    done.push_back(w);
+                if (it->event == e) {
+                    if (it->work)
+                        done.push_back(it->work);
+                    else
+                        spent.push_back(e);
                     inflight_.erase(it);
+                    progressed = true;
                     break;
                 }
         std::string timed_out;
@@ -346,24 +447,25 @@ void Group::watchdog() {
         for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
             if (now > it->deadline) {
                 // The timed-out entry goes first, so that it is the one failed with ETIMEOUT.
-                timed_out = it->what;
+                timed_out = it->label();
                 timeout_ms = it->timeout_ms;
                 Inflight x = *it;
                 inflight_.erase(it);
                 inflight_.push_front(x);
                 break;
             }
-        if (!engine_error.empty() && !inflight_.empty()) engine_error = std::string(inflight_.front().what) + ": " + engine_error;
+        if (!engine_error.empty() && !inflight_.empty()) engine_error = std::string(inflight_.front().label()) + ": " + engine_error;
         bool empty = inflight_.empty();
         lk.unlock();
         for (auto *w : done) distc_backend_work_complete(w, -1);
+        for (auto e : spent) give_event(device_, e);
         if (!engine_error.empty() && !empty) {
             abort(DISTC_EBACKEND, engine_error, culprit + "; the communicator was aborted");
         } else if (!timed_out.empty()) {
             std::string msg = "timed out after " + std::to_string(timeout_ms) +
                               " ms on the GPU (a peer is missing or the stream is stuck); the communicator was aborted";
             abort(DISTC_ETIMEOUT, timed_out + " " + msg, msg);
-        } else if (done.empty()) {
+        } else if (!progressed) {
             // Nothing finished: poll again soon, less often the longer nothing does
             // (completion latency against the driver time the launching thread needs).
             std::this_thread::sleep_for(std::chrono::microseconds(idle_us));

@@ -65,13 +65,30 @@ public:
 
 private:
     struct Inflight {
-        distc_work *work;
+        distc_work *work;  // nullptr: a sentinel event covering detached operations
         cudaStream_t stream;
         cudaEvent_t event;
         Clock::time_point deadline;
         int64_t timeout_ms;
-        const char *what;  // the work's label: it lives as long as the work, which the backend holds
+        const char *what;   // the work's label: it lives as long as the work, which the backend holds
+        std::string owned;  // a sentinel's label
+        const char *label() const { return work ? what : owned.c_str(); }
     };
+    // Detached operations (DISTC_OP_DETACHED) are completed at launch and
+    // tracked by one event per stream per 200 us rather than one each; the
+    // watchdog covers a stream's tail after 1 ms. Guarded by launch_mu_.
+    struct StreamState {
+        cudaStream_t stream;
+        Clock::time_point last_record{};
+        bool pending = false;         // detached operations after the last event
+        Clock::time_point first{};    // when the first of them was launched
+        Clock::time_point deadline{}; // the earliest of their deadlines
+        int64_t timeout_ms = 0;
+        std::string what;             // that operation's label
+    };
+    // Records a sentinel event after `st`'s pending operations (launch_mu_ held, device set).
+    cudaError_t cover(StreamState &st, Clock::time_point now);
+    void cover_all(bool only_old);
     void init_comm(const distc_backend_group_info &info);
     // Every rank of this group reaches `name` (through the store) within the timeout.
     void store_barrier(const std::string &name, const char *what);
@@ -89,6 +106,8 @@ private:
     std::mutex mu_;         // inflight_, flags
     std::condition_variable cv_;
     std::deque<Inflight> inflight_;
+    std::vector<StreamState> streams_;
+    std::atomic<bool> pending_{false};  // some stream has uncovered detached operations
     bool stop_ = false;
     std::atomic<bool> aborted_{false};
     std::string abort_reason_;

@@ -21,6 +21,7 @@ struct AsyncArgs {
     double premul_factor;
     void *stream;         // the caller's device stream, or nullptr
     const std::string *what;
+    bool detached;        // nobody will hold or wait on the work (see DISTC_OP_DETACHED)
 };
 
 struct AsyncGroupInfo {
