@@ -96,6 +96,7 @@ int main(void) {
     OFF(distc_backend_ops, send);
     OFF(distc_backend_ops, recv);
     OFF(distc_backend_ops, batch_p2p);
+    OFF(distc_backend_ops, world);
     OFF(distc_work_hooks, version);
     OFF(distc_work_hooks, wait_stream);
     OFF(distc_work_hooks, release);
@@ -144,7 +145,7 @@ int main(void) {
     VAL(DISTC_BACKEND_OP_ARGS_VERSION);
     VAL(DISTC_WORK_HOOKS_VERSION);
     VAL(DISTC_BACKEND_STREAM_ORDERED);
-    VAL(DISTC_OP_DETACHED);
+    VAL(DISTC_OP_BLOCKING);
     VAL(DISTC_DTYPE_BOOL);
     VAL(DISTC_DTYPE_INT8);
     VAL(DISTC_DTYPE_UINT8);

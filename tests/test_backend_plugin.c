@@ -323,7 +323,7 @@ static void test_split_through_engine(void **state) {
     ASSERT_OK(distc_pg_new_subgroup(&nsub, pg, ranks, 1, NULL));
     assert_non_null(nsub);
     assert_int_equal(loopback_splits, before + 3);
-    /* Byte collectives of plugin backends go through the store. */
+    /* Byte collectives of a host-memory plugin backend go through its own collectives. */
     distc_buf out[1];
     ASSERT_OK(distc_all_gather_bytes(out, nsub, "abc", 3, NULL));
     assert_int_equal(out[0].size, 3);

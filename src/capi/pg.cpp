@@ -8,6 +8,7 @@
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/tensor_args.hpp"
+#include "core/store/hash_store.hpp"
 #include "core/store/rendezvous.hpp"
 #include "distc/pg.h"
 
@@ -152,6 +153,19 @@ DISTC_EXTERN(int) distc_pg_new_from_url(distc_pg **out, const char *url, const d
     return guard(__func__, [&] {
         require_ptr(out, "out");
         PgOptions o = pg_options(opts);
+        // "<backend>://" (say mpi://): the engine's launcher placed the ranks; no store to meet in.
+        std::string u = url ? url : "";
+        size_t sep = u.find("://");
+        std::string scheme = sep == std::string::npos ? "" : u.substr(0, sep);
+        if (sep != std::string::npos && sep + 3 == u.size() && scheme != "env" && scheme != "tcp" && scheme != "file") {
+            if (opts && opts->backend && scheme != opts->backend)
+                fail(DISTC_EINVAL, "url " + u + " names the " + scheme + " backend but opts->backend is " + opts->backend);
+            o.backend = scheme;
+            int rank = -1, size = -1;
+            engine_world(scheme, rank, size);
+            *out = new distc_pg{make_pg(std::make_shared<HashStore>(), rank, size, o)};
+            return 0;
+        }
         RendezvousResult r = rendezvous(capi::rendezvous_request(url, rv, "rv"));
         *out = new distc_pg{make_pg(r.store, r.rank, r.world_size, o)};
         return 0;

@@ -101,17 +101,19 @@ typedef struct distc_backend_op_args {
     double premul_factor;  /**< DISTC_PREMUL_SUM's factor */
     void *stream;          /**< distc_op_options.stream (a cudaStream_t for CUDA backends); NULL: the default */
     const char *what;      /**< "allreduce #3 (float32[16])": for messages */
-    uint32_t flags;        /**< DISTC_OP_DETACHED */
+    uint32_t flags;        /**< DISTC_OP_BLOCKING */
 } distc_backend_op_args;
 
 /**
- * In distc_backend_op_args.flags: nobody holds or waits on this operation's
- * work (a blocking call on a stream-ordered backend). The backend may
- * complete the work as soon as the operation is enqueued, and may track
- * such operations in batches; it must still notice one that outlives its
- * timeout and abort the group, which later calls then report.
+ * In distc_backend_op_args.flags: a blocking call (`out == NULL`); no handle
+ * of the work is given out. A stream-ordered backend may complete the work
+ * as soon as the operation is enqueued and track such operations in batches,
+ * but must still notice one that outlives its timeout and abort the group
+ * (later calls report it). A host backend may run the operation to
+ * completion on the calling thread before returning (the core waits for the
+ * work right after the call anyway).
  */
-#define DISTC_OP_DETACHED 0x1u
+#define DISTC_OP_BLOCKING 0x1u
 
 /** One entry of batch_p2p. */
 typedef struct distc_backend_p2p {
@@ -187,6 +189,12 @@ typedef struct distc_backend_ops {
     /** All `n` sends and receives posted together; one work for the batch. */
     int (*batch_p2p)(distc_work *work, void *group, const distc_backend_p2p *ops, size_t n,
                      const distc_backend_op_args *args);
+    /**
+     * Optional: this process's rank and the world size as the engine knows
+     * them (MPI_COMM_WORLD), for distc_pg_new_from_url("<name>://"): groups
+     * whose ranks come from the engine's launcher, with no store to meet in.
+     */
+    int (*world)(int32_t *rank, int32_t *size, void *payload);
 } distc_backend_ops;
 
 /**

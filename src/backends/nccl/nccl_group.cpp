@@ -236,7 +236,7 @@ void Group::cover_all(bool only_old) {
 
 void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enqueue &enqueue) {
     auto stream = static_cast<cudaStream_t>(a->stream);
-    bool detached = a->flags & DISTC_OP_DETACHED;
+    bool detached = a->flags & DISTC_OP_BLOCKING;
     cudaEvent_t ev = nullptr;
     {
         std::lock_guard<std::mutex> lk(launch_mu_);

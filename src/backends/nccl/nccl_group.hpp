@@ -74,7 +74,7 @@ private:
         std::string owned;  // a sentinel's label
         const char *label() const { return work ? what : owned.c_str(); }
     };
-    // Detached operations (DISTC_OP_DETACHED) are completed at launch and
+    // Blocking calls (DISTC_OP_BLOCKING: "detached" here) are completed at launch and
     // tracked by one event per stream per 200 us rather than one each; the
     // watchdog covers a stream's tail after 1 ms. Guarded by launch_mu_.
     struct StreamState {

@@ -27,7 +27,7 @@ std::vector<distc_buffer> bufs(const std::vector<Tensor> &ts) {
 
 distc_backend_op_args args(const AsyncArgs &a) {
     return distc_backend_op_args{DISTC_BACKEND_OP_ARGS_VERSION, a.timeout.count(), a.seq, a.premul_factor, a.stream,
-                                 a.what->c_str(), a.detached ? DISTC_OP_DETACHED : 0u};
+                                 a.what->c_str(), a.blocking ? DISTC_OP_BLOCKING : 0u};
 }
 
 struct GroupInfo {
@@ -213,6 +213,21 @@ void PluginBackend::abort() {
 
 std::unique_ptr<AsyncBackend> make_async_backend(const std::string &name, const AsyncGroupInfo &info) {
     return std::make_unique<PluginBackend>(find_backend(name), info);
+}
+
+void engine_world(const std::string &name, int &rank, int &size) {
+    auto def = find_backend(name);
+    if (!def->ops.world)
+        fail(DISTC_ENOTSUP, "the " + name + " backend has no world of its own (" + name +
+                                "://); rendezvous with env://, tcp:// or file://");
+    int32_t r = -1, s = -1;
+    distc_error_clear();
+    int rc = def->ops.world(&r, &s, def->payload);
+    if (rc < 0) fail(rc, backend_error(*def, "world", rc));
+    if (s < 1 || r < 0 || r >= s)
+        fail(DISTC_EBACKEND, "the " + name + " backend reports rank " + std::to_string(r) + " of " + std::to_string(s));
+    rank = r;
+    size = s;
 }
 
 }  // namespace distc

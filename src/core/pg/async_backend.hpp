@@ -21,7 +21,7 @@ struct AsyncArgs {
     double premul_factor;
     void *stream;         // the caller's device stream, or nullptr
     const std::string *what;
-    bool detached;        // nobody will hold or wait on the work (see DISTC_OP_DETACHED)
+    bool blocking;        // a blocking call: no handle is given out (see DISTC_OP_BLOCKING)
 };
 
 struct AsyncGroupInfo {
@@ -82,5 +82,9 @@ public:
 // The backend `name` (a registered one or a plugin library), created for one
 // group. Throws DISTC_ENOTFOUND / DISTC_EBACKEND naming what is missing.
 std::unique_ptr<AsyncBackend> make_async_backend(const std::string &name, const AsyncGroupInfo &info);
+
+// This process's rank and the world size according to backend `name`'s
+// engine (MPI_COMM_WORLD). Throws DISTC_ENOTSUP when it has no world of its own.
+void engine_world(const std::string &name, int &rank, int &size);
 
 }  // namespace distc

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "core/pg/process_group.hpp"
@@ -151,71 +152,111 @@ void ProcessGroup::monitored_barrier(Millis timeout, bool wait_all) {
     });
 }
 
+// Byte collectives have two steps: lengths, then the bytes padded to the
+// longest. The built-in backend moves them as two tagged steps of one
+// operation; another backend that takes host memory as two of the group's
+// own blocking collectives; a device-only one through the store (above).
+struct ProcessGroup::BytePrims {
+    std::function<void(const Tensor &in, Tensor &out, int step)> allgather;
+    std::function<void(const Tensor &in, Tensor *out, int root, int step)> gather;
+    std::function<void(Tensor &t, int root, int step)> broadcast;
+    std::function<void(const Tensor *in, Tensor &out, int root, int step)> scatter;
+};
+
+void ProcessGroup::with_byte_prims(const OpInfo &info, const OpOptions &o, const std::function<void(BytePrims &)> &body) {
+    if (backend_) {
+        OpInfo two = info;
+        two.steps = 2;
+        run(two, o, false, [this, &body](const OpCtx &ctx) {
+            auto at = [&](int step) { return OpCtx{ctx.tag + static_cast<uint32_t>(step), ctx.timeout}; };
+            BytePrims p{
+                [&](const Tensor &in, Tensor &out, int step) { backend_->allgather(in, out, at(step)); },
+                [&](const Tensor &in, Tensor *out, int root, int step) { backend_->gather(in, out, root, at(step)); },
+                [&](Tensor &t, int root, int step) { backend_->broadcast(t, root, at(step)); },
+                [&](const Tensor *in, Tensor &out, int root, int step) { backend_->scatter(in, out, root, at(step)); }};
+            body(p);
+            return -1;
+        });
+        return;
+    }
+    // Rank-ordered views of a flat buffer, as the list forms of the collectives take.
+    auto parts = [this](const Tensor &flat) {
+        std::vector<Tensor> v;
+        size_t n = flat.numel / static_cast<size_t>(size_);
+        for (int r = 0; r < size_; ++r) v.push_back(view_of(flat.bytes() + n * dtype_size(flat.dtype) * r, flat.dtype, n));
+        return v;
+    };
+    BytePrims p{
+        [&](const Tensor &in, Tensor &out, int) { allgather(in, parts(out), o, false); },
+        [&](const Tensor &in, Tensor *out, int root, int) {
+            gather(in, out ? parts(*out) : std::vector<Tensor>{}, root, o, false);
+        },
+        [&](Tensor &t, int root, int) { broadcast(t, root, o, false); },
+        [&](const Tensor *in, Tensor &out, int root, int) {
+            scatter(in ? parts(*in) : std::vector<Tensor>{}, out, root, o, false);
+        }};
+    body(p);
+}
+
+// Host memory through a device-only backend is out: those go through the store.
+bool ProcessGroup::bytes_via_store() const { return async_ && !(async_->device_types() & (uint64_t{1} << 1)); }
+
 std::vector<Bytes> ProcessGroup::all_gather_bytes(ByteView data, const OpOptions &o) {
-    if (async_) return store_bytes("all_gather_bytes", o, -1, {data}).all;
-    OpInfo info{"all_gather_bytes", "(" + std::to_string(data.size) + " bytes)"};
-    info.steps = 2;
+    if (bytes_via_store()) return store_bytes("all_gather_bytes", o, -1, {data}).all;
     std::vector<Bytes> out;
-    run(info, o, false, [this, data, &out](const OpCtx &ctx) {
-        // Lengths first, then everyone's bytes padded to the longest.
+    with_byte_prims(OpInfo{"all_gather_bytes", "(" + std::to_string(data.size) + " bytes)"}, o, [&](BytePrims &p) {
         int64_t len = static_cast<int64_t>(data.size);
         std::vector<int64_t> lens(static_cast<size_t>(size_));
         Tensor lt = view_of(&len, DType::Int64, 1), lall = view_of(lens.data(), DType::Int64, lens.size());
-        backend_->allgather(lt, lall, ctx);
+        p.allgather(lt, lall, 0);
         size_t max = static_cast<size_t>(*std::max_element(lens.begin(), lens.end()));
         Scratch mine(DType::UInt8, max), all(DType::UInt8, max * static_cast<size_t>(size_));
         if (data.size) std::memcpy(mine.t.data, data.data, data.size);
-        if (max) backend_->allgather(mine.t, all.t, OpCtx{ctx.tag + 1, ctx.timeout});
+        if (max) p.allgather(mine.t, all.t, 1);
         for (int r = 0; r < size_; ++r) {
-            const uint8_t *p = all.t.bytes() + max * static_cast<size_t>(r);
-            out.emplace_back(p, p + lens[static_cast<size_t>(r)]);
+            const uint8_t *q = all.t.bytes() + max * static_cast<size_t>(r);
+            out.emplace_back(q, q + lens[static_cast<size_t>(r)]);
         }
-        return -1;
     });
     return out;
 }
 
 std::vector<Bytes> ProcessGroup::gather_bytes(ByteView data, int root, const OpOptions &o) {
     check_rank(root, "root");
-    if (async_) return store_bytes("gather_bytes", o, root, {data}).all;
-    OpInfo info{"gather_bytes", "(" + std::to_string(data.size) + " bytes)", -1, 0, root};
-    info.steps = 2;
+    if (bytes_via_store()) return store_bytes("gather_bytes", o, root, {data}).all;
     std::vector<Bytes> out;
-    run(info, o, false, [this, data, root, &out](const OpCtx &ctx) {
+    OpInfo info{"gather_bytes", "(" + std::to_string(data.size) + " bytes)", -1, 0, root};
+    with_byte_prims(info, o, [&](BytePrims &p) {
         int64_t len = static_cast<int64_t>(data.size);
         std::vector<int64_t> lens(static_cast<size_t>(size_));
         Tensor lt = view_of(&len, DType::Int64, 1), lall = view_of(lens.data(), DType::Int64, lens.size());
-        backend_->allgather(lt, lall, ctx);  // everyone needs the longest to pad to
+        p.allgather(lt, lall, 0);  // everyone needs the longest to pad to
         size_t max = static_cast<size_t>(*std::max_element(lens.begin(), lens.end()));
         Scratch mine(DType::UInt8, max), all(DType::UInt8, rank_ == root ? max * static_cast<size_t>(size_) : 1);
         if (data.size) std::memcpy(mine.t.data, data.data, data.size);
-        if (max) backend_->gather(mine.t, rank_ == root ? &all.t : nullptr, root, OpCtx{ctx.tag + 1, ctx.timeout});
+        if (max) p.gather(mine.t, rank_ == root ? &all.t : nullptr, root, 1);
         if (rank_ == root)
             for (int r = 0; r < size_; ++r) {
-                const uint8_t *p = all.t.bytes() + max * static_cast<size_t>(r);
-                out.emplace_back(p, p + lens[static_cast<size_t>(r)]);
+                const uint8_t *q = all.t.bytes() + max * static_cast<size_t>(r);
+                out.emplace_back(q, q + lens[static_cast<size_t>(r)]);
             }
-        return -1;
     });
     return out;
 }
 
 Bytes ProcessGroup::broadcast_bytes(ByteView data, int root, const OpOptions &o) {
     check_rank(root, "root");
-    if (async_) return store_bytes("broadcast_bytes", o, root, {data}).one;
-    OpInfo info{"broadcast_bytes", "", -1, 0, root};
-    info.steps = 2;
+    if (bytes_via_store()) return store_bytes("broadcast_bytes", o, root, {data}).one;
     Bytes out;
-    run(info, o, false, [this, data, root, &out](const OpCtx &ctx) {
+    with_byte_prims(OpInfo{"broadcast_bytes", "", -1, 0, root}, o, [&](BytePrims &p) {
         int64_t len = rank_ == root ? static_cast<int64_t>(data.size) : 0;
         Tensor lt = view_of(&len, DType::Int64, 1);
-        backend_->broadcast(lt, root, ctx);
+        p.broadcast(lt, root, 0);
         if (len < 0 || static_cast<uint64_t>(len) > DISTC_STORE_MAX_VALUE_SIZE)
             fail(DISTC_EPROTO, "root announced " + std::to_string(len) + " bytes");
         out = rank_ == root ? data.to_bytes() : Bytes(static_cast<size_t>(len));
         Tensor bt = view_of(out.data(), DType::UInt8, out.size());
-        backend_->broadcast(bt, root, OpCtx{ctx.tag + 1, ctx.timeout});
-        return -1;
+        p.broadcast(bt, root, 1);
     });
     return out;
 }
@@ -225,24 +266,21 @@ Bytes ProcessGroup::scatter_bytes(const std::vector<ByteView> &data, int root, c
     if (rank_ == root && data.size() != static_cast<size_t>(size_))
         fail(DISTC_EINVAL, "the root passed " + std::to_string(data.size()) + " values, expected the group size " +
                                std::to_string(size_));
-    if (async_) return store_bytes("scatter_bytes", o, root, data).one;
-    OpInfo info{"scatter_bytes", "", -1, 0, root};
-    info.steps = 2;
+    if (bytes_via_store()) return store_bytes("scatter_bytes", o, root, data).one;
     Bytes out;
-    run(info, o, false, [this, &data, root, &out](const OpCtx &ctx) {
+    with_byte_prims(OpInfo{"scatter_bytes", "", -1, 0, root}, o, [&](BytePrims &p) {
         std::vector<int64_t> lens(static_cast<size_t>(size_), 0);
         if (rank_ == root)
             for (size_t r = 0; r < data.size(); ++r) lens[r] = static_cast<int64_t>(data[r].size);
         Tensor lt = view_of(lens.data(), DType::Int64, lens.size());
-        backend_->broadcast(lt, root, ctx);
+        p.broadcast(lt, root, 0);
         size_t max = static_cast<size_t>(*std::max_element(lens.begin(), lens.end()));
         Scratch all(DType::UInt8, rank_ == root ? max * static_cast<size_t>(size_) : 1), mine(DType::UInt8, max);
         if (rank_ == root)
             for (size_t r = 0; r < data.size(); ++r)
                 if (data[r].size) std::memcpy(all.t.bytes() + max * r, data[r].data, data[r].size);
-        if (max) backend_->scatter(rank_ == root ? &all.t : nullptr, mine.t, root, OpCtx{ctx.tag + 1, ctx.timeout});
+        if (max) p.scatter(rank_ == root ? &all.t : nullptr, mine.t, root, 1);
         out.assign(mine.t.bytes(), mine.t.bytes() + lens[static_cast<size_t>(rank_)]);
-        return -1;
     });
     return out;
 }

@@ -229,8 +229,7 @@ ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &
                         (info.detail.empty() ? "" : " " + info.detail);
     auto w = std::make_shared<Work>(seq, label);
     w->start();
-    bool detached = !async && async_->stream_ordered();
-    start(w, AsyncArgs{seq, timeout, o.premul_factor, o.stream, &w->what(), detached});
+    start(w, AsyncArgs{seq, timeout, o.premul_factor, o.stream, &w->what(), !async});
     if (async || async_->stream_ordered()) {
         // A device launch that already failed is reported now, as a blocking call must.
         if (!async && w->done() && w->status() != 0) fail(w->status(), w->message());

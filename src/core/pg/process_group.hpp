@@ -128,6 +128,10 @@ private:
         Bytes one;
     };
     StoreBytesResult store_bytes(const char *kind, const OpOptions &o, int root, const std::vector<ByteView> &mine);
+    bool bytes_via_store() const;
+    struct BytePrims;
+    // Runs a byte collective's two steps with the primitives this group's backend offers.
+    void with_byte_prims(const OpInfo &info, const OpOptions &o, const std::function<void(BytePrims &)> &body);
     void debug_check(const OpInfo &info, const OpCtx &ctx);
     void execute(Work &w, const OpCtx &ctx, const Body &body) noexcept;
     void worker_loop();
