@@ -71,7 +71,7 @@ int main(void) {
     OFF(distc_backend_op_args, seq);
     OFF(distc_backend_op_args, premul_factor);
     OFF(distc_backend_op_args, stream);
-    OFF(distc_backend_op_args, what);
+    OFF(distc_backend_op_args, op);
     OFF(distc_backend_op_args, flags);
     OFF(distc_backend_p2p, kind);
     OFF(distc_backend_p2p, peer);

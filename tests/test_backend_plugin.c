@@ -168,7 +168,7 @@ static int ctl_allreduce(distc_work *w, void *g, const distc_buffer *b, size_t n
     (void)op;
     ctl *c = g;
     if (c->refuse) return distc_error_set(DISTC_EINVAL, "the engine cannot reduce this (test)");
-    if (n != 1 || a->version != DISTC_BACKEND_OP_ARGS_VERSION || !a->what || !strstr(a->what, "allreduce"))
+    if (n != 1 || a->version != DISTC_BACKEND_OP_ARGS_VERSION || !a->op || strcmp(a->op, "allreduce") != 0 || a->seq == 0)
         return distc_error_set(DISTC_EINTERNAL, "unexpected arguments");
     c->seen_device = b[0].device_type;
     static const distc_work_hooks hooks = {DISTC_WORK_HOOKS_VERSION, ctl_wait_stream, ctl_release};

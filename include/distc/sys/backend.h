@@ -100,7 +100,8 @@ typedef struct distc_backend_op_args {
     uint64_t seq;          /**< the group's sequence number; 0 for point-to-point */
     double premul_factor;  /**< DISTC_PREMUL_SUM's factor */
     void *stream;          /**< distc_op_options.stream (a cudaStream_t for CUDA backends); NULL: the default */
-    const char *what;      /**< "allreduce #3 (float32[16])": for messages */
+    const char *op;        /**< "allreduce" (static): with seq, how messages name the operation
+                                ("allreduce #3"); the core adds the rest to a failed work's message */
     uint32_t flags;        /**< DISTC_OP_BLOCKING */
 } distc_backend_op_args;
 

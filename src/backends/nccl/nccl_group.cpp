@@ -188,6 +188,11 @@ Group::~Group() {
     }
 }
 
+std::string Group::Inflight::label() const {
+    std::string s = std::string(op) + (seq ? " #" + std::to_string(seq) : "");
+    return sentinel_of_blocking ? s + " (a blocking call)" : s;
+}
+
 cudaError_t Group::cover(StreamState &st, Clock::time_point now) {
     cudaEvent_t ev = nullptr;
     try {
@@ -204,8 +209,7 @@ cudaError_t Group::cover(StreamState &st, Clock::time_point now) {
     {
         std::lock_guard<std::mutex> lk(mu_);
         was_empty = inflight_.empty();
-        inflight_.push_back(Inflight{nullptr, st.stream, ev, st.deadline, st.timeout_ms, nullptr,
-                                     st.what + " (a blocking call, tracked with the calls after it)"});
+        inflight_.push_back(Inflight{nullptr, st.stream, ev, st.deadline, st.timeout_ms, st.op, st.seq, true});
     }
     if (was_empty) cv_.notify_all();
     st.pending = false;
@@ -250,7 +254,7 @@ void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enque
                 for (auto op : ops) ncclRedOpDestroy(op, comm_);
         };
         try {
-            settle(enqueue(comm_, stream, ops), a->what, deadline);
+            settle(enqueue(comm_, stream, ops), a->op, deadline);
             free_ops();
         } catch (...) {
             free_ops();
@@ -269,7 +273,8 @@ void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enque
                 if (!st->pending) st->first = now;
                 st->deadline = deadline;
                 st->timeout_ms = a->timeout_ms;
-                st->what = a->what;
+                st->op = a->op;
+                st->seq = a->seq;
             }
             st->pending = true;
             if (now - st->last_record > std::chrono::microseconds(200)) {
@@ -296,7 +301,7 @@ void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enque
         std::lock_guard<std::mutex> lk(mu_);
         was_empty = inflight_.empty();
         inflight_.push_back(Inflight{work, stream, ev, Clock::now() + std::chrono::milliseconds(a->timeout_ms),
-                                     a->timeout_ms, a->what, {}});
+                                     a->timeout_ms, a->op, a->seq, false});
     }
     if (was_empty) cv_.notify_all();  // the watchdog sleeps on cv_ only when nothing is in flight
 }

@@ -70,9 +70,10 @@ private:
         cudaEvent_t event;
         Clock::time_point deadline;
         int64_t timeout_ms;
-        const char *what;   // the work's label: it lives as long as the work, which the backend holds
-        std::string owned;  // a sentinel's label
-        const char *label() const { return work ? what : owned.c_str(); }
+        const char *op;     // "allreduce" (static)
+        uint64_t seq;
+        bool sentinel_of_blocking;
+        std::string label() const;  // "allreduce #3", as messages name it
     };
     // Blocking calls (DISTC_OP_BLOCKING: "detached" here) are completed at launch and
     // tracked by one event per stream per 200 us rather than one each; the
@@ -84,7 +85,8 @@ private:
         Clock::time_point first{};    // when the first of them was launched
         Clock::time_point deadline{}; // the earliest of their deadlines
         int64_t timeout_ms = 0;
-        std::string what;             // that operation's label
+        const char *op = "";          // that operation
+        uint64_t seq = 0;
     };
     // Records a sentinel event after `st`'s pending operations (launch_mu_ held, device set).
     cudaError_t cover(StreamState &st, Clock::time_point now);

@@ -27,7 +27,7 @@ std::vector<distc_buffer> bufs(const std::vector<Tensor> &ts) {
 
 distc_backend_op_args args(const AsyncArgs &a) {
     return distc_backend_op_args{DISTC_BACKEND_OP_ARGS_VERSION, a.timeout.count(), a.seq, a.premul_factor, a.stream,
-                                 a.what->c_str(), a.blocking ? DISTC_OP_BLOCKING : 0u};
+                                 a.op, a.blocking ? DISTC_OP_BLOCKING : 0u};
 }
 
 struct GroupInfo {

@@ -20,7 +20,7 @@ struct AsyncArgs {
     Millis timeout;
     double premul_factor;
     void *stream;         // the caller's device stream, or nullptr
-    const std::string *what;
+    const char *op;       // "allreduce" (static)
     bool blocking;        // a blocking call: no handle is given out (see DISTC_OP_BLOCKING)
 };
 

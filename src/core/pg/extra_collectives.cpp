@@ -14,6 +14,13 @@ namespace distc {
 
 namespace {
 
+OpLabel bytes_label(size_t n) {
+    OpLabel l;
+    l.form = OpLabel::Form::Bytes;
+    l.n = n;
+    return l;
+}
+
 Tensor view_of(void *p, DType dt, size_t numel) {
     Tensor t;
     t.data = p;
@@ -90,7 +97,10 @@ ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOp
         if (ops[i].peer == rank_) fail(DISTC_EINVAL, at + ".peer is this rank (" + std::to_string(rank_) + ")");
         if (ops[i].tag > static_cast<uint32_t>(INT32_MAX)) fail(DISTC_EINVAL, at + ".tag is negative");
     }
-    OpInfo info{"batch_isend_irecv", "(" + std::to_string(ops.size()) + " operations)"};
+    OpLabel ops_label;
+    ops_label.form = OpLabel::Form::Ops;
+    ops_label.n = ops.size();
+    OpInfo info{"batch_isend_irecv", ops_label};
     info.p2p = true;
     if (async_) {
         std::vector<AsyncBackend::P2p> v;
@@ -114,7 +124,7 @@ ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOp
 void ProcessGroup::monitored_barrier(Millis timeout, bool wait_all) {
     // Through the store, not the backend: Gloo closes every pair of a group
     // whose receive times out, and a monitored barrier exists to time out.
-    OpInfo info{"monitored_barrier", ""};
+    OpInfo info{"monitored_barrier", {}};
     info.p2p = true;  // not one of the group's collectives: no sequence number
     std::string base = "monitored_barrier/" + std::to_string(++monitored_) + "/";
     OpOptions o;
@@ -204,7 +214,7 @@ bool ProcessGroup::bytes_via_store() const { return async_ && !(async_->device_t
 std::vector<Bytes> ProcessGroup::all_gather_bytes(ByteView data, const OpOptions &o) {
     if (bytes_via_store()) return store_bytes("all_gather_bytes", o, -1, {data}).all;
     std::vector<Bytes> out;
-    with_byte_prims(OpInfo{"all_gather_bytes", "(" + std::to_string(data.size) + " bytes)"}, o, [&](BytePrims &p) {
+    with_byte_prims(OpInfo{"all_gather_bytes", bytes_label(data.size)}, o, [&](BytePrims &p) {
         int64_t len = static_cast<int64_t>(data.size);
         std::vector<int64_t> lens(static_cast<size_t>(size_));
         Tensor lt = view_of(&len, DType::Int64, 1), lall = view_of(lens.data(), DType::Int64, lens.size());
@@ -225,7 +235,7 @@ std::vector<Bytes> ProcessGroup::gather_bytes(ByteView data, int root, const OpO
     check_rank(root, "root");
     if (bytes_via_store()) return store_bytes("gather_bytes", o, root, {data}).all;
     std::vector<Bytes> out;
-    OpInfo info{"gather_bytes", "(" + std::to_string(data.size) + " bytes)", -1, 0, root};
+    OpInfo info{"gather_bytes", bytes_label(data.size), -1, 0, root};
     with_byte_prims(info, o, [&](BytePrims &p) {
         int64_t len = static_cast<int64_t>(data.size);
         std::vector<int64_t> lens(static_cast<size_t>(size_));
@@ -248,7 +258,7 @@ Bytes ProcessGroup::broadcast_bytes(ByteView data, int root, const OpOptions &o)
     check_rank(root, "root");
     if (bytes_via_store()) return store_bytes("broadcast_bytes", o, root, {data}).one;
     Bytes out;
-    with_byte_prims(OpInfo{"broadcast_bytes", "", -1, 0, root}, o, [&](BytePrims &p) {
+    with_byte_prims(OpInfo{"broadcast_bytes", {}, -1, 0, root}, o, [&](BytePrims &p) {
         int64_t len = rank_ == root ? static_cast<int64_t>(data.size) : 0;
         Tensor lt = view_of(&len, DType::Int64, 1);
         p.broadcast(lt, root, 0);
@@ -268,7 +278,7 @@ Bytes ProcessGroup::scatter_bytes(const std::vector<ByteView> &data, int root, c
                                std::to_string(size_));
     if (bytes_via_store()) return store_bytes("scatter_bytes", o, root, data).one;
     Bytes out;
-    with_byte_prims(OpInfo{"scatter_bytes", "", -1, 0, root}, o, [&](BytePrims &p) {
+    with_byte_prims(OpInfo{"scatter_bytes", {}, -1, 0, root}, o, [&](BytePrims &p) {
         std::vector<int64_t> lens(static_cast<size_t>(size_), 0);
         if (rank_ == root)
             for (size_t r = 0; r < data.size(); ++r) lens[r] = static_cast<int64_t>(data[r].size);

@@ -54,8 +54,25 @@ void unflatten(const Tensor &flat, const std::vector<Tensor> &ts) {
     }
 }
 
-std::string list_desc(const std::vector<Tensor> &ts) {
-    return "(" + std::to_string(ts.size()) + " x " + (ts.empty() ? "?" : ts[0].describe()) + ")";
+OpLabel list_label(const std::vector<Tensor> &ts) {
+    OpLabel l;
+    l.form = OpLabel::Form::List;
+    l.n = ts.size();
+    if (!ts.empty()) {
+        l.dtype = dtype_name(ts[0].dtype);
+        l.numel = ts[0].numel;
+    }
+    return l;
+}
+
+OpLabel tensor_label(const Tensor &t, OpLabel::Form form = OpLabel::Form::Tensor, int peer = -1, int tag = 0) {
+    OpLabel l;
+    l.form = form;
+    l.dtype = dtype_name(t.dtype);
+    l.numel = t.numel;
+    l.peer = peer;
+    l.tag = tag;
+    return l;
 }
 
 thread_local bool t_group_thread = false;
@@ -183,9 +200,7 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
     uint32_t steps = info.steps + (debug_ ? 1 : 0);
     if (!info.p2p) seq = seq_.fetch_add(steps) + 1;
     OpCtx ctx{static_cast<uint32_t>(seq), o.timeout.count() < 0 ? timeout_ : o.timeout};
-    std::string label = std::string(info.kind) + (info.p2p ? "" : " #" + std::to_string(seq)) +
-                        (info.detail.empty() ? "" : " " + info.detail);
-    auto w = std::make_shared<Work>(seq, label);
+    auto w = std::make_shared<Work>(seq, info.kind, info.label);
     if (debug_ && !info.p2p) {
         Body inner = std::move(body);
         body = [this, info, inner](const OpCtx &c) {
@@ -220,16 +235,14 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
     return w;
 }
 
-ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &o, bool async, const Start &start) {
+ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &o, bool async, Start start) {
     if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
     async_->require(info.kind);
     uint64_t seq = info.p2p ? 0 : seq_.fetch_add(1) + 1;
     Millis timeout = o.timeout.count() < 0 ? timeout_ : o.timeout;
-    std::string label = std::string(info.kind) + (info.p2p ? "" : " #" + std::to_string(seq)) +
-                        (info.detail.empty() ? "" : " " + info.detail);
-    auto w = std::make_shared<Work>(seq, label);
+    auto w = std::make_shared<Work>(seq, info.kind, info.label);
     w->start();
-    start(w, AsyncArgs{seq, timeout, o.premul_factor, o.stream, &w->what(), !async});
+    start(w, AsyncArgs{seq, timeout, o.premul_factor, o.stream, info.kind, !async});
     if (async || async_->stream_ordered()) {
         // A device launch that already failed is reported now, as a blocking call must.
         if (!async && w->done() && w->status() != 0) fail(w->status(), w->message());
@@ -239,7 +252,7 @@ ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &
     if (!w->wait(timeout + Millis(2000))) {
         async_->abort();
         aborted_ = true;
-        fail(DISTC_ETIMEOUT, label + ": the " + async_->name() + " backend did not complete it within " +
+        fail(DISTC_ETIMEOUT, w->what() + ": the " + async_->name() + " backend did not complete it within " +
                                  std::to_string(timeout.count()) + " ms; the group was aborted");
     }
     if (w->status() != 0) fail(w->status(), w->message());
@@ -311,7 +324,7 @@ ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp o
     same_dtype(ts, ts[0].dtype, "tensors");
     check_reduce(ts[0], op);
     double factor = o.premul_factor;
-    OpInfo info{"allreduce", list_desc(ts), int(ts[0].dtype), total_numel(ts), -1, int(op)};
+    OpInfo info{"allreduce", list_label(ts), int(ts[0].dtype), total_numel(ts), -1, int(op)};
     if (async_)
         return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->allreduce(w, ts, op, a); });
     return run(info, o, async,
@@ -331,7 +344,7 @@ ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp o
 
 ProcessGroup::WorkPtr ProcessGroup::broadcast(Tensor t, int root, const OpOptions &o, bool async) {
     check_rank(root, "root");
-    OpInfo info{"broadcast", "(" + t.describe() + ")", int(t.dtype), t.numel, root};
+    OpInfo info{"broadcast", tensor_label(t), int(t.dtype), t.numel, root};
     if (async_)
         return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->broadcast(w, t, root, a); });
     return run(info, o, async,
@@ -348,7 +361,7 @@ ProcessGroup::WorkPtr ProcessGroup::reduce(Tensor t, int root, ReduceOp op, cons
     check_rank(root, "root");
     check_reduce(t, op);
     double factor = o.premul_factor;
-    OpInfo info{"reduce", "(" + t.describe() + ")", int(t.dtype), t.numel, root, int(op)};
+    OpInfo info{"reduce", tensor_label(t), int(t.dtype), t.numel, root, int(op)};
     if (async_)
         return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->reduce(w, t, root, op, a); });
     return run(info, o, async,
@@ -378,7 +391,7 @@ ProcessGroup::WorkPtr ProcessGroup::allgather(Tensor input, std::vector<Tensor> 
                                std::to_string(size_));
     same_dtype(outputs, input.dtype, "outputs");
     same_numel(outputs, input.numel, "outputs");
-    OpInfo info{"allgather", "(" + input.describe() + ")", int(input.dtype), input.numel};
+    OpInfo info{"allgather", tensor_label(input), int(input.dtype), input.numel};
     if (async_)
         return launch(info, o, async,
                       [&](const WorkPtr &w, const AsyncArgs &a) { async_->allgather(w, outputs, input, a); });
@@ -405,7 +418,7 @@ ProcessGroup::WorkPtr ProcessGroup::gather(Tensor input, std::vector<Tensor> out
         same_dtype(outputs, input.dtype, "outputs");
         same_numel(outputs, input.numel, "outputs");
     }
-    OpInfo info{"gather", "(" + input.describe() + ")", int(input.dtype), input.numel, root};
+    OpInfo info{"gather", tensor_label(input), int(input.dtype), input.numel, root};
     if (async_)
         return launch(info, o, async,
                       [&](const WorkPtr &w, const AsyncArgs &a) { async_->gather(w, outputs, input, root, a); });
@@ -433,7 +446,7 @@ ProcessGroup::WorkPtr ProcessGroup::scatter(std::vector<Tensor> inputs, Tensor o
         same_dtype(inputs, output.dtype, "inputs");
         same_numel(inputs, output.numel, "inputs");
     }
-    OpInfo info{"scatter", "(" + output.describe() + ")", int(output.dtype), output.numel, root};
+    OpInfo info{"scatter", tensor_label(output), int(output.dtype), output.numel, root};
     if (async_)
         return launch(info, o, async,
                       [&](const WorkPtr &w, const AsyncArgs &a) { async_->scatter(w, output, inputs, root, a); });
@@ -459,7 +472,7 @@ ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, T
     same_numel(inputs, output.numel, "inputs");
     check_reduce(output, op);
     double factor = o.premul_factor;
-    OpInfo info{"reduce_scatter", "(" + output.describe() + ")", int(output.dtype), output.numel, -1, int(op)};
+    OpInfo info{"reduce_scatter", tensor_label(output), int(output.dtype), output.numel, -1, int(op)};
     if (async_)
         return launch(info, o, async,
                       [&](const WorkPtr &w, const AsyncArgs &a) { async_->reduce_scatter(w, output, inputs, op, a); });
@@ -494,7 +507,7 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall(std::vector<Tensor> inputs, std::ve
     if (outputs[rank_].numel != inputs[rank_].numel)
         fail(DISTC_EINVAL, "outputs[" + std::to_string(rank_) + "] and inputs[" + std::to_string(rank_) +
                                "] (this rank's own part) differ in size");
-    OpInfo info{"alltoall", list_desc(inputs), int(inputs[0].dtype)};
+    OpInfo info{"alltoall", list_label(inputs), int(inputs[0].dtype)};
     if (async_)
         return launch(info, o, async,
                       [&](const WorkPtr &w, const AsyncArgs &a) { async_->alltoall(w, outputs, inputs, a); });
@@ -550,7 +563,7 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
     if (ic[rank_] != oc[rank_])
         fail(DISTC_EINVAL, "input_splits[" + std::to_string(rank_) + "] and output_splits[" + std::to_string(rank_) +
                                "] (this rank's own part) differ");
-    OpInfo info{"alltoall_single", "(" + input.describe() + ")", int(input.dtype), input.numel};
+    OpInfo info{"alltoall_single", tensor_label(input), int(input.dtype), input.numel};
     if (async_) {
         // The engine sees per-peer views: alltoall with sizes that may differ.
         auto views = [](const Tensor &t, const std::vector<size_t> &counts) {
@@ -577,7 +590,7 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
 }
 
 ProcessGroup::WorkPtr ProcessGroup::barrier(const OpOptions &o, bool async) {
-    OpInfo info{"barrier", ""};
+    OpInfo info{"barrier", {}};
     if (async_) return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->barrier(w, a); });
     return run(info, o, async, [this](const OpCtx &ctx) {
         if (mesh_)
@@ -592,7 +605,7 @@ ProcessGroup::WorkPtr ProcessGroup::send(Tensor t, int dst, int tag, const OpOpt
     check_rank(dst, "dst");
     if (dst == rank_) fail(DISTC_EINVAL, "dst is this rank (" + std::to_string(rank_) + ")");
     if (tag < 0) fail(DISTC_EINVAL, "tag is negative (" + std::to_string(tag) + ")");
-    OpInfo info{"send", "(" + t.describe() + " to rank " + std::to_string(dst) + ", tag " + std::to_string(tag) + ")"};
+    OpInfo info{"send", tensor_label(t, OpLabel::Form::Send, dst, tag)};
     info.p2p = true;
     if (async_)
         return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->send(w, t, dst, tag, a); });
@@ -607,8 +620,7 @@ ProcessGroup::WorkPtr ProcessGroup::recv(Tensor t, int src, int tag, const OpOpt
         if (src == rank_) fail(DISTC_EINVAL, "src is this rank (" + std::to_string(rank_) + ")");
     }
     if (tag < 0) fail(DISTC_EINVAL, "tag is negative (" + std::to_string(tag) + ")");
-    std::string from = src < 0 ? "any rank" : "rank " + std::to_string(src);
-    OpInfo info{"recv", "(" + t.describe() + " from " + from + ", tag " + std::to_string(tag) + ")"};
+    OpInfo info{"recv", tensor_label(t, OpLabel::Form::Recv, src, tag)};
     info.p2p = true;
     if (async_)
         return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->recv(w, t, src, tag, a); });

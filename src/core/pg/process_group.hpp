@@ -18,6 +18,7 @@
 #include "core/pg/backend.hpp"
 #include "core/pg/small_mesh.hpp"
 #include "core/store/store.hpp"
+#include "core/util/fn_ref.hpp"
 #include "core/work/work.hpp"
 
 namespace distc {
@@ -108,7 +109,7 @@ private:
     // What an operation is, for messages and for the debug-mode cross-check.
     struct OpInfo {
         const char *kind;      // "allreduce"
-        std::string detail;    // "(float32[16])"
+        OpLabel label;         // what messages say of its data: "(float32[16])"
         int dtype = -1;        // DType, or -1
         uint64_t numel = 0;
         int root = -1;
@@ -119,8 +120,8 @@ private:
     WorkPtr run(const OpInfo &info, const OpOptions &o, bool async, Body body);
     // The path of asynchronous backends: number the operation, let the backend
     // take its Work, and for a blocking call wait (unless stream-ordered).
-    using Start = std::function<void(const WorkPtr &, const AsyncArgs &)>;
-    WorkPtr launch(const OpInfo &info, const OpOptions &o, bool async, const Start &start);
+    using Start = FnRef<void(const WorkPtr &, const AsyncArgs &)>;
+    WorkPtr launch(const OpInfo &info, const OpOptions &o, bool async, Start start);
     // Byte collectives through the store (asynchronous backends): `kind` is
     // the collective's name, `mine` this rank's value(s), root -1 for all_gather.
     struct StoreBytesResult {

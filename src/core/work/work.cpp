@@ -4,6 +4,32 @@
 
 namespace distc {
 
+std::string OpLabel::detail() const {
+    std::string t = dtype ? std::string(dtype) + "[" + std::to_string(numel) + "]" : "";
+    switch (form) {
+    case Form::Plain: return "";
+    case Form::Tensor: return "(" + t + ")";
+    case Form::List: return "(" + std::to_string(n) + " x " + (dtype ? t : "?") + ")";
+    case Form::Ops: return "(" + std::to_string(n) + " operations)";
+    case Form::Bytes: return "(" + std::to_string(n) + " bytes)";
+    case Form::Send: return "(" + t + " to rank " + std::to_string(peer) + ", tag " + std::to_string(tag) + ")";
+    case Form::Recv:
+        return "(" + t + " from " + (peer < 0 ? std::string("any rank") : "rank " + std::to_string(peer)) + ", tag " +
+               std::to_string(tag) + ")";
+    }
+    return "";
+}
+
+const std::string &Work::what() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!what_built_) {
+        std::string d = label_.detail();
+        what_ = std::string(kind_) + (seq_ ? " #" + std::to_string(seq_) : "") + (d.empty() ? "" : " " + d);
+        what_built_ = true;
+    }
+    return what_;
+}
+
 void Work::start() {
     std::lock_guard<std::mutex> lk(mu_);
     start_ = std::chrono::steady_clock::now();

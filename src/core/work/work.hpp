@@ -12,15 +12,32 @@
 
 namespace distc {
 
+// How messages name an operation: "allreduce #5 (float32[16])". Kept as
+// fields and formatted only when a message needs it, so that an operation
+// that succeeds builds no string.
+struct OpLabel {
+    enum class Form : uint8_t { Plain, Tensor, List, Ops, Bytes, Send, Recv };
+    Form form = Form::Plain;
+    const char *dtype = nullptr;  // the dtype's name (static)
+    uint64_t numel = 0;
+    uint64_t n = 0;               // List: tensors; Ops: operations; Bytes: bytes
+    int peer = -1;                // Send/Recv: the peer; -1 with Recv: any rank
+    int tag = 0;
+    std::string detail() const;   // "(float32[16])", "" for Plain
+};
+
 class Work {
 public:
-    Work(uint64_t seq, std::string what) : seq_(seq), what_(std::move(what)) {}
+    // `kind` is a static string ("allreduce"); seq 0 means no number (point-to-point).
+    Work(uint64_t seq, const char *kind, OpLabel label = {}) : seq_(seq), kind_(kind), label_(label) {}
     ~Work();
     Work(const Work &) = delete;
     Work &operator=(const Work &) = delete;
 
     uint64_t seq() const { return seq_; }
-    const std::string &what() const { return what_; }  // "allreduce #5 (float32, 1024 elements)"
+    const char *kind() const { return kind_; }
+    // "allreduce #5 (float32[1024])", built on first use; stable afterwards.
+    const std::string &what() const;
 
     void start();  // marks the running start (for duration)
     // Records the outcome, wakes waiters and runs the callback; first call wins.
@@ -47,8 +64,11 @@ public:
 
 private:
     const uint64_t seq_;
-    const std::string what_;
+    const char *const kind_;
+    const OpLabel label_;
     mutable std::mutex mu_;
+    mutable std::string what_;
+    mutable bool what_built_ = false;
     mutable std::condition_variable cv_;
     bool done_ = false;
     bool has_cb_ = false;
