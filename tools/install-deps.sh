@@ -8,6 +8,7 @@ pkgs=(
   abigail-tools                        # abidiff against the committed ABI baseline
   libgloo-dev libdlpack-dev            # the built-in CPU backend; DLPack tensors in the API
   libcmocka-dev                        # C tests
+  libopenmpi-dev openmpi-bin           # the mpi backend plugin and mpirun for its tests
   python3 python3-pytest python3-numpy # Debian's /usr/bin/python3 test runner
   python3-torch                        # the PyTorch peer for wire-compatibility tests and benchmarks
 )

@@ -128,7 +128,38 @@ const char *dt_backend(void) {
     return e;
 }
 
-int dt_backend_max_size(void) { return strcmp(dt_backend(), "loopback") == 0 ? 1 : 1 << 30; }
+/* MPI mode (DT_BACKEND=mpi, under mpirun): this process is one rank of the world. */
+static int mpi_env(const char *a, const char *b) {
+    const char *v = getenv(a);
+    if (!v) v = getenv(b);
+    return v ? atoi(v) : -1;
+}
+static int mpi_world_size(void) { return mpi_env("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"); }
+static int mpi_world_rank(void) { return mpi_env("OMPI_COMM_WORLD_RANK", "PMI_RANK"); }
+static int is_mpi(void) { return strcmp(dt_backend(), "mpi") == 0; }
+
+int dt_backend_max_size(void) {
+    if (strcmp(dt_backend(), "loopback") == 0) return 1;
+    if (is_mpi()) return mpi_world_size();
+    return 1 << 30;
+}
+
+/* One rank of the world runs fn; the ranks meet in the file store DT_STORE_FILE. */
+static int dt_run_mpi_rank(struct dt_run *run) {
+    static distc_store *shared;
+    if (!shared) {
+        const char *path = getenv("DT_STORE_FILE");
+        if (!path || distc_store_new_file(&shared, path, mpi_world_size()) != 0) {
+            fprintf(stderr, "MPI mode needs DT_STORE_FILE (a fresh path shared by the ranks): %s\n",
+                    distc_error_last());
+            abort();
+        }
+    }
+    run->store = shared;
+    struct dt_rank_arg ra = {run, mpi_world_rank()};
+    dt_rank_main(&ra);
+    return __atomic_load_n(&g_failures, __ATOMIC_SEQ_CST);
+}
 
 int dt_ranks_are_processes(void) {
     const char *e = getenv("DT_RANKS_AS");
@@ -138,11 +169,24 @@ int dt_ranks_are_processes(void) {
 int dt_run_ranks_timeout(int size, int64_t timeout_ms, dt_rank_fn fn, void *arg) {
     struct dt_run run;
     memset(&run, 0, sizeof run);
-    if (size > dt_backend_max_size()) {
+    if (size > dt_backend_max_size() || (is_mpi() && size != mpi_world_size())) {
         static int said;
-        if (!said++) printf("(backend %s runs world size %d at most: larger runs are skipped)\n", dt_backend(),
-                            dt_backend_max_size());
+        if (!said++)
+            printf("(backend %s runs world size %d%s: other sizes are skipped)\n", dt_backend(), dt_backend_max_size(),
+                   is_mpi() ? " (mpirun -np)" : " at most");
         return 0;
+    }
+    if (is_mpi()) {
+        run.size = size;
+        run.timeout_ms = timeout_ms;
+        run.fn = fn;
+        run.arg = arg;
+        snprintf(run.group, sizeof run.group, "dt_group_%d_size%d",
+                 __atomic_add_fetch(&g_run_counter, 1, __ATOMIC_SEQ_CST), size);
+        __atomic_store_n(&g_failures, 0, __ATOMIC_SEQ_CST);
+        int failures = dt_run_mpi_rank(&run);
+        if (failures != 0) fail_msg("%s: %d failure(s) on MPI rank %d (see above)", run.group, failures, mpi_world_rank());
+        return failures;
     }
     if (dt_ranks_are_processes()) {
         run.size = size;

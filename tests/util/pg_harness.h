@@ -49,7 +49,9 @@ int dt_ranks_are_processes(void);
  * The backend the groups use: DT_BACKEND from the environment ("gloo" when
  * unset). "loopback" registers the plain-C test backend
  * (tests/plugins/loopback_backend.h), which runs world size 1 only: larger
- * runs are skipped (dt_backend_max_size).
+ * runs are skipped (dt_backend_max_size). "mpi" runs under mpirun: each
+ * process is one rank and only runs of the world's size execute (the ranks
+ * meet in the file store named by DT_STORE_FILE; tests/mpi/run.sh sets it).
  */
 const char *dt_backend(void);
 int dt_backend_max_size(void);

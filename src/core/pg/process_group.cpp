@@ -1,5 +1,6 @@
 #include "core/pg/process_group.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -241,8 +242,29 @@ ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &
     uint64_t seq = info.p2p ? 0 : seq_.fetch_add(1) + 1;
     Millis timeout = o.timeout.count() < 0 ? timeout_ : o.timeout;
     auto w = std::make_shared<Work>(seq, info.kind, info.label);
+    bool host_ordered = !info.p2p && !async_->stream_ordered();  // streams order device work themselves
+    if (host_ordered && !async) {
+        // Results come in issue order: earlier asynchronous collectives finish first.
+        std::vector<std::weak_ptr<Work>> earlier;
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            earlier.swap(outstanding_);
+        }
+        for (auto &e : earlier)
+            if (auto p = e.lock()) p->wait(timeout + Millis(2000));
+    }
     w->start();
     start(w, AsyncArgs{seq, timeout, o.premul_factor, o.stream, info.kind, !async});
+    if (host_ordered && async) {
+        std::lock_guard<std::mutex> lk(mu_);
+        outstanding_.erase(std::remove_if(outstanding_.begin(), outstanding_.end(),
+                                          [](const std::weak_ptr<Work> &x) {
+                                              auto p = x.lock();
+                                              return !p || p->done();
+                                          }),
+                           outstanding_.end());
+        outstanding_.push_back(w);
+    }
     if (async || async_->stream_ordered()) {
         // A device launch that already failed is reported now, as a blocking call must.
         if (!async && w->done() && w->status() != 0) fail(w->status(), w->message());

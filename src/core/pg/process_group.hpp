@@ -158,6 +158,9 @@ private:
     std::atomic<uint64_t> monitored_{0};       // monitored barriers so far
     std::unique_ptr<Backend> backend_;      // gloo, built in
     std::unique_ptr<AsyncBackend> async_;  // or a registered or plugin backend
+    // Asynchronous collectives of a host backend not known to be done: a
+    // blocking collective waits for them first, as with gloo (guarded by mu_).
+    std::vector<std::weak_ptr<Work>> outstanding_;
     std::unique_ptr<SmallMesh> mesh_;  // small messages bypass the backend (small_mesh.hpp)
     bool small(size_t nbytes) const { return mesh_ && nbytes <= SmallMesh::limit(); }
     std::atomic<uint64_t> seq_{0};

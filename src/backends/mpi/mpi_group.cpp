@@ -1,0 +1,329 @@
+#include "backends/mpi/mpi_group.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace distc_mpi {
+
+void raise(int code, std::string message) { throw Failure{code, std::move(message)}; }
+
+void check(int rc, const char *what) {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    raise(DISTC_EBACKEND, std::string(what) + " failed: " + std::string(text, static_cast<size_t>(len)));
+}
+
+namespace {
+
+std::mutex g_init_mu;
+bool g_serialized = false;
+std::mutex g_mpi_mu;
+
+void finalize_at_exit() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+}
+
+const char *level_name(int level) {
+    switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    default: return "MPI_THREAD_MULTIPLE";
+    }
+}
+
+}  // namespace
+
+void ensure_mpi() {
+    std::lock_guard<std::mutex> lk(g_init_mu);
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    int level = MPI_THREAD_SINGLE;
+    if (!initialized) {
+        int argc = 0;
+        char **argv = nullptr;
+        check(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &level), "MPI_Init_thread");
+        // Groups are gone by then or never freed; MPI must still be finalised
+        // for mpirun to see a clean exit.
+        std::atexit(finalize_at_exit);
+    } else {
+        MPI_Query_thread(&level);
+    }
+    if (level < MPI_THREAD_SERIALIZED)
+        raise(DISTC_EBACKEND, std::string("MPI provides ") + level_name(level) +
+                                  "; the mpi backend needs MPI_THREAD_SERIALIZED or better (initialise MPI with "
+                                  "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...), or let distc do it)");
+    g_serialized = level < MPI_THREAD_MULTIPLE;
+}
+
+std::unique_lock<std::mutex> mpi_lock() {
+    return g_serialized ? std::unique_lock<std::mutex>(g_mpi_mu) : std::unique_lock<std::mutex>();
+}
+
+Group::Group(MPI_Comm comm, int64_t timeout_ms) : comm_(comm), timeout_ms_(timeout_ms) {
+    auto lk = mpi_lock();
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    lk = {};
+    progress_ = std::thread([this] { progress(); });
+}
+
+Group::~Group() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;  // the progress thread finishes what is in flight (bounded by timeouts), then exits
+    }
+    cv_.notify_all();
+    if (progress_.joinable()) progress_.join();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    // A communicator with abandoned requests is left alone: MPI may still use it.
+    if (!finalized && abandoned_.empty()) {
+        auto lk = mpi_lock();
+        MPI_Comm_free(&comm_);
+    }
+}
+
+void Group::check_usable() {
+    if (aborted_) {
+        std::lock_guard<std::mutex> lk(mu_);
+        raise(DISTC_EABORTED, "the group was aborted (" + abort_reason_ + ")");
+    }
+}
+
+void Group::start(distc_work *work, const distc_backend_op_args *a, const std::function<void(Op &)> &post) {
+    check_usable();
+    Pending p{work, Op{}, Clock::now() + std::chrono::milliseconds(a->timeout_ms), a->timeout_ms, a->op, a->seq};
+    {
+        auto lk = mpi_lock();
+        post(p.op);  // throws before anything is queued when MPI refuses
+    }
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        incoming_.push_back(std::move(p));
+    }
+    cv_.notify_all();
+}
+
+void Group::run_blocking(distc_work *work, const distc_backend_op_args *a, const std::function<void()> &run,
+                         const int32_t *source) {
+    check_usable();
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        blocking_name_ = a->op;
+        blocking_seq_ = a->seq;
+        blocking_timeout_ms_ = a->timeout_ms;
+    }
+    auto deadline = Clock::now() + std::chrono::milliseconds(a->timeout_ms);
+    blocking_deadline_ns_ = deadline.time_since_epoch().count();
+    cv_.notify_all();
+    try {
+        auto lk = mpi_lock();
+        run();
+    } catch (...) {
+        blocking_deadline_ns_ = 0;
+        throw;
+    }
+    blocking_deadline_ns_ = 0;
+    distc_backend_work_complete(work, source ? *source : -1);
+}
+
+void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {
+    auto deadline = Clock::now() + std::chrono::milliseconds(a->timeout_ms);
+    std::vector<MPI_Status> st(o.reqs.size());
+    for (unsigned spins = 0;; ++spins) {
+        int done = 0, rc;
+        {
+            auto lk = mpi_lock();
+            rc = MPI_Testall(static_cast<int>(o.reqs.size()), o.reqs.data(), &done, st.data());
+        }
+        int code = 0;
+        std::string msg;
+        if (rc != MPI_SUCCESS) {
+            char text[MPI_MAX_ERROR_STRING];
+            int len = 0;
+            MPI_Error_string(rc, text, &len);
+            code = DISTC_EBACKEND;
+            msg = "MPI reports: " + std::string(text, static_cast<size_t>(len));
+        } else if (done) {
+            int32_t source = o.source_req >= 0 ? st[static_cast<size_t>(o.source_req)].MPI_SOURCE : o.source;
+            if (o.finish) o.finish();
+            distc_backend_work_complete(work, source);
+            return;
+        } else if (aborted_) {
+            std::lock_guard<std::mutex> lk(mu_);
+            code = DISTC_EABORTED;
+            msg = "the group was aborted (" + abort_reason_ + ")";
+        } else if (Clock::now() > deadline) {
+            code = DISTC_ETIMEOUT;
+            msg = "timed out after " + std::to_string(a->timeout_ms) +
+                  " ms (a peer stopped calling?); MPI cannot cancel it: the group was aborted";
+            std::lock_guard<std::mutex> lk(mu_);
+            if (!aborted_.exchange(true)) abort_reason_ = std::string(a->op) + (a->seq ? " #" + std::to_string(a->seq) : "") + " timed out";
+        }
+        if (code != 0) {
+            distc_backend_work_fail(work, code, msg.c_str());
+            // MPI may still write into the buffers it was given: keep them.
+            std::lock_guard<std::mutex> lk(mu_);
+            abandoned_.push_back(Pending{nullptr, std::move(o), deadline, a->timeout_ms, a->op, a->seq});
+            return;
+        }
+        // Spin first (latency), then yield the core (a peer may need it).
+        if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(spins > 20000 ? 100 : 5));
+    }
+}
+
+Group *Group::split(int color, int key, const distc_backend_group_info *info) {
+    check_usable();
+    MPI_Comm sub = MPI_COMM_NULL;
+    {
+        auto lk = mpi_lock();
+        check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub), "MPI_Comm_split");
+    }
+    if (color < 0) return nullptr;
+    auto *g = new Group(sub, info->timeout_ms);
+    if (g->rank() != info->rank || g->size() != info->size) {
+        int r = g->rank(), s = g->size();
+        delete g;
+        raise(DISTC_EINTERNAL, "MPI_Comm_split placed this rank at " + std::to_string(r) + " of " + std::to_string(s) +
+                                   ", distc expected " + std::to_string(info->rank) + " of " +
+                                   std::to_string(info->size));
+    }
+    return g;
+}
+
+void Group::abort(int code, const std::string &why) {
+    std::deque<Pending> failed;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (aborted_.exchange(true)) return;
+        abort_reason_ = why;
+        failed.swap(incoming_);
+    }
+    cv_.notify_all();
+    // The progress thread fails what it holds when it sees the flag; these never reached it.
+    for (auto &p : failed) {
+        distc_backend_work_fail(p.work, code, why.c_str());
+        p.work = nullptr;
+        std::lock_guard<std::mutex> lk(mu_);
+        abandoned_.push_back(std::move(p));
+    }
+}
+
+void Group::progress() {
+    std::vector<Pending> mine;  // only this thread touches these
+    int idle_us = 5;
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+        int64_t bd = blocking_deadline_ns_;
+        if (mine.empty() && incoming_.empty()) {
+            if (stop_) return;
+            if (bd)
+                cv_.wait_for(lk, std::chrono::milliseconds(10));
+            else
+                cv_.wait(lk, [&] { return stop_ || !incoming_.empty() || blocking_deadline_ns_ != 0; });
+        }
+        for (auto &p : incoming_) mine.push_back(std::move(p));
+        incoming_.clear();
+        bool aborted = aborted_;
+        std::string reason = abort_reason_;
+        bd = blocking_deadline_ns_;
+        lk.unlock();
+
+        // A blocking MPI call cannot be interrupted: past its timeout the job ends
+        // with a message, rather than hang (as c10d's watchdog tears down NCCL jobs).
+        if (bd && Clock::now().time_since_epoch().count() > bd) {
+            std::fprintf(stderr,
+                         "distc mpi backend: %s #%llu timed out after %lld ms in a blocking MPI call (a rank stopped "
+                         "calling); MPI cannot cancel it, aborting the job\n",
+                         blocking_name_, static_cast<unsigned long long>(blocking_seq_),
+                         static_cast<long long>(blocking_timeout_ms_));
+            std::fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+
+        bool progressed = false;
+        bool collective_waiting = false;  // collectives complete in the order they were issued, as gloo's
+        for (size_t i = 0; i < mine.size();) {
+            Pending &p = mine[i];
+            if (!aborted && p.seq != 0 && collective_waiting) {
+                ++i;
+                continue;
+            }
+            int code = 0;
+            std::string msg;
+            int32_t source = p.op.source;
+            if (aborted) {
+                code = DISTC_EABORTED;
+                msg = "the group was aborted (" + reason + ")";
+            } else {
+                int done = 0;
+                std::vector<MPI_Status> st(p.op.reqs.size());
+                int rc;
+                {
+                    auto ml = mpi_lock();
+                    rc = p.op.reqs.empty() ? MPI_SUCCESS
+                                           : MPI_Testall(static_cast<int>(p.op.reqs.size()), p.op.reqs.data(), &done,
+                                                         st.data());
+                }
+                if (p.op.reqs.empty()) done = 1;
+                if (rc != MPI_SUCCESS) {
+                    char text[MPI_MAX_ERROR_STRING];
+                    int len = 0;
+                    MPI_Error_string(rc, text, &len);
+                    code = DISTC_EBACKEND;
+                    msg = "MPI reports: " + std::string(text, static_cast<size_t>(len));
+                } else if (done) {
+                    if (p.op.source_req >= 0) source = st[static_cast<size_t>(p.op.source_req)].MPI_SOURCE;
+                    try {
+                        if (p.op.finish) p.op.finish();
+                    } catch (const Failure &f) {
+                        code = f.code;
+                        msg = f.message;
+                    }
+                    if (code == 0) distc_backend_work_complete(p.work, source);
+                } else if (Clock::now() > p.deadline) {
+                    code = DISTC_ETIMEOUT;
+                    msg = "timed out after " + std::to_string(p.timeout_ms) +
+                          " ms (a rank stopped calling?); MPI cannot cancel it: the group was aborted";
+                    {
+                        std::lock_guard<std::mutex> g(mu_);
+                        if (!aborted_.exchange(true))
+                            abort_reason_ = std::string(p.name) + " #" + std::to_string(p.seq) + " timed out";
+                    }
+                    aborted = true;
+                    reason = abort_reason_;
+                } else {
+                    if (p.seq != 0) collective_waiting = true;
+                    ++i;
+                    continue;
+                }
+            }
+            progressed = true;
+            bool abandon = code != 0 && !p.op.reqs.empty();
+            if (code != 0) distc_backend_work_fail(p.work, code, msg.c_str());
+            if (abandon) {
+                // MPI may still write into the buffers it was given: keep them.
+                p.work = nullptr;
+                std::lock_guard<std::mutex> g(mu_);
+                abandoned_.push_back(std::move(p));
+            }
+            mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+        if (!mine.empty() && !progressed) {
+            std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
+            idle_us = std::min(idle_us * 2, 200);
+        } else {
+            idle_us = 5;
+        }
+        lk.lock();
+    }
+}
+
+}  // namespace distc_mpi

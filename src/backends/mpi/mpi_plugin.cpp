@@ -1,0 +1,500 @@
+// The "mpi" backend plugin (libdistc-mpi.so): distc's collectives on host
+// memory through MPI, for jobs started by mpirun. It implements
+// distc/sys/backend.h and nothing else of distc's internals.
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/mpi/mpi_group.hpp"
+
+using namespace distc_mpi;
+
+namespace {
+
+template <typename F>
+int guarded(F &&body) noexcept {
+    try {
+        body();
+        return 0;
+    } catch (const Failure &f) {
+        return distc_error_set(f.code, f.message.c_str());
+    } catch (const std::bad_alloc &) {
+        return distc_error_set(DISTC_ENOMEM, "out of memory");
+    } catch (const std::exception &e) {
+        return distc_error_set(DISTC_EINTERNAL, e.what());
+    }
+}
+
+Group &group(void *g) { return *static_cast<Group *>(g); }
+
+size_t nbytes(const distc_buffer &b) { return static_cast<size_t>(b.count) * distc_dtype_size(b.dtype); }
+
+// MPI counts are ints.
+int count_of(uint64_t n, const char *what) {
+    if (n > static_cast<uint64_t>(INT_MAX))
+        raise(DISTC_ENOTSUP, std::string(what) + ": " + std::to_string(n) +
+                                 " is more than MPI's int counts allow in one call (2^31 - 1)");
+    return static_cast<int>(n);
+}
+
+// ------------------------------------------------------------- reductions
+
+// Element types MPI reduces with its own operators; fp16, bf16 and bool go
+// through user-defined operators that run distc's kernels.
+MPI_Datatype elem_type(int32_t dtype) {
+    switch (dtype) {
+    case DISTC_DTYPE_BOOL: return MPI_UINT8_T;
+    case DISTC_DTYPE_INT8: return MPI_INT8_T;
+    case DISTC_DTYPE_UINT8: return MPI_UINT8_T;
+    case DISTC_DTYPE_INT16: return MPI_INT16_T;
+    case DISTC_DTYPE_INT32: return MPI_INT32_T;
+    case DISTC_DTYPE_INT64: return MPI_INT64_T;
+    case DISTC_DTYPE_FLOAT16: return MPI_UINT16_T;
+    case DISTC_DTYPE_BFLOAT16: return MPI_UINT16_T;
+    case DISTC_DTYPE_FLOAT32: return MPI_FLOAT;
+    case DISTC_DTYPE_FLOAT64: return MPI_DOUBLE;
+    case DISTC_DTYPE_COMPLEX64: return MPI_C_FLOAT_COMPLEX;
+    case DISTC_DTYPE_COMPLEX128: return MPI_C_DOUBLE_COMPLEX;
+    default: raise(DISTC_EINVAL, "unknown dtype " + std::to_string(dtype));
+    }
+}
+
+template <int D, int O>
+void user_fn(void *in, void *inout, int *len, MPI_Datatype *) {
+    distc_backend_combine(inout, in, static_cast<uint64_t>(*len), D, O);
+}
+
+constexpr int kReduceOps = DISTC_PREMUL_SUM + 1;
+MPI_Op g_user[3][kReduceOps];  // bool, float16, bfloat16 x every op; made once MPI is up
+
+template <int D, int... O>
+void make_user_ops(int row, std::integer_sequence<int, O...>) {
+    ((void)MPI_Op_create(&user_fn<D, O>, 1, &g_user[row][O]), ...);
+}
+
+void ensure_user_ops() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        auto lk = mpi_lock();
+        make_user_ops<DISTC_DTYPE_BOOL>(0, std::make_integer_sequence<int, kReduceOps>{});
+        make_user_ops<DISTC_DTYPE_FLOAT16>(1, std::make_integer_sequence<int, kReduceOps>{});
+        make_user_ops<DISTC_DTYPE_BFLOAT16>(2, std::make_integer_sequence<int, kReduceOps>{});
+    });
+}
+
+// The operator for `op` on `dtype`. AVG and PREMUL_SUM reduce as SUM; the
+// scaling is done on the host (pre_scale / post_scale).
+MPI_Op mpi_op(int32_t dtype, int32_t op) {
+    if (dtype == DISTC_DTYPE_BOOL) return g_user[0][op];
+    if (dtype == DISTC_DTYPE_FLOAT16) return g_user[1][op];
+    if (dtype == DISTC_DTYPE_BFLOAT16) return g_user[2][op];
+    switch (op) {
+    case DISTC_SUM:
+    case DISTC_AVG:
+    case DISTC_PREMUL_SUM: return MPI_SUM;
+    case DISTC_PRODUCT: return MPI_PROD;
+    case DISTC_MIN: return MPI_MIN;
+    case DISTC_MAX: return MPI_MAX;
+    case DISTC_BAND: return MPI_BAND;
+    case DISTC_BOR: return MPI_BOR;
+    case DISTC_BXOR: return MPI_BXOR;
+    default: raise(DISTC_EINVAL, "unknown reduce op " + std::to_string(op));
+    }
+}
+
+void scale(const distc_buffer &b, double factor) {
+    if (distc_backend_scale(b.data, b.count, b.dtype, factor) != 0) raise(distc_error_last_code(), distc_error_last());
+}
+
+// PREMUL_SUM's inputs, scaled: in place when `mine` may be changed, else a
+// scaled copy (returned; the Op owns it).
+void *pre_scaled(Op &o, const distc_buffer &b, int32_t op, double factor, bool in_place) {
+    if (op != DISTC_PREMUL_SUM) return b.data;
+    if (in_place) {
+        scale(b, factor);
+        return b.data;
+    }
+    uint8_t *t = o.temp(nbytes(b));
+    std::memcpy(t, b.data, nbytes(b));
+    scale(distc_buffer{t, b.count, b.dtype, b.device_type, b.device_id, 0}, factor);
+    return t;
+}
+
+bool consecutive(const distc_buffer *bs, size_t n) {
+    const char *p = static_cast<const char *>(bs[0].data);
+    for (size_t i = 0; i < n; ++i) {
+        if (bs[i].data != p && nbytes(bs[i])) return false;
+        p += nbytes(bs[i]);
+    }
+    return true;
+}
+
+// One contiguous buffer for `n` buffers: theirs when they are back to back,
+// else a copy (filled from them when `fill`).
+uint8_t *packed(Op &o, const distc_buffer *bs, size_t n, bool fill) {
+    if (consecutive(bs, n)) return static_cast<uint8_t *>(bs[0].data);
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i) total += nbytes(bs[i]);
+    uint8_t *t = o.temp(total), *p = t;
+    for (size_t i = 0; i < n; ++i) {
+        if (fill && nbytes(bs[i])) std::memcpy(p, bs[i].data, nbytes(bs[i]));
+        p += nbytes(bs[i]);
+    }
+    return t;
+}
+
+void unpack(const uint8_t *src, const distc_buffer *bs, size_t n) {
+    if (src == bs[0].data) return;
+    for (size_t i = 0; i < n; ++i) {
+        if (nbytes(bs[i])) std::memcpy(bs[i].data, src, nbytes(bs[i]));
+        src += nbytes(bs[i]);
+    }
+}
+
+// Blocking collectives: MPI's own (fast, not interruptible) unless
+// DISTC_MPI_BLOCKING_COLLECTIVES=interruptible.
+bool interruptible_collectives() {
+    static const bool v = [] {
+        const char *e = std::getenv("DISTC_MPI_BLOCKING_COLLECTIVES");
+        return e && std::strcmp(e, "interruptible") == 0;
+    }();
+    return v;
+}
+
+// Every operation has three shapes: MPI's blocking call on this thread (a
+// blocking distc collective); its non-blocking twin tested on this thread (a
+// blocking point-to-point call, or an interruptible collective); or the twin
+// completed by the progress thread (asynchronous calls). `post(o, req)` is
+// given req == nullptr for the first.
+template <typename Post>
+int launch(distc_work *w, void *g, const distc_backend_op_args *a, Post &&post, int32_t source = -1,
+           bool p2p = false) {
+    return guarded([&] {
+        Group &G = group(g);
+        if ((a->flags & DISTC_OP_BLOCKING) && (p2p || interruptible_collectives())) {
+            Op o;
+            o.source = source;
+            {
+                auto lk = mpi_lock();
+                o.reqs.emplace_back(MPI_REQUEST_NULL);
+                post(o, &o.reqs.back());
+            }
+            G.wait_here(w, a, o);
+            return;
+        }
+        if (a->flags & DISTC_OP_BLOCKING) {
+            Op o;
+            o.source = source;
+            G.run_blocking(w, a, [&] {
+                post(o, static_cast<MPI_Request *>(nullptr));
+                if (o.finish) o.finish();
+            }, &o.source);
+            return;
+        }
+        G.start(w, a, [&](Op &o) {
+            o.source = source;
+            o.reqs.emplace_back(MPI_REQUEST_NULL);
+            post(o, &o.reqs.back());
+        });
+    });
+}
+
+// ------------------------------------------------------------------ vtable
+
+int mpi_world(int32_t *rank, int32_t *size, void *) {
+    return guarded([&] {
+        ensure_mpi();
+        auto lk = mpi_lock();
+        MPI_Comm_rank(MPI_COMM_WORLD, rank);
+        MPI_Comm_size(MPI_COMM_WORLD, size);
+    });
+}
+
+int mpi_create(void **out, const distc_backend_group_info *info, void *) {
+    return guarded([&] {
+        ensure_mpi();
+        ensure_user_ops();
+        int r = 0, s = 0;
+        MPI_Comm dup = MPI_COMM_NULL;
+        {
+            auto lk = mpi_lock();
+            MPI_Comm_rank(MPI_COMM_WORLD, &r);
+            MPI_Comm_size(MPI_COMM_WORLD, &s);
+        }
+        if (r != info->rank || s != info->size)
+            raise(DISTC_EINVAL, "the mpi backend's groups are MPI_COMM_WORLD (this process is rank " + std::to_string(r) +
+                                    " of " + std::to_string(s) + ") but the group was made as rank " +
+                                    std::to_string(info->rank) + " of " + std::to_string(info->size) +
+                                    "; launch with mpirun and create it from the url mpi://");
+        {
+            auto lk = mpi_lock();
+            check(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");  // the group's own matching space
+        }
+        *out = new Group(dup, info->timeout_ms);
+    });
+}
+
+void mpi_destroy(void *g) { delete static_cast<Group *>(g); }
+
+int mpi_abort(void *g) {
+    return guarded([&] { group(g).abort(DISTC_EABORTED, "distc_pg_abort was called"); });
+}
+
+int mpi_split(void **out, void *parent, int32_t color, int32_t key, const distc_backend_group_info *info) {
+    return guarded([&] { *out = group(parent).split(color, key, info); });
+}
+
+int mpi_allreduce(distc_work *w, void *g, const distc_buffer *bs, size_t n, int32_t op, const distc_backend_op_args *a) {
+    Group &G = group(g);
+    double avg = 1.0 / G.size();
+    std::vector<distc_buffer> v(bs, bs + n);
+    if (n == 1)
+        return launch(w, g, a, [&, b = bs[0]](Op &o, MPI_Request *req) {
+            pre_scaled(o, b, op, a->premul_factor, true);
+            int c = count_of(b.count, "count");
+            check(req ? MPI_Iallreduce(MPI_IN_PLACE, b.data, c, elem_type(b.dtype), mpi_op(b.dtype, op), G.comm(), req)
+                      : MPI_Allreduce(MPI_IN_PLACE, b.data, c, elem_type(b.dtype), mpi_op(b.dtype, op), G.comm()),
+                  "MPI_Allreduce");
+            if (op == DISTC_AVG) o.finish = [b, avg] { scale(b, avg); };
+        });
+    // Coalesced: one reduction over the buffers packed together.
+    return launch(w, g, a, [&, v](Op &o, MPI_Request *req) {
+        for (auto &b : v) pre_scaled(o, b, op, a->premul_factor, true);
+        uint8_t *p = packed(o, v.data(), v.size(), true);
+        uint64_t total = 0;
+        for (auto &b : v) total += b.count;
+        int c = count_of(total, "count");
+        distc_buffer all{p, total, v[0].dtype, v[0].device_type, v[0].device_id, 0};
+        check(req ? MPI_Iallreduce(MPI_IN_PLACE, p, c, elem_type(all.dtype), mpi_op(all.dtype, op), G.comm(), req)
+                  : MPI_Allreduce(MPI_IN_PLACE, p, c, elem_type(all.dtype), mpi_op(all.dtype, op), G.comm()),
+              "MPI_Allreduce");
+        o.finish = [v, p, all, op, avg] {
+            if (op == DISTC_AVG) scale(all, avg);
+            unpack(p, v.data(), v.size());
+        };
+    });
+}
+
+int mpi_broadcast(distc_work *w, void *g, const distc_buffer *b, int32_t root, const distc_backend_op_args *a) {
+    Group &G = group(g);
+    return launch(w, g, a, [&, b = *b](Op &, MPI_Request *req) {
+        int c = count_of(nbytes(b), "bytes");
+        check(req ? MPI_Ibcast(b.data, c, MPI_BYTE, root, G.comm(), req) : MPI_Bcast(b.data, c, MPI_BYTE, root, G.comm()),
+              "MPI_Bcast");
+    });
+}
+
+int mpi_reduce(distc_work *w, void *g, const distc_buffer *b, int32_t root, int32_t op, const distc_backend_op_args *a) {
+    Group &G = group(g);
+    double avg = 1.0 / G.size();
+    bool is_root = G.rank() == root;
+    return launch(w, g, a, [&, b = *b](Op &o, MPI_Request *req) {
+        // Non-roots send from a scaled copy for PREMUL_SUM: their tensor stays as it was.
+        void *src = pre_scaled(o, b, op, a->premul_factor, is_root);
+        int c = count_of(b.count, "count");
+        const void *send = is_root ? MPI_IN_PLACE : src;
+        void *recv = is_root ? b.data : nullptr;
+        check(req ? MPI_Ireduce(send, recv, c, elem_type(b.dtype), mpi_op(b.dtype, op), root, G.comm(), req)
+                  : MPI_Reduce(send, recv, c, elem_type(b.dtype), mpi_op(b.dtype, op), root, G.comm()),
+              "MPI_Reduce");
+        if (is_root && op == DISTC_AVG) o.finish = [b, avg] { scale(b, avg); };
+    });
+}
+
+int mpi_allgather(distc_work *w, void *g, const distc_buffer *outs, const distc_buffer *in,
+                  const distc_backend_op_args *a) {
+    Group &G = group(g);
+    std::vector<distc_buffer> v(outs, outs + G.size());
+    return launch(w, g, a, [&, v, in = *in](Op &o, MPI_Request *req) {
+        uint8_t *p = packed(o, v.data(), v.size(), false);
+        int c = count_of(nbytes(in), "bytes");
+        check(req ? MPI_Iallgather(in.data, c, MPI_BYTE, p, c, MPI_BYTE, G.comm(), req)
+                  : MPI_Allgather(in.data, c, MPI_BYTE, p, c, MPI_BYTE, G.comm()),
+              "MPI_Allgather");
+        o.finish = [v, p] { unpack(p, v.data(), v.size()); };
+    });
+}
+
+int mpi_gather(distc_work *w, void *g, const distc_buffer *outs, const distc_buffer *in, int32_t root,
+               const distc_backend_op_args *a) {
+    Group &G = group(g);
+    std::vector<distc_buffer> v;
+    if (outs) v.assign(outs, outs + G.size());
+    return launch(w, g, a, [&, v, in = *in](Op &o, MPI_Request *req) {
+        uint8_t *p = v.empty() ? nullptr : packed(o, v.data(), v.size(), false);
+        int c = count_of(nbytes(in), "bytes");
+        check(req ? MPI_Igather(in.data, c, MPI_BYTE, p, c, MPI_BYTE, root, G.comm(), req)
+                  : MPI_Gather(in.data, c, MPI_BYTE, p, c, MPI_BYTE, root, G.comm()),
+              "MPI_Gather");
+        if (p) o.finish = [v, p] { unpack(p, v.data(), v.size()); };
+    });
+}
+
+int mpi_scatter(distc_work *w, void *g, const distc_buffer *out, const distc_buffer *ins, int32_t root,
+                const distc_backend_op_args *a) {
+    Group &G = group(g);
+    std::vector<distc_buffer> v;
+    if (ins) v.assign(ins, ins + G.size());
+    return launch(w, g, a, [&, v, out = *out](Op &o, MPI_Request *req) {
+        uint8_t *p = v.empty() ? nullptr : packed(o, v.data(), v.size(), true);
+        int c = count_of(nbytes(out), "bytes");
+        check(req ? MPI_Iscatter(p, c, MPI_BYTE, out.data, c, MPI_BYTE, root, G.comm(), req)
+                  : MPI_Scatter(p, c, MPI_BYTE, out.data, c, MPI_BYTE, root, G.comm()),
+              "MPI_Scatter");
+    });
+}
+
+int mpi_reduce_scatter(distc_work *w, void *g, const distc_buffer *out, const distc_buffer *ins, int32_t op,
+                       const distc_backend_op_args *a) {
+    Group &G = group(g);
+    double avg = 1.0 / G.size();
+    std::vector<distc_buffer> v(ins, ins + G.size());
+    return launch(w, g, a, [&, v, out = *out](Op &o, MPI_Request *req) {
+        // The inputs are the caller's: packed (and scaled) in a copy when they must change.
+        bool copy = op == DISTC_PREMUL_SUM || !consecutive(v.data(), v.size());
+        uint8_t *p = copy ? packed(o, v.data(), v.size(), true) : static_cast<uint8_t *>(v[0].data);
+        if (copy && p == v[0].data) {  // consecutive but to be scaled: a copy of its own
+            size_t total = nbytes(out) * v.size();
+            uint8_t *t = o.temp(total);
+            std::memcpy(t, p, total);
+            p = t;
+        }
+        if (op == DISTC_PREMUL_SUM)
+            scale(distc_buffer{p, out.count * v.size(), out.dtype, out.device_type, out.device_id, 0}, a->premul_factor);
+        int c = count_of(out.count, "count");
+        check(req ? MPI_Ireduce_scatter_block(p, out.data, c, elem_type(out.dtype), mpi_op(out.dtype, op), G.comm(), req)
+                  : MPI_Reduce_scatter_block(p, out.data, c, elem_type(out.dtype), mpi_op(out.dtype, op), G.comm()),
+              "MPI_Reduce_scatter_block");
+        if (op == DISTC_AVG) o.finish = [out, avg] { scale(out, avg); };
+    });
+}
+
+int mpi_alltoall(distc_work *w, void *g, const distc_buffer *outs, const distc_buffer *ins,
+                 const distc_backend_op_args *a) {
+    Group &G = group(g);
+    size_t n = static_cast<size_t>(G.size());
+    std::vector<distc_buffer> vo(outs, outs + n), vi(ins, ins + n);
+    return launch(w, g, a, [&, vo, vi, n](Op &o, MPI_Request *req) {
+        uint8_t *sp = packed(o, vi.data(), n, true), *rp = packed(o, vo.data(), n, false);
+        // counts and displacements, in bytes: send counts, send displs, recv counts, recv displs
+        o.ints.assign(4 * n, 0);
+        int *sc = o.ints.data(), *sd = sc + n, *rc = sd + n, *rd = rc + n;
+        uint64_t soff = 0, roff = 0;
+        for (size_t r = 0; r < n; ++r) {
+            sc[r] = count_of(nbytes(vi[r]), "bytes");
+            rc[r] = count_of(nbytes(vo[r]), "bytes");
+            sd[r] = count_of(soff, "displacement");
+            rd[r] = count_of(roff, "displacement");
+            soff += nbytes(vi[r]);
+            roff += nbytes(vo[r]);
+        }
+        check(req ? MPI_Ialltoallv(sp, sc, sd, MPI_BYTE, rp, rc, rd, MPI_BYTE, G.comm(), req)
+                  : MPI_Alltoallv(sp, sc, sd, MPI_BYTE, rp, rc, rd, MPI_BYTE, G.comm()),
+              "MPI_Alltoallv");
+        o.finish = [vo, rp, n] { unpack(rp, vo.data(), n); };
+    });
+}
+
+int mpi_barrier(distc_work *w, void *g, const distc_backend_op_args *a) {
+    Group &G = group(g);
+    return launch(w, g, a, [&](Op &, MPI_Request *req) {
+        check(req ? MPI_Ibarrier(G.comm(), req) : MPI_Barrier(G.comm()), "MPI_Barrier");
+    });
+}
+
+int check_tag(int32_t tag) {
+    static int ub = [] {
+        int *v = nullptr, flag = 0;
+        auto lk = mpi_lock();
+        MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &v, &flag);
+        return flag && v ? *v : 32767;
+    }();
+    if (tag > ub) raise(DISTC_EINVAL, "tag " + std::to_string(tag) + " is above MPI_TAG_UB (" + std::to_string(ub) + ")");
+    return tag;
+}
+
+int mpi_send(distc_work *w, void *g, const distc_buffer *b, int32_t dst, int32_t tag, const distc_backend_op_args *a) {
+    Group &G = group(g);
+    return launch(w, g, a, [&, b = *b](Op &, MPI_Request *req) {
+        int c = count_of(nbytes(b), "bytes"), t = check_tag(tag);
+        check(req ? MPI_Isend(b.data, c, MPI_BYTE, dst, t, G.comm(), req) : MPI_Send(b.data, c, MPI_BYTE, dst, t, G.comm()),
+              "MPI_Send");
+    }, dst, true);
+}
+
+int mpi_recv(distc_work *w, void *g, const distc_buffer *b, int32_t src, int32_t tag, const distc_backend_op_args *a) {
+    Group &G = group(g);
+    int peer = src < 0 ? MPI_ANY_SOURCE : src;
+    return launch(w, g, a, [&, b = *b](Op &o, MPI_Request *req) {
+        int c = count_of(nbytes(b), "bytes"), t = check_tag(tag);
+        o.source_req = 0;  // the status names the sender (any-source receives)
+        check(MPI_Irecv(b.data, c, MPI_BYTE, peer, t, G.comm(), req), "MPI_Irecv");
+    }, src, true);
+}
+
+int mpi_batch_p2p(distc_work *w, void *g, const distc_backend_p2p *ops, size_t n, const distc_backend_op_args *a) {
+    Group &G = group(g);
+    std::vector<distc_backend_p2p> v(ops, ops + n);
+    // Posted together and completed as one: a ring of them cannot deadlock.
+    auto post = [&](Op &o) {
+        for (auto &p : v) {
+            int c = count_of(nbytes(p.buffer), "bytes"), t = check_tag(p.tag);
+            o.reqs.emplace_back(MPI_REQUEST_NULL);
+            check(p.kind == DISTC_P2P_SEND ? MPI_Isend(p.buffer.data, c, MPI_BYTE, p.peer, t, G.comm(), &o.reqs.back())
+                                           : MPI_Irecv(p.buffer.data, c, MPI_BYTE, p.peer, t, G.comm(), &o.reqs.back()),
+                  "MPI_Isend/MPI_Irecv");
+        }
+    };
+    return guarded([&] {
+        if (!(a->flags & DISTC_OP_BLOCKING)) {
+            G.start(w, a, post);
+            return;
+        }
+        Op o;
+        {
+            auto lk = mpi_lock();
+            post(o);
+        }
+        G.wait_here(w, a, o);
+    });
+}
+
+const distc_backend_ops kOps = [] {
+    distc_backend_ops o{};
+    o.version = DISTC_BACKEND_OPS_VERSION;
+    o.flags = 0;
+    o.device_types = DISTC_DEVICE_BIT(kDLCPU) | DISTC_DEVICE_BIT(kDLCUDAHost);
+    o.create = mpi_create;
+    o.destroy = mpi_destroy;
+    o.abort = mpi_abort;
+    o.split = mpi_split;
+    o.allreduce = mpi_allreduce;
+    o.broadcast = mpi_broadcast;
+    o.reduce = mpi_reduce;
+    o.allgather = mpi_allgather;
+    o.gather = mpi_gather;
+    o.scatter = mpi_scatter;
+    o.reduce_scatter = mpi_reduce_scatter;
+    o.alltoall = mpi_alltoall;
+    o.barrier = mpi_barrier;
+    o.send = mpi_send;
+    o.recv = mpi_recv;
+    o.batch_p2p = mpi_batch_p2p;
+    o.world = mpi_world;
+    return o;
+}();
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int distc_backend_plugin_init(const distc_backend_ops **ops,
+                                                                                 void **payload,
+                                                                                 unsigned int core_version) {
+    if (core_version < DISTC_BACKEND_OPS_VERSION)
+        return distc_error_set(DISTC_EBACKEND, "libdistc-mpi.so needs a newer libdistc");
+    *ops = &kOps;
+    *payload = nullptr;
+    return 0;
+}
