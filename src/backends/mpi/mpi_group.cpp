@@ -111,27 +111,11 @@ void Group::start(distc_work *work, const distc_backend_op_args *a, const std::f
     cv_.notify_all();
 }
 
-void Group::run_blocking(distc_work *work, const distc_backend_op_args *a, const std::function<void()> &run,
-                         const int32_t *source) {
-    check_usable();
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        blocking_name_ = a->op;
-        blocking_seq_ = a->seq;
-        blocking_timeout_ms_ = a->timeout_ms;
-    }
-    auto deadline = Clock::now() + std::chrono::milliseconds(a->timeout_ms);
-    blocking_deadline_ns_ = deadline.time_since_epoch().count();
-    cv_.notify_all();
-    try {
-        auto lk = mpi_lock();
-        run();
-    } catch (...) {
-        blocking_deadline_ns_ = 0;
-        throw;
-    }
-    blocking_deadline_ns_ = 0;
-    distc_backend_work_complete(work, source ? *source : -1);
+void Group::watch_blocking(const distc_backend_op_args *a) {
+    blocking_name_.store(a->op, std::memory_order_relaxed);
+    blocking_seq_.store(a->seq, std::memory_order_relaxed);
+    blocking_timeout_ms_.store(a->timeout_ms, std::memory_order_relaxed);
+    blocking_deadline_ns_ = (Clock::now() + std::chrono::milliseconds(a->timeout_ms)).time_since_epoch().count();
 }
 
 void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {
@@ -221,14 +205,12 @@ void Group::progress() {
     int idle_us = 5;
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
-        int64_t bd = blocking_deadline_ns_;
         if (mine.empty() && incoming_.empty()) {
             if (stop_) return;
-            if (bd)
-                cv_.wait_for(lk, std::chrono::milliseconds(10));
-            else
-                cv_.wait(lk, [&] { return stop_ || !incoming_.empty() || blocking_deadline_ns_ != 0; });
+            // Idle: a look every 100 ms at the blocking call in progress, if any.
+            cv_.wait_for(lk, std::chrono::milliseconds(100));
         }
+        int64_t bd;
         for (auto &p : incoming_) mine.push_back(std::move(p));
         incoming_.clear();
         bool aborted = aborted_;
@@ -242,8 +224,8 @@ void Group::progress() {
             std::fprintf(stderr,
                          "distc mpi backend: %s #%llu timed out after %lld ms in a blocking MPI call (a rank stopped "
                          "calling); MPI cannot cancel it, aborting the job\n",
-                         blocking_name_, static_cast<unsigned long long>(blocking_seq_),
-                         static_cast<long long>(blocking_timeout_ms_));
+                         blocking_name_.load(), static_cast<unsigned long long>(blocking_seq_.load()),
+                         static_cast<long long>(blocking_timeout_ms_.load()));
             std::fflush(stderr);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }

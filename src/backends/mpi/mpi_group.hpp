@@ -74,8 +74,20 @@ public:
     // the progress thread watches its deadline (MPI cannot cancel it: past
     // the timeout the job is aborted with a message naming the operation).
     // `source` (may be NULL) is read once `run` returned: the rank to report.
-    void run_blocking(distc_work *work, const distc_backend_op_args *a, const std::function<void()> &run,
-                      const int32_t *source = nullptr);
+    template <typename F>
+    void run_blocking(distc_work *work, const distc_backend_op_args *a, F &&run, const int32_t *source = nullptr) {
+        check_usable();
+        watch_blocking(a);
+        try {
+            auto lk = mpi_lock();
+            run();
+        } catch (...) {
+            blocking_deadline_ns_ = 0;
+            throw;
+        }
+        blocking_deadline_ns_ = 0;
+        distc_backend_work_complete(work, source ? *source : -1);
+    }
     // A blocking call whose requests `o` holds: tested on this thread until
     // done, the timeout, or an abort (then the requests are abandoned).
     void wait_here(distc_work *work, const distc_backend_op_args *a, Op &o);
@@ -95,6 +107,7 @@ private:
     };
     void progress();
     void check_usable();
+    void watch_blocking(const distc_backend_op_args *a);
 
     MPI_Comm comm_;
     int rank_ = 0, size_ = 1;
@@ -106,11 +119,12 @@ private:
     bool stop_ = false;
     std::atomic<bool> aborted_{false};
     std::string abort_reason_;
-    // The blocking call in progress on some thread, for its deadline.
+    // The blocking call in progress on some thread, for its deadline. Set
+    // without waking the progress thread, which looks every 100 ms.
     std::atomic<int64_t> blocking_deadline_ns_{0};
-    const char *blocking_name_ = "";
-    uint64_t blocking_seq_ = 0;
-    int64_t blocking_timeout_ms_ = 0;
+    std::atomic<const char *> blocking_name_{""};
+    std::atomic<uint64_t> blocking_seq_{0};
+    std::atomic<int64_t> blocking_timeout_ms_{0};
     std::thread progress_;
 };
 

@@ -250,7 +250,6 @@ int mpi_split(void **out, void *parent, int32_t color, int32_t key, const distc_
 int mpi_allreduce(distc_work *w, void *g, const distc_buffer *bs, size_t n, int32_t op, const distc_backend_op_args *a) {
     Group &G = group(g);
     double avg = 1.0 / G.size();
-    std::vector<distc_buffer> v(bs, bs + n);
     if (n == 1)
         return launch(w, g, a, [&, b = bs[0]](Op &o, MPI_Request *req) {
             pre_scaled(o, b, op, a->premul_factor, true);
@@ -261,6 +260,7 @@ int mpi_allreduce(distc_work *w, void *g, const distc_buffer *bs, size_t n, int3
             if (op == DISTC_AVG) o.finish = [b, avg] { scale(b, avg); };
         });
     // Coalesced: one reduction over the buffers packed together.
+    std::vector<distc_buffer> v(bs, bs + n);
     return launch(w, g, a, [&, v](Op &o, MPI_Request *req) {
         for (auto &b : v) pre_scaled(o, b, op, a->premul_factor, true);
         uint8_t *p = packed(o, v.data(), v.size(), true);

@@ -1,0 +1,95 @@
+/*
+ * distc's mpi backend against a plain MPI_Allreduce loop, in the same
+ * processes and on the same buffer (run it under mpirun), float32 sum in
+ * place. Rounds alternate between the two; each row is the median round.
+ *
+ *   mpirun -np 2 distc-mpi-bench [-b 8] [-e 64M] [-f 4] [-r 5]
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <distc.h>
+
+static size_t parse_size(const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*end == 'K' || *end == 'k') v *= 1024;
+    if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
+    return (size_t)v;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    size_t minb = 8, maxb = 64u << 20;
+    int factor = 4, rounds = 5;
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "-b") && i + 1 < argc) minb = parse_size(argv[++i]);
+        else if (!strcmp(argv[i], "-e") && i + 1 < argc) maxb = parse_size(argv[++i]);
+        else if (!strcmp(argv[i], "-f") && i + 1 < argc) factor = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc) rounds = atoi(argv[++i]);
+    }
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    distc_pg_options po = DISTC_PG_OPTIONS_INIT;
+    po.backend = "mpi";
+    distc_pg *pg = NULL;
+    if (distc_pg_new_from_url(&pg, "mpi://", NULL, &po) != 0) {
+        fprintf(stderr, "distc: %s\n", distc_error_last());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    float *buf = calloc(maxb / 4 + 1, 4);
+    double *tm = calloc((size_t)rounds, sizeof *tm), *td = calloc((size_t)rounds, sizeof *td);
+    if (rank == 0) {
+        printf("# distc mpi backend vs plain MPI_Allreduce, %d ranks, float32 sum in place; median of %d alternating rounds\n",
+               size, rounds);
+        printf("%12s %12s %8s %14s %14s %10s\n", "size(B)", "count", "iters", "mpi(us)", "distc(us)", "ratio");
+    }
+    for (size_t bytes = minb; bytes <= maxb; bytes *= (size_t)factor) {
+        int count = (int)(bytes / 4 ? bytes / 4 : 1);
+        int iters = bytes <= 65536 ? 2000 : bytes <= (1u << 20) ? 200 : 20;
+        int64_t shape = count;
+        DLTensor t = {buf, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &shape, NULL, 0};
+        for (int r = 0; r < rounds; ++r) {
+            for (int pass = 0; pass < 2; ++pass) {
+                int distc = (pass + r) % 2;
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t0 = MPI_Wtime();
+                for (int i = 0; i < iters; ++i) {
+                    if (distc) {
+                        if (distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL) != 0) {
+                            fprintf(stderr, "distc: %s\n", distc_error_last());
+                            MPI_Abort(MPI_COMM_WORLD, 1);
+                        }
+                    } else {
+                        MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                    }
+                }
+                double us = (MPI_Wtime() - t0) / iters * 1e6, worst;
+                MPI_Allreduce(&us, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // the slowest rank's time
+                (distc ? td : tm)[r] = worst;
+            }
+        }
+        qsort(tm, (size_t)rounds, sizeof *tm, cmp);
+        qsort(td, (size_t)rounds, sizeof *td, cmp);
+        if (rank == 0) {
+            printf("%12zu %12d %8d %14.2f %14.2f %10.3f\n", bytes, count, iters, tm[rounds / 2], td[rounds / 2],
+                   td[rounds / 2] / tm[rounds / 2]);
+            fflush(stdout);
+        }
+    }
+    distc_pg_free(pg);
+    free(buf);
+    free(tm);
+    free(td);
+    MPI_Finalize();
+    return 0;
+}
