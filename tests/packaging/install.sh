@@ -19,7 +19,8 @@ prefix=$tmp/moved
 lib=$prefix/$libdir
 
 for f in include/distc.h include/distc/common.h include/distc/errors.h include/distc/version.h \
-         include/distc/store.h include/distc/sys/store.h \
+         include/distc/store.h include/distc/sys/store.h include/distc/pg.h include/distc/work.h \
+         include/distc/sys/backend.h \
          "$libdir/pkgconfig/distc.pc" "$libdir/cmake/distc/distcConfig.cmake" \
          "$libdir/cmake/distc/distcConfigVersion.cmake" "$libdir/cmake/distc/distcTargets.cmake"; do
     [ -f "$prefix/$f" ] || fail "missing $f under the prefix (CMAKE_INSTALL_LIBDIR=$libdir)"
@@ -28,6 +29,14 @@ done
 [ -L "$lib/libdistc.so" ] || fail "missing the $libdir/libdistc.so link"
 [ -L "$lib/libdistc.so.0" ] || fail "missing the $libdir/libdistc.so.0 link"
 [ -f "$(readlink -f "$lib/libdistc.so")" ] || fail "libdistc.so points nowhere"
+# Backend plugins built here are installed in <libdir>/distc and find the installed libdistc.
+for p in "$build"/distc/libdistc-*.so; do
+    [ -e "$p" ] || continue
+    n=$(basename "$p")
+    [ -f "$lib/distc/$n" ] || fail "plugin $n is not installed in $libdir/distc"
+    (unset LD_LIBRARY_PATH; ldd "$lib/distc/$n") | grep -q "libdistc.so.0 => $prefix" ||
+        fail "the installed $n does not find the installed libdistc.so.0"
+done
 # Nothing in the installed files remembers the staging prefix.
 if grep -rl "$tmp/staged" "$prefix" --include='*.pc' --include='*.cmake' >/dev/null; then
     fail "installed files hard-code the install prefix: $(grep -rl "$tmp/staged" "$prefix" --include='*.pc' --include='*.cmake')"

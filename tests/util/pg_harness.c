@@ -176,26 +176,20 @@ int dt_run_ranks_timeout(int size, int64_t timeout_ms, dt_rank_fn fn, void *arg)
                    is_mpi() ? " (mpirun -np)" : " at most");
         return 0;
     }
+    /* Every run: a group name of its own, and a fresh failure count. */
+    run.size = size;
+    run.timeout_ms = timeout_ms;
+    run.fn = fn;
+    run.arg = arg;
+    snprintf(run.group, sizeof run.group, "dt_group_%d_size%d", __atomic_add_fetch(&g_run_counter, 1, __ATOMIC_SEQ_CST),
+             size);
+    __atomic_store_n(&g_failures, 0, __ATOMIC_SEQ_CST);
     if (is_mpi()) {
-        run.size = size;
-        run.timeout_ms = timeout_ms;
-        run.fn = fn;
-        run.arg = arg;
-        snprintf(run.group, sizeof run.group, "dt_group_%d_size%d",
-                 __atomic_add_fetch(&g_run_counter, 1, __ATOMIC_SEQ_CST), size);
-        __atomic_store_n(&g_failures, 0, __ATOMIC_SEQ_CST);
         int failures = dt_run_mpi_rank(&run);
         if (failures != 0) fail_msg("%s: %d failure(s) on MPI rank %d (see above)", run.group, failures, mpi_world_rank());
         return failures;
     }
     if (dt_ranks_are_processes()) {
-        run.size = size;
-        run.timeout_ms = timeout_ms;
-        run.fn = fn;
-        run.arg = arg;
-        snprintf(run.group, sizeof run.group, "dt_group_%d_size%d",
-                 __atomic_add_fetch(&g_run_counter, 1, __ATOMIC_SEQ_CST), size);
-        __atomic_store_n(&g_failures, 0, __ATOMIC_SEQ_CST);
         char *path = dt_temp_path("ranks");
         struct dt_proc_run pr = {&run, path};
         int failed = dt_run_procs(size, dt_rank_proc, &pr, (int)(timeout_ms / 1000) + 60);
@@ -205,13 +199,6 @@ int dt_run_ranks_timeout(int size, int64_t timeout_ms, dt_rank_fn fn, void *arg)
         return failed;
     }
     if (distc_store_new_hash(&run.store) != 0) fail_msg("distc_store_new_hash: %s", distc_error_last());
-    run.size = size;
-    run.timeout_ms = timeout_ms;
-    run.fn = fn;
-    run.arg = arg;
-    snprintf(run.group, sizeof run.group, "dt_group_%d_size%d", __atomic_add_fetch(&g_run_counter, 1, __ATOMIC_SEQ_CST),
-             size);
-    __atomic_store_n(&g_failures, 0, __ATOMIC_SEQ_CST);
 
     pthread_t *th = calloc((size_t)size, sizeof *th);
     struct dt_rank_arg *ra = calloc((size_t)size, sizeof *ra);

@@ -6,14 +6,15 @@
 
 namespace distc_mpi {
 
-void raise(int code, std::string message) { throw Failure{code, std::move(message)}; }
-
-void check(int rc, const char *what) {
-    if (rc == MPI_SUCCESS) return;
+std::string mpi_error(int rc) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, text, &len);
-    raise(DISTC_EBACKEND, std::string(what) + " failed: " + std::string(text, static_cast<size_t>(len)));
+    return std::string(text, static_cast<size_t>(len));
+}
+
+void check(int rc, const char *what) {
+    if (rc != MPI_SUCCESS) raise(DISTC_EBACKEND, std::string(what) + " failed: " + mpi_error(rc));
 }
 
 namespace {
@@ -130,11 +131,8 @@ void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {
         int code = 0;
         std::string msg;
         if (rc != MPI_SUCCESS) {
-            char text[MPI_MAX_ERROR_STRING];
-            int len = 0;
-            MPI_Error_string(rc, text, &len);
             code = DISTC_EBACKEND;
-            msg = "MPI reports: " + std::string(text, static_cast<size_t>(len));
+            msg = "MPI reports: " + mpi_error(rc);
         } else if (done) {
             int32_t source = o.source_req >= 0 ? st[static_cast<size_t>(o.source_req)].MPI_SOURCE : o.source;
             if (o.finish) o.finish();
@@ -256,11 +254,8 @@ void Group::progress() {
                 }
                 if (p.op.reqs.empty()) done = 1;
                 if (rc != MPI_SUCCESS) {
-                    char text[MPI_MAX_ERROR_STRING];
-                    int len = 0;
-                    MPI_Error_string(rc, text, &len);
                     code = DISTC_EBACKEND;
-                    msg = "MPI reports: " + std::string(text, static_cast<size_t>(len));
+                    msg = "MPI reports: " + mpi_error(rc);
                 } else if (done) {
                     if (p.op.source_req >= 0) source = st[static_cast<size_t>(p.op.source_req)].MPI_SOURCE;
                     try {

@@ -22,20 +22,18 @@
 #include <thread>
 #include <vector>
 
+#include "backends/plugin/plugin_failure.hpp"
 #include "distc/sys/backend.h"
 
 namespace distc_mpi {
 
 using Clock = std::chrono::steady_clock;
 
-// Thrown inside the plugin; turned into a return code at the vtable boundary.
-struct Failure {
-    int code;
-    std::string message;
-};
-[[noreturn]] void raise(int code, std::string message);
-// An MPI return code, as an exception naming the call.
+using distc_plugin::Failure;
+using distc_plugin::raise;
+// An MPI return code, as an exception naming the call; and as text.
 void check(int rc, const char *what);
+std::string mpi_error(int rc);
 
 // MPI itself: initialised once with MPI_THREAD_MULTIPLE asked for, finalised
 // at exit when distc initialised it. With MPI_THREAD_SERIALIZED every MPI

@@ -11,22 +11,9 @@
 #include "backends/mpi/mpi_group.hpp"
 
 using namespace distc_mpi;
+using distc_plugin::guarded;
 
 namespace {
-
-template <typename F>
-int guarded(F &&body) noexcept {
-    try {
-        body();
-        return 0;
-    } catch (const Failure &f) {
-        return distc_error_set(f.code, f.message.c_str());
-    } catch (const std::bad_alloc &) {
-        return distc_error_set(DISTC_ENOMEM, "out of memory");
-    } catch (const std::exception &e) {
-        return distc_error_set(DISTC_EINTERNAL, e.what());
-    }
-}
 
 Group &group(void *g) { return *static_cast<Group *>(g); }
 

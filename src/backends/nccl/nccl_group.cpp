@@ -7,8 +7,6 @@
 
 namespace distc_nccl {
 
-void raise(int code, std::string message) { throw Failure{code, std::move(message)}; }
-
 void check_cuda(cudaError_t e, const char *what) {
     if (e != cudaSuccess)
         raise(DISTC_EBACKEND, std::string(what) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");

@@ -17,18 +17,15 @@
 #include <thread>
 #include <vector>
 
+#include "backends/plugin/plugin_failure.hpp"
 #include "distc/sys/backend.h"
 
 namespace distc_nccl {
 
 using Clock = std::chrono::steady_clock;
 
-// Thrown inside the plugin; turned into a return code at the vtable boundary.
-struct Failure {
-    int code;
-    std::string message;
-};
-[[noreturn]] void raise(int code, std::string message);
+using distc_plugin::Failure;
+using distc_plugin::raise;
 // cudaError_t / ncclResult_t checks naming what was called.
 void check_cuda(cudaError_t e, const char *what);
 
