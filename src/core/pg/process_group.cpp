@@ -243,17 +243,18 @@ ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &
     Millis timeout = o.timeout.count() < 0 ? timeout_ : o.timeout;
     auto w = std::make_shared<Work>(seq, info.kind, info.label);
     bool host_ordered = !info.p2p && !async_->stream_ordered();  // streams order device work themselves
-    if (host_ordered && !async) {
+    if (host_ordered && !async && outstanding_count_.load(std::memory_order_acquire)) {
         // Results come in issue order: earlier asynchronous collectives finish first.
         std::vector<std::weak_ptr<Work>> earlier;
         {
             std::lock_guard<std::mutex> lk(mu_);
             earlier.swap(outstanding_);
+            outstanding_count_ = 0;
         }
         for (auto &e : earlier)
             if (auto p = e.lock()) p->wait(timeout + Millis(2000));
     }
-    w->start();
+    if (async) w->start();  // a blocking call's duration is nobody's to read
     start(w, AsyncArgs{seq, timeout, o.premul_factor, o.stream, info.kind, !async});
     if (host_ordered && async) {
         std::lock_guard<std::mutex> lk(mu_);
@@ -264,6 +265,7 @@ ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &
                                           }),
                            outstanding_.end());
         outstanding_.push_back(w);
+        outstanding_count_ = outstanding_.size();
     }
     if (async || async_->stream_ordered()) {
         // A device launch that already failed is reported now, as a blocking call must.

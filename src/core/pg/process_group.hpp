@@ -161,6 +161,7 @@ private:
     // Asynchronous collectives of a host backend not known to be done: a
     // blocking collective waits for them first, as with gloo (guarded by mu_).
     std::vector<std::weak_ptr<Work>> outstanding_;
+    std::atomic<size_t> outstanding_count_{0};  // its size, read without the lock
     std::unique_ptr<SmallMesh> mesh_;  // small messages bypass the backend (small_mesh.hpp)
     bool small(size_t nbytes) const { return mesh_ && nbytes <= SmallMesh::limit(); }
     std::atomic<uint64_t> seq_{0};
