@@ -12,7 +12,7 @@
 /* The variables rendezvous reads; the test process starts without them. */
 static const char *const rdzv_env[] = {
     "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
-    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
+    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
 };
 
 static void clear_env(void) {
@@ -242,7 +242,9 @@ static void test_options_override(void **state) {
     free(path);
 }
 
-/* A launcher that hosts the store (TORCHELASTIC_USE_AGENT_STORE): rank 0 only connects. */
+/* A launcher that hosts the store (TORCHELASTIC_USE_AGENT_STORE): rank 0 only
+ * connects, and keys live under /worker/attempt_<TORCHELASTIC_RESTART_COUNT>
+ * as torch's env:// puts them, so each restart starts clean. */
 static void test_env_agent_store(void **state) {
     (void)state;
     int32_t port = 0;
@@ -259,7 +261,12 @@ static void test_env_agent_store(void **state) {
     assert_int_equal(r, 0);
     assert_int_equal(w, 1);
     dt_set_str(s, "via_agent", "yes");
-    dt_expect_str(server, "via_agent", "yes");
+    dt_expect_str(server, "/worker/attempt_0/via_agent", "yes");
+    distc_store_free(s);
+    setenv("TORCHELASTIC_RESTART_COUNT", "3", 1);
+    ASSERT_OK(distc_rendezvous(&s, &r, &w, "env://", &o));
+    dt_set_str(s, "via_agent", "again");
+    dt_expect_str(server, "/worker/attempt_3/via_agent", "again");
     distc_store_free(s);
     distc_store_free(server);
     clear_env();

@@ -1,5 +1,7 @@
 #include "core/store/rendezvous.hpp"
 
+#include "core/store/prefix_store.hpp"
+
 #include <cerrno>
 #include <cstdlib>
 
@@ -113,7 +115,15 @@ RendezvousResult rendezvous(const RendezvousRequest &req) {
         // A launcher that already hosts the store says so as torchelastic does.
         const char *agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
         bool launcher_serves = agent && (std::string(agent) == "True" || std::string(agent) == "1");
-        return tcp_rendezvous(req, addr, parse_int(port, "MASTER_PORT", 1, 65535), rank, world, !launcher_serves);
+        RendezvousResult r =
+            tcp_rendezvous(req, addr, parse_int(port, "MASTER_PORT", 1, 65535), rank, world, !launcher_serves);
+        if (launcher_serves) {
+            // As torch does: each restart of the job gets keys of its own in the launcher's store.
+            const char *attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+            r.store = std::make_shared<PrefixStore>(std::string("/worker/attempt_") + (attempt && *attempt ? attempt : "0"),
+                                                    r.store);
+        }
+        return r;
     }
     if (u.scheme == "tcp") {
         resolve_rank_world(req, u, false, &rank, &world);
