@@ -1,0 +1,113 @@
+#!/bin/sh
+# distc-run: the environment, output prefixes, a failing or killed rank,
+# forwarded signals, restarts, bad arguments, and a real distc job and a
+# PyTorch one (env:// unchanged).
+#   test_distc_run.sh DISTC_RUN ALLREDUCE_EXAMPLE [PYTHON]
+set -u
+run=$1
+example=$2
+python=${3:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() { # check NAME CONDITION...
+    name=$1
+    shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+}
+has() { grep -q -- "$1" "$2"; }
+
+# 1. The environment, and prefixed output on stdout and stderr.
+"$run" -n 3 sh -c 'echo "env $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $TORCHELASTIC_USE_AGENT_STORE $TORCHELASTIC_RESTART_COUNT port=$MASTER_PORT"; echo "to stderr $RANK" >&2' \
+    > "$tmp/out" 2> "$tmp/err"
+rc=$?
+check "three ranks exit 0" [ $rc -eq 0 ]
+for r in 0 1 2; do
+    check "rank $r's environment" has "^\[$r\] env $r $r 3 3 0 127.0.0.1 True 0 port=[0-9]" "$tmp/out"
+    check "rank $r's stderr prefixed" has "^\[$r\] to stderr $r" "$tmp/err"
+done
+"$run" -n 2 --no-prefix sh -c 'echo plain $RANK' > "$tmp/out" 2>&1
+check "--no-prefix" has "^plain 1" "$tmp/out"
+
+# 2. A failing rank stops the others at once and is named with its last lines.
+start=$(date +%s)
+"$run" -n 3 --grace-ms 2000 sh -c 'if [ "$RANK" = 1 ]; then echo "about to fail"; exit 7; fi; sleep 30' > "$tmp/out" 2> "$tmp/err"
+rc=$?
+took=$(( $(date +%s) - start ))
+check "a failing rank's code is the job's (7)" [ $rc -eq 7 ]
+check "the failure names rank 1 and code 7" has "rank 1 (pid [0-9]*) exited with code 7; stopped the other 2 rank(s)" "$tmp/err"
+check "the failure repeats its last output" has "  \[1\] about to fail" "$tmp/err"
+check "the others were stopped (not waited for 30 s)" [ "$took" -lt 15 ]
+
+# 3. A rank killed by a signal; a rank that ignores SIGTERM is killed after the grace period.
+"$run" -n 2 --grace-ms 300 sh -c 'if [ "$RANK" = 0 ]; then kill -SEGV $$; fi; trap "" TERM; sleep 30' > "$tmp/out" 2> "$tmp/err"
+rc=$?
+check "a rank killed by SIGSEGV gives 128+11" [ $rc -eq 139 ]
+check "the failure names the signal" has "rank 0 (pid [0-9]*) was killed by signal 11" "$tmp/err"
+
+# 4. SIGINT/SIGTERM to distc-run reach every rank, which may clean up.
+"$run" -n 2 sh -c 'trap "echo cleaned up $RANK; exit 0" TERM INT; echo ready $RANK; sleep 30 & wait' > "$tmp/out" 2> "$tmp/err" &
+pid=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ "$(grep -c ready "$tmp/out")" -ge 2 ] && break; sleep 0.3; done
+kill -INT $pid
+wait $pid
+rc=$?
+check "Ctrl-C: distc-run exits 130" [ $rc -eq 130 ]
+check "Ctrl-C: rank 0 got the signal" has "\[0\] cleaned up 0" "$tmp/out"
+check "Ctrl-C: rank 1 got the signal" has "\[1\] cleaned up 1" "$tmp/out"
+
+# 5. Restarts: fail on attempts 0 and 1, succeed on 2.
+"$run" -n 2 --max-restarts 3 sh -c 'echo attempt $TORCHELASTIC_RESTART_COUNT; [ "$TORCHELASTIC_RESTART_COUNT" -ge 2 ] || exit 3' > "$tmp/out" 2> "$tmp/err"
+rc=$?
+check "restarts until it succeeds" [ $rc -eq 0 ]
+check "two restarts counted" has "restarting the ranks (restart 2 of 3)" "$tmp/err"
+check "the third attempt ran" has "\[1\] attempt 2" "$tmp/out"
+"$run" -n 1 --max-restarts 1 sh -c 'exit 4' > "$tmp/out" 2> "$tmp/err"
+check "restarts exhausted: the failure's code" [ $? -eq 4 ]
+
+# 6. Bad arguments: usage text and exit 2.
+for args in "" "-n 0 true" "-n 2" "--bogus -n 1 true" "-n 2 --nnodes 2 true" "-n 1 --node-rank 3 true"; do
+    # shellcheck disable=SC2086
+    "$run" $args > "$tmp/out" 2>&1
+    rc=$?
+    check "bad arguments '$args' exit 2 with usage" sh -c "[ $rc -eq 2 ] && grep -q usage: '$tmp/out'"
+done
+"$run" -n 1 /nonexistent/program > "$tmp/out" 2>&1
+check "a program that cannot run: 127, named" sh -c "[ $? -eq 127 ] && grep -q 'cannot run /nonexistent/program' '$tmp/out'"
+
+# 7. A real distc job (env:// against the launcher's store), four ranks.
+"$run" -n 4 "$example" > "$tmp/out" 2>&1
+rc=$?
+check "distc allreduce job" [ $rc -eq 0 ]
+check "every rank's allreduce is correct" [ "$(grep -c 'allreduce of 1024 floats correct' "$tmp/out")" -eq 4 ]
+
+# 8. Two "machines" (two launchers here): node 0 hosts the store on --master-port.
+if [ -n "$python" ]; then
+    port=$("$python" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+    "$run" --nnodes 2 --node-rank 1 --master-port "$port" -n 2 "$example" > "$tmp/node1" 2>&1 &
+    node1=$!
+    "$run" --nnodes 2 --node-rank 0 --master-port "$port" -n 2 "$example" > "$tmp/node0" 2>&1
+    rc0=$?
+    wait $node1
+    rc1=$?
+    check "two nodes of two ranks" [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ]
+    check "node 1 ran ranks 2 and 3 of 4" sh -c "grep -q '^\[3\] rank 3 of 4: .* correct' '$tmp/node1' && grep -q '^\[2\] rank 2 of 4' '$tmp/node1'"
+fi
+
+# 9. A PyTorch program, unchanged (torch's env:// with the launcher's store).
+if [ -n "$python" ] && "$python" -c "import torch.distributed" 2>/dev/null; then
+    "$run" -n 2 "$python" -c "
+import torch, torch.distributed as dist
+dist.init_process_group('gloo')
+t = torch.ones(3) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+print('torch rank', dist.get_rank(), 'of', dist.get_world_size(), 'sum', t.tolist())
+dist.destroy_process_group()" > "$tmp/out" 2>&1
+    rc=$?
+    check "a PyTorch gloo job under distc-run" [ $rc -eq 0 ]
+    check "PyTorch's allreduce saw both ranks" has "\[1\] torch rank 1 of 2 sum \[3.0, 3.0, 3.0\]" "$tmp/out"
+    [ $rc -eq 0 ] || cat "$tmp/out"
+fi
+
+[ $fails -eq 0 ] && echo "PASS" || echo "$fails check(s) failed"
+exit $fails
