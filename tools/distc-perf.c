@@ -557,9 +557,17 @@ int main(int argc, char **argv) {
             }
         }
     }
-    if (g_rank == 0 && !c.json && !c.csv)
-        printf("#\n# %s: %d rows, %ld wrong results, peak busbw %.2f GB/s\n", total_wrong ? "FAILED" : "OK", rows,
-               total_wrong, peak_busbw);
+    if (g_rank == 0 && !c.json && !c.csv) {
+        if (!c.check)
+            printf("#\n# DONE (results not checked): %d collective(s), %d rows, peak busbw %.2f GB/s\n", c.nops, rows,
+                   peak_busbw);
+        else if (total_wrong)
+            printf("#\n# FAILED: %ld wrong results in %d rows of %d collective(s), peak busbw %.2f GB/s\n", total_wrong,
+                   rows, c.nops, peak_busbw);
+        else
+            printf("#\n# OK: all results correct, %d collective(s), %d rows, peak busbw %.2f GB/s\n", c.nops, rows,
+                   peak_busbw);
+    }
     /* Everyone agrees on the verdict (rank 0 summed it). */
     int64_t w = total_wrong, one = 1;
     DLTensor tw = {&w, {kDLCPU, 0}, 1, {kDLInt, 64, 1}, &one, NULL, 0};

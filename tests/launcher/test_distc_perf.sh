@@ -19,14 +19,14 @@ check() {
 for n in 1 2 3 4; do
     "$run" -n "$n" --no-prefix "$perf" -o all -d all -r all -b 8 -e 4K -f 16 -n 2 -w 1 > "$tmp/out" 2>&1
     rc=$?
-    check "$n ranks: every collective, dtype and op correct" sh -c "[ $rc -eq 0 ] && grep -q '^# OK: [0-9]* rows, 0 wrong results' '$tmp/out'"
+    check "$n ranks: every collective, dtype and op correct" sh -c "[ $rc -eq 0 ] && grep -q '^# OK: all results correct, 9 collective(s), [0-9]* rows' '$tmp/out'"
     [ $rc -eq 0 ] || tail -20 "$tmp/out"
 done
 
 # The check is real: a spoiled element is counted and fails the run.
 "$run" -n 2 --no-prefix "$perf" -o allreduce -b 64 -e 64 --corrupt-for-test > "$tmp/out" 2>&1
 rc=$?
-check "a spoiled result is counted in #wrong" sh -c "[ $rc -ne 0 ] && grep -q '^# FAILED: 1 rows, 1 wrong results' '$tmp/out'"
+check "a spoiled result is counted in #wrong" sh -c "[ $rc -ne 0 ] && grep -q '^# FAILED: 1 wrong results in 1 rows' '$tmp/out'"
 
 # busbw factors, as nccl-tests' doc/PERFORMANCE.md defines them.
 for n in 2 3 4 8; do

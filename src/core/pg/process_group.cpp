@@ -449,12 +449,20 @@ ProcessGroup::WorkPtr ProcessGroup::gather(Tensor input, std::vector<Tensor> out
     return run(info, o, async,
                [this, input, outputs, root](const OpCtx &ctx) {
         std::unique_ptr<Scratch> scratch;
+        // Every rank decides by the part's size, which is the same everywhere.
+        bool mesh = small(input.nbytes());
         if (rank_ != root) {
-            backend_->gather(input, nullptr, root, ctx);
+            if (mesh)
+                mesh_->gather(input, nullptr, root, ctx.tag, ctx.timeout);
+            else
+                backend_->gather(input, nullptr, root, ctx);
             return -1;
         }
         Tensor flat = flatten(outputs, scratch, false);
-        backend_->gather(input, &flat, root, ctx);
+        if (mesh)
+            mesh_->gather(input, &flat, root, ctx.tag, ctx.timeout);
+        else
+            backend_->gather(input, &flat, root, ctx);
         unflatten(flat, outputs);
         return -1;
     });
@@ -477,12 +485,19 @@ ProcessGroup::WorkPtr ProcessGroup::scatter(std::vector<Tensor> inputs, Tensor o
     return run(info, o, async,
                [this, inputs, output, root](const OpCtx &ctx) mutable {
         std::unique_ptr<Scratch> scratch;
+        bool mesh = small(output.nbytes());
         if (rank_ != root) {
-            backend_->scatter(nullptr, output, root, ctx);
+            if (mesh)
+                mesh_->scatter(nullptr, output, root, ctx.tag, ctx.timeout);
+            else
+                backend_->scatter(nullptr, output, root, ctx);
             return -1;
         }
         Tensor flat = flatten(inputs, scratch, true);
-        backend_->scatter(&flat, output, root, ctx);
+        if (mesh)
+            mesh_->scatter(&flat, output, root, ctx.tag, ctx.timeout);
+        else
+            backend_->scatter(&flat, output, root, ctx);
         return -1;
     });
 }
@@ -512,7 +527,10 @@ ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, T
                        p += t.nbytes();
                    }
                    if (op == ReduceOp::PremulSum) scale_in_place(all.t.dtype, all.t.data, all.t.numel, factor);
-                   backend_->allreduce(all.t, op, ctx);
+                   if (small(all.t.nbytes()))
+                       mesh_->allreduce(all.t, op, ctx.tag, ctx.timeout);
+                   else
+                       backend_->allreduce(all.t, op, ctx);
                    uint8_t *mine = all.t.bytes() + output.nbytes() * static_cast<size_t>(rank_);
                    if (output.nbytes()) std::memcpy(output.data, mine, output.nbytes());
                    if (op == ReduceOp::Avg) scale_in_place(output.dtype, output.data, output.numel, 1.0 / size_);

@@ -172,6 +172,34 @@ void SmallMesh::allgather(const Tensor &in, Tensor &out, uint32_t seq, Millis ti
         if (p != rank_) recv(p, seq, out.bytes() + n * static_cast<size_t>(p), n, deadline);
 }
 
+void SmallMesh::gather(const Tensor &in, Tensor *out, int root, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    size_t n = in.nbytes();
+    if (rank_ != root) {
+        send(root, seq, in.data, n, deadline);
+        return;
+    }
+    uint8_t *own = out->bytes() + n * static_cast<size_t>(rank_);
+    if (own != in.data && n) std::memmove(own, in.data, n);
+    for (int p = 0; p < size_; ++p)
+        if (p != rank_) recv(p, seq, out->bytes() + n * static_cast<size_t>(p), n, deadline);
+}
+
+void SmallMesh::scatter(const Tensor *in, Tensor &out, int root, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    size_t n = out.nbytes();
+    if (rank_ != root) {
+        recv(root, seq, out.data, n, deadline);
+        return;
+    }
+    for (int p = 0; p < size_; ++p)
+        if (p != rank_) send(p, seq, in->bytes() + n * static_cast<size_t>(p), n, deadline);
+    const uint8_t *own = in->bytes() + n * static_cast<size_t>(rank_);
+    if (own != out.data && n) std::memmove(out.data, own, n);
+}
+
 void SmallMesh::barrier(uint32_t seq, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;

@@ -36,6 +36,9 @@ public:
     void broadcast(Tensor &t, int root, uint32_t seq, Millis timeout);
     void reduce(Tensor &t, int root, ReduceOp op, uint32_t seq, Millis timeout);
     void allgather(const Tensor &in, Tensor &out, uint32_t seq, Millis timeout);
+    // `out` / `in` (size x the part, in rank order) only on the root.
+    void gather(const Tensor &in, Tensor *out, int root, uint32_t seq, Millis timeout);
+    void scatter(const Tensor *in, Tensor &out, int root, uint32_t seq, Millis timeout);
     void barrier(uint32_t seq, Millis timeout);
 
     void abort();  // shuts every socket down: waits in flight fail at once
