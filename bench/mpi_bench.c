@@ -29,6 +29,7 @@ int main(int argc, char **argv) {
     size_t minb = 8, maxb = 64u << 20;
     int factor = 4, rounds = 5;
     int provided;
+    /* The level distc's mpi backend initialises MPI with. */
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-b") && i + 1 < argc) minb = parse_size(argv[++i]);

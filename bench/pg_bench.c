@@ -42,9 +42,20 @@
  * Rank 0 prints the rows (nccl-tests-like columns, or one JSON object per row
  * with --json); other ranks print only errors. Timings are printed, never
  * judged: the exit status is 0, 1 (a call failed), 2 (usage) or 3 (a wrong
- * result). */
+ * result).
+ *
+ * --backend NAME runs distc over another backend ("mpi": start it with
+ * mpirun; the ranks come from mpi://). Built with PG_BENCH_MPI this file is
+ * mpi-raw-bench instead: the same procedure on plain MPI calls, the anchor
+ * for distc's mpi backend. */
 #define _POSIX_C_SOURCE 200809L
 #include <distc.h>
+#ifdef PG_BENCH_MPI
+#include <mpi.h>
+#define BENCH_NAME "mpi-raw-bench"
+#else
+#define BENCH_NAME "distc-pg-bench"
+#endif
 
 #include "json_out.h"
 #include <errno.h>
@@ -60,6 +71,7 @@ static const char *const op_names[N_OPS] = {"allreduce", "broadcast", "allgather
 typedef struct config {
     int32_t rank, size, port; /* -1: from the environment */
     const char *host;
+    const char *backend; /* distc's backend: gloo, mpi, ... */
     int ops[N_OPS];
     int n_ops;
     int64_t min_bytes, max_bytes, factor;
@@ -109,7 +121,7 @@ typedef struct bench {
 #define CHECK(call)                                                                                  \
     do {                                                                                             \
         if ((call) != 0) {                                                                           \
-            fprintf(stderr, "distc-pg-bench: rank %d: %s failed: %s\n", (int)b->rank, #call,         \
+            fprintf(stderr, BENCH_NAME ": rank %d: %s failed: %s\n", (int)b->rank, #call,            \
                     distc_error_last());                                                             \
             return 1;                                                                                \
         }                                                                                            \
@@ -135,6 +147,15 @@ static int reserve(bench *b, size_t n_buf, size_t n_out) {
 
 /* One call of `op` on `count` floats (per rank for allgather). */
 static int one(bench *b, int op, int64_t count) {
+#ifdef PG_BENCH_MPI
+    int c = (int)count;
+    switch (op) {
+    case OP_ALLREDUCE: return MPI_Allreduce(MPI_IN_PLACE, b->buf, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS;
+    case OP_BROADCAST: return MPI_Bcast(b->buf, c, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
+    case OP_ALLGATHER: return MPI_Allgather(b->buf, c, MPI_FLOAT, b->out, c, MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS;
+    default: return MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS;
+    }
+#endif
     switch (op) {
     case OP_ALLREDUCE: {
         b->shape = count;
@@ -208,8 +229,20 @@ static int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
     return 0;
 }
 
+static int barrier(bench *b) {
+#ifdef PG_BENCH_MPI
+    (void)b;
+    return MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS;
+#else
+    return distc_barrier(NULL, b->pg, NULL);
+#endif
+}
+
 /* Every rank gets rank 0's `*v`. */
 static int agree(bench *b, double *v) {
+#ifdef PG_BENCH_MPI
+    return MPI_Bcast(v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
+#endif
     int64_t one_ = 1;
     DLTensor t;
     memset(&t, 0, sizeof t);
@@ -228,6 +261,13 @@ static int agree(bench *b, double *v) {
 static int max_min(bench *b, double v[2]) {
     int64_t two = 2;
     double w[2] = {v[0], -v[1]};
+#ifdef PG_BENCH_MPI
+    (void)two;
+    if (MPI_Allreduce(MPI_IN_PLACE, w, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) return 1;
+    v[0] = w[0];
+    v[1] = -w[1];
+    return 0;
+#endif
     DLTensor t;
     memset(&t, 0, sizeof t);
     t.data = w;
@@ -270,7 +310,7 @@ static int run_one(bench *b, int op, int64_t count, int64_t size_bytes, result *
     if (op == OP_ALLGATHER) memset(b->out, 0, (size_t)(count * n) * sizeof(float));
 
     /* 2. probe (after a barrier: rank 0 must not time its peers' checking) */
-    CHECK(distc_barrier(NULL, b->pg, NULL));
+    CHECK(barrier(b));
     double t0 = now_s();
     CHECK(one(b, op, count));
     double probe = now_s() - t0;
@@ -293,7 +333,7 @@ static int run_one(bench *b, int op, int64_t count, int64_t size_bytes, result *
     double win[16];
     int64_t reps = cfg->reps;
     for (int64_t w = 0; w < reps; ++w) {
-        CHECK(distc_barrier(NULL, b->pg, NULL));
+        CHECK(barrier(b));
         t0 = now_s();
         for (int64_t i = 0; i < iters; ++i) CHECK(one(b, op, count));
         win[w] = (now_s() - t0) / (double)iters;
@@ -387,6 +427,7 @@ static int parse_args(config *cfg, int argc, char **argv) {
     memset(cfg, 0, sizeof *cfg);
     cfg->rank = cfg->size = cfg->port = -1;
     cfg->host = "127.0.0.1";
+    cfg->backend = "gloo";
     parse_ops(cfg, "all");
     cfg->min_bytes = 8;
     cfg->max_bytes = 64 << 20;
@@ -424,6 +465,8 @@ static int parse_args(config *cfg, int argc, char **argv) {
             else cfg->port = (int32_t)x;
         } else if (!strcmp(a, "--host")) {
             cfg->host = v;
+        } else if (!strcmp(a, "--backend")) {
+            cfg->backend = v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--op") || !strcmp(a, "--ops")) {
             if (parse_ops(cfg, v)) goto bad;
         } else if (!strcmp(a, "-b") || !strcmp(a, "--minbytes")) {
@@ -485,24 +528,42 @@ int main(int argc, char **argv) {
     b->rank = cfg.rank;
 
     char url[512];
+    double t_join = now_s();
+#ifdef PG_BENCH_MPI
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided); /* the level distc's mpi backend uses */
+    MPI_Comm_rank(MPI_COMM_WORLD, &b->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &b->size);
+    snprintf(url, sizeof url, "MPI_COMM_WORLD");
+    const char *impl = "mpi";
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int vlen = 0;
+    MPI_Get_library_version(version, &vlen);
+    version[strcspn(version, ",\n")] = 0;
+#else
     if (cfg.port >= 0)
         snprintf(url, sizeof url, "tcp://%s:%d?rank=%d&world_size=%d", cfg.host, (int)cfg.port, (int)cfg.rank,
                  (int)cfg.size);
     else
-        snprintf(url, sizeof url, "env://");
+        snprintf(url, sizeof url, strcmp(cfg.backend, "mpi") ? "env://" : "mpi://");
     distc_rendezvous_options ro = DISTC_RENDEZVOUS_OPTIONS_INIT;
     ro.timeout_ms = cfg.timeout_ms;
     distc_pg_options po = DISTC_PG_OPTIONS_INIT;
     po.timeout_ms = cfg.timeout_ms;
     po.group_name = "distc-pg-bench";
-    double t_join = now_s();
+    po.backend = cfg.backend;
     if (distc_pg_new_from_url(&b->pg, url, &ro, &po) != 0) {
         fprintf(stderr, "distc-pg-bench: cannot join the group (%s): %s\n", url, distc_error_last());
         return 1;
     }
-    t_join = now_s() - t_join;
     CHECK(distc_pg_rank(&b->rank, b->pg));
     CHECK(distc_pg_size(&b->size, b->pg));
+    char impl_buf[64];
+    snprintf(impl_buf, sizeof impl_buf, strcmp(cfg.backend, "gloo") ? "distc-%s" : "distc", cfg.backend);
+    const char *impl = impl_buf;
+    const char *version = distc_version();
+#endif
+    t_join = now_s() - t_join;
     b->views = (DLTensor *)calloc((size_t)b->size, sizeof *b->views);
     b->view_ptrs = (DLTensor **)calloc((size_t)b->size, sizeof *b->view_ptrs);
     if (!b->views || !b->view_ptrs) return 1;
@@ -510,8 +571,8 @@ int main(int argc, char **argv) {
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     int leader = b->rank == 0;
     if (leader && !cfg.json) {
-        printf("# distc-pg-bench %s: %d ranks over gloo (%s), joined in %.0f ms; nproc %ld\n", distc_version(),
-               (int)b->size, url, t_join * 1e3, nproc);
+        printf("# " BENCH_NAME " %s: %d ranks (%s, %s), joined in %.0f ms; nproc %ld\n", version, (int)b->size, impl,
+               url, t_join * 1e3, nproc);
         printf("# float32 sum; broadcast root 0; allgather size = gathered output; time = slowest rank's mean per "
                "call; up to %lld warm-up and %lld timed calls within %.0f ms per size (at least %lld)\n",
                (long long)cfg.warmup, (long long)cfg.iters, cfg.time_ms, (long long)cfg.min_iters);
@@ -546,14 +607,14 @@ int main(int argc, char **argv) {
                 if (rc) break;
                 last = size;
                 if (leader && cfg.json) {
-                    printf("{\"impl\": \"distc\", \"op\": \"%s\", \"size_bytes\": %lld, \"count\": %lld, "
+                    printf("{\"impl\": \"%s\", \"op\": \"%s\", \"size_bytes\": %lld, \"count\": %lld, "
                            "\"dtype\": \"float32\", \"ranks\": %d, \"root\": %d, \"iters\": %lld, \"warmup\": %lld, "
                            "\"time_us\": %.3f, \"time_us_min\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, "
                            "\"nproc\": %ld, \"version\": ",
-                           op_names[op], (long long)r.size_bytes, (long long)r.count, (int)b->size,
+                           impl, op_names[op], (long long)r.size_bytes, (long long)r.count, (int)b->size,
                            op == OP_BROADCAST ? 0 : -1, (long long)r.iters, (long long)r.warmup, r.time_us,
                            r.time_us_min, r.algbw, r.busbw, nproc);
-                    print_json_str(distc_version());
+                    print_json_str(version);
                     printf("}\n");
                 } else if (leader) {
                     printf("%-9s %12lld %12lld %8lld %11.2f %11.2f %9.4f %9.4f\n", op_names[op],
@@ -567,8 +628,13 @@ int main(int argc, char **argv) {
         }
     }
 
+#ifdef PG_BENCH_MPI
+    if (rc) MPI_Abort(MPI_COMM_WORLD, rc);
+    MPI_Finalize();
+#else
     if (rc) distc_pg_abort(b->pg); /* peers fail fast instead of waiting out their timeout */
     distc_pg_free(b->pg);
+#endif
     free(b->buf);
     free(b->out);
     free(b->views);

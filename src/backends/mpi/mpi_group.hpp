@@ -36,8 +36,9 @@ void check(int rc, const char *what);
 std::string mpi_error(int rc);
 
 // MPI itself: initialised once with MPI_THREAD_MULTIPLE asked for, finalised
-// at exit when distc initialised it. With MPI_THREAD_SERIALIZED every MPI
-// call of distc goes through one lock (mpi_lock); less is refused.
+// at exit when distc initialised it. With MPI_THREAD_SERIALIZED (a program
+// that initialised MPI so) every MPI call of distc goes through one lock
+// (mpi_lock); less is refused.
 void ensure_mpi();
 std::unique_lock<std::mutex> mpi_lock();
 

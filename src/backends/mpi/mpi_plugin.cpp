@@ -392,10 +392,10 @@ int mpi_barrier(distc_work *w, void *g, const distc_backend_op_args *a) {
     });
 }
 
+// Called where the MPI lock is already held (inside a post).
 int check_tag(int32_t tag) {
     static int ub = [] {
         int *v = nullptr, flag = 0;
-        auto lk = mpi_lock();
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &v, &flag);
         return flag && v ? *v : 32767;
     }();
