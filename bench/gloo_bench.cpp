@@ -5,7 +5,7 @@
 //                  [-b 8] [-e 64M] [-f 2] [--iters N] [--warmup N]
 //                  [--time-ms T] [--min-iters N] [--timeout-ms MS] [--json]
 //
-// The baseline that bench/collectives puts next to distc-pg-bench
+// The baseline that bench/compare puts next to distc-pg-bench
 // (bench/pg_bench.c): the same procedure, options and rows, with distc taken
 // out. The ranks meet through gloo::rendezvous::FileStore in DIR (a fresh,
 // empty directory shared by the N processes; RANK, WORLD_SIZE and
@@ -322,7 +322,7 @@ void usage(const char *argv0, FILE *f) {
     std::fprintf(f,
                  "usage: %s --rank R --size N --store-dir DIR [-o OPS] [-b MIN] [-e MAX] [-f FACTOR]\n"
                  "          [--iters N] [--warmup N] [--min-iters N] [--reps R] [--time-ms T] [--timeout-ms MS] [--json]\n"
-                 "  One rank of the collective benchmark with libgloo alone (bench/collectives runs it next to\n"
+                 "  One rank of the collective benchmark with libgloo alone (bench/compare runs it next to\n"
                  "  distc-pg-bench). DIR: an empty directory shared by the ranks (gloo FileStore); RANK,\n"
                  "  WORLD_SIZE and GLOO_BENCH_STORE_DIR stand in for the flags. Other options as distc-pg-bench.\n",
                  argv0);

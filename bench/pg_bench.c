@@ -9,7 +9,7 @@
  * through distc_pg_new_from_url("env://") (RANK, WORLD_SIZE, MASTER_ADDR,
  * MASTER_PORT, as torchrun sets them; rank 0 serves the TCP store); with
  * them through "tcp://ADDR:P?rank=R&world_size=N" (rank 0 serves on P).
- * bench/collectives starts the ranks and compares distc with raw Gloo
+ * bench/compare starts the ranks and compares distc with raw Gloo
  * (bench/gloo_bench.cpp) and torch.distributed (bench/pg_torch.py), which
  * follow exactly this procedure.
  *
