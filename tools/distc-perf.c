@@ -10,9 +10,15 @@
  * nccl-tests' factors (its doc/PERFORMANCE.md). Times are the slowest rank's
  * mean over -n iterations after -w warm-up ones. Forms a collective does not
  * have in distc (an out-of-place allreduce, an in-place all-to-all) show "-".
+ *
+ * --backend nccl (or --device cuda) puts the buffers in CUDA memory: the
+ * CUDA runtime is loaded at run time, so distc-perf itself needs no CUDA.
+ * Each rank uses the device LOCAL_RANK modulo the device count, as the nccl
+ * backend does; times then include the GPU finishing the calls.
  */
 #define _GNU_SOURCE
 #include <distc.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,13 +62,72 @@ static double busbw_factor(int op, int n) {
     }
 }
 
+/* ------------------------------------------------------ memory: host or CUDA */
+
+static int g_cuda = -1; /* the CUDA device, or -1: host memory */
+static struct {
+    int (*malloc_)(void **, size_t);
+    int (*free_)(void *);
+    int (*memcpy_)(void *, const void *, size_t, int);
+    int (*sync)(void);
+    int (*set_device)(int);
+    int (*count)(int *);
+} cu;
+enum { H2D = 1, D2H = 2, D2D = 3 };
+
+static int load_cuda(void) {
+    const char *names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
+    void *h = NULL;
+    for (size_t i = 0; i < 3 && !h; ++i) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) return fprintf(stderr, "distc-perf: --device cuda needs libcudart: %s\n", dlerror()), -1;
+    *(void **)&cu.malloc_ = dlsym(h, "cudaMalloc");
+    *(void **)&cu.free_ = dlsym(h, "cudaFree");
+    *(void **)&cu.memcpy_ = dlsym(h, "cudaMemcpy");
+    *(void **)&cu.sync = dlsym(h, "cudaDeviceSynchronize");
+    *(void **)&cu.set_device = dlsym(h, "cudaSetDevice");
+    *(void **)&cu.count = dlsym(h, "cudaGetDeviceCount");
+    int n = 0;
+    if (!cu.malloc_ || !cu.free_ || !cu.memcpy_ || !cu.sync || !cu.set_device || !cu.count || cu.count(&n) || n < 1)
+        return fprintf(stderr, "distc-perf: no CUDA device is usable\n"), -1;
+    const char *lr = getenv("LOCAL_RANK");
+    g_cuda = (lr ? atoi(lr) : 0) % n;
+    return cu.set_device(g_cuda) ? -1 : 0;
+}
+
+static void *mem_alloc(size_t n) {
+    if (g_cuda < 0) return calloc(1, n ? n : 1);
+    void *p = NULL;
+    return cu.malloc_(&p, n ? n : 1) ? NULL : p;
+}
+static void mem_free(void *p) {
+    if (g_cuda < 0) free(p);
+    else if (p) cu.free_(p);
+}
+/* Copies between a buffer of the benchmark's memory and the host (or within it). */
+static void mem_put(void *dst, const void *host, size_t n) {
+    if (g_cuda < 0) { if (dst != host) memcpy(dst, host, n); }
+    else if (n) cu.memcpy_(dst, host, n, H2D);
+}
+static void mem_get(void *host, const void *src, size_t n) {
+    if (g_cuda < 0) { if (host != src) memcpy(host, src, n); }
+    else if (n) cu.memcpy_(host, src, n, D2H);
+}
+static void mem_copy(void *dst, const void *src, size_t n) {
+    if (g_cuda < 0) memmove(dst, src, n);
+    else if (n) cu.memcpy_(dst, src, n, D2D);
+}
+/* The calls so far have finished (device backends return once they are enqueued). */
+static void mem_sync(void) {
+    if (g_cuda >= 0) cu.sync();
+}
+
 typedef struct cfg {
     int ops[NUM_OPS], nops;
     int dts[NUM_DTYPES], ndts;
     int rops[NUM_REDOPS], nrops;
     size_t minb, maxb, incr;
     int factor, iters, warmup, root, check, json, csv, factors_only, corrupt;
-    const char *backend, *url;
+    const char *backend, *url, *device;
 } cfg;
 
 static int usage(int code) {
@@ -82,6 +147,7 @@ static int usage(int code) {
             "  -c, --check 0|1      check every result; #wrong counts mismatches (default 1)\n"
             "  --backend NAME       gloo, mpi, ... (default gloo)\n"
             "  --url URL            rendezvous (default env://; mpi:// for --backend mpi)\n"
+            "  --device cpu|cuda    where the buffers live (default cuda for --backend nccl, else cpu)\n"
             "  --json, --csv        one record per row for machines, instead of the table\n");
     return code;
 }
@@ -146,12 +212,14 @@ static int parse(int argc, char **argv, cfg *c) {
         else if (!strcmp(a, "-c") || !strcmp(a, "--check")) ok = ((c->check = atoi(v)) == 0 || c->check == 1) && strlen(v) == 1;
         else if (!strcmp(a, "--backend")) c->backend = v;
         else if (!strcmp(a, "--url")) c->url = v;
+        else if (!strcmp(a, "--device")) ok = !strcmp(c->device = v, "cpu") || !strcmp(v, "cuda");
         else { fprintf(stderr, "distc-perf: unknown option %s\n", a); return usage(2); }
         if (!ok) { fprintf(stderr, "distc-perf: bad value '%s' for %s\n", v, a); return usage(2); }
     }
     if (c->minb > c->maxb) { fprintf(stderr, "distc-perf: -b is larger than -e\n"); return usage(2); }
     if (!c->factor && !c->incr) { fprintf(stderr, "distc-perf: -i must be > 0\n"); return usage(2); }
     if (!c->url) c->url = !strcmp(c->backend, "mpi") ? "mpi://" : "env://";
+    if (!c->device) c->device = !strcmp(c->backend, "nccl") ? "cuda" : "cpu";
     return 0;
 }
 
@@ -162,7 +230,8 @@ static distc_pg *g_pg;
 
 static DLTensor make_tensor(void *data, DLDataType dt, int64_t *shape, int64_t n) {
     *shape = n;
-    DLTensor t = {data, {kDLCPU, 0}, 1, dt, shape, NULL, 0};
+    DLDevice dev = {g_cuda < 0 ? kDLCPU : kDLCUDA, g_cuda < 0 ? 0 : g_cuda};
+    DLTensor t = {data, dev, 1, dt, shape, NULL, 0};
     return t;
 }
 
@@ -260,8 +329,9 @@ typedef struct result {
 } result;
 
 typedef struct buffers {
-    void *in, *out;
-    size_t bytes; /* of each */
+    void *in, *out;   /* the benchmark's memory (host or device) */
+    void *hin, *hout; /* host copies to fill and check (the same buffers on the host) */
+    size_t bytes;     /* of each */
 } buffers;
 
 /*
@@ -288,26 +358,31 @@ static int run_op(int op, DLDataType dt, distc_reduce_op rop, int root, int64_t 
         res->wrong = 0;
         return 0;
     }
-    uint8_t *in = b->in, *out = b->out;
+    uint8_t *in = b->in, *out = b->out, *hin = b->hin, *hout = b->hout;
     /* Fill: what each rank contributes (in place: the contribution sits in the output). */
     int64_t fill_n = op == OP_REDUCESCATTER || op == OP_ALLTOALL || op == OP_SCATTER ? total : count;
-    uint8_t *src = in;  /* in place, the contribution sits in the output (allgather: in this rank's part) */
-    if (in_place) src = op == OP_ALLGATHER ? out + (size_t)count * es * (size_t)g_rank : out;
+    /* in place, the contribution sits in the output (allgather: in this rank's part) */
+    size_t src_off = in_place && op == OP_ALLGATHER ? (size_t)count * es * (size_t)g_rank : 0;
+    uint8_t *src = (in_place ? out : in) + src_off, *hsrc = (in_place ? hout : hin) + src_off;
     DLTensor tin, tout;
     int rc = 0;
     double t0 = 0;
     for (int it = 0; it < warmup + iters + (check ? 1 : 0); ++it) {
         int checking = check && it == warmup + iters;
         /* In-place operations overwrite their input: the checked run starts from a fresh one. */
-        if (it == 0 || checking)
-            for (int64_t i = 0; i < fill_n; ++i) set_elem(src, dt, i, value(g_rank, i));
+        if (it == 0 || checking) {
+            for (int64_t i = 0; i < fill_n; ++i) set_elem(hsrc, dt, i, value(g_rank, i));
+            mem_put(src, hsrc, (size_t)fill_n * es);
+        }
         if (it == warmup) {
             distc_barrier(NULL, g_pg, NULL);
+            mem_sync();
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             t0 = ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
         }
         if (it == warmup + iters) {
+            mem_sync();
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             res->us = (ts.tv_sec * 1e6 + ts.tv_nsec / 1e3 - t0) / iters;
@@ -361,7 +436,7 @@ static int run_op(int op, DLDataType dt, distc_reduce_op rop, int root, int64_t 
             tin = make_tensor(in, dt, &s_in, count);
             tout = make_tensor(out, dt, &s_out, count);
             if (n == 1) {
-                memcpy(out, in, (size_t)count * es);
+                mem_copy(out, in, (size_t)count * es);
                 break;
             }
             distc_p2p_op ops[2] = {{DISTC_P2P_SEND, &tin, (g_rank + 1) % n, 0},
@@ -372,6 +447,9 @@ static int run_op(int op, DLDataType dt, distc_reduce_op rop, int root, int64_t 
         }
         if (rc != 0) return rc;
         if (!checking) continue;
+        mem_sync();
+        mem_get(hout, out, b->bytes);
+        out = hout; /* the check reads the host copy */
         if (g_corrupt && g_rank == 0) /* the first element rank 0 checks, whatever the op */
             set_elem(out, dt, 0, 99.0);
         /* Check what this rank holds against what it must. */
@@ -408,16 +486,29 @@ static int run_op(int op, DLDataType dt, distc_reduce_op rop, int root, int64_t 
     return 0;
 }
 
+/* One 8-byte value reduced (or broadcast from rank 0 with op < 0) over the group, in the benchmark's memory. */
+static void reduce_scalar(void *v, DLDataType dt, int op) {
+    static void *dev;
+    if (!dev) dev = mem_alloc(8);
+    int64_t one = 1;
+    mem_put(dev, v, 8);
+    DLTensor t = make_tensor(dev, dt, &one, 1);
+    if (op < 0)
+        distc_broadcast(NULL, g_pg, &t, 0, NULL);
+    else
+        distc_allreduce(NULL, g_pg, &t, (distc_reduce_op)op, NULL);
+    mem_sync();
+    mem_get(v, dev, 8);
+}
+
 /* The slowest rank's time and everyone's mismatches. */
 static void combine(result *r) {
-    double t[1] = {r->us};
-    int64_t w[1] = {r->wrong}, one = 1;
-    DLTensor tt = {t, {kDLCPU, 0}, 1, {kDLFloat, 64, 1}, &one, NULL, 0};
-    DLTensor tw = {w, {kDLCPU, 0}, 1, {kDLInt, 64, 1}, &one, NULL, 0};
-    distc_allreduce(NULL, g_pg, &tt, DISTC_MAX, NULL);
-    distc_allreduce(NULL, g_pg, &tw, DISTC_SUM, NULL);
-    r->us = t[0];
-    r->wrong = (long)w[0];
+    double t = r->us;
+    int64_t w = r->wrong;
+    reduce_scalar(&t, (DLDataType){kDLFloat, 64, 1}, DISTC_MAX);
+    reduce_scalar(&w, (DLDataType){kDLInt, 64, 1}, DISTC_SUM);
+    r->us = t;
+    r->wrong = (long)w;
 }
 
 int main(int argc, char **argv) {
@@ -432,6 +523,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     g_corrupt = c.corrupt;
+    if (!strcmp(c.device, "cuda") && load_cuda() != 0) return 1;
     distc_pg_options po = DISTC_PG_OPTIONS_INIT;
     po.backend = c.backend;
     if (distc_pg_new_from_url(&g_pg, c.url, NULL, &po) != 0) {
@@ -490,8 +582,15 @@ int main(int argc, char **argv) {
                     }
                     buffers b;
                     b.bytes = shown ? shown : es;
-                    b.in = calloc(1, b.bytes);
-                    b.out = calloc(1, b.bytes);
+                    b.in = mem_alloc(b.bytes);
+                    b.out = mem_alloc(b.bytes);
+                    b.hin = g_cuda < 0 ? b.in : calloc(1, b.bytes);
+                    b.hout = g_cuda < 0 ? b.out : calloc(1, b.bytes);
+                    if (!b.in || !b.out || !b.hin || !b.hout) {
+                        fprintf(stderr, "distc-perf: rank %d: cannot allocate %zu bytes\n", g_rank, b.bytes);
+                        distc_pg_free(g_pg);
+                        return 1;
+                    }
                     result r[2];
                     if (tty) fprintf(stderr, "\r[distc-perf] %s %s %zu B ...   ", op_names[op], d->name, shown);
                     for (int ip = 0; ip < 2; ++ip) {
@@ -504,8 +603,12 @@ int main(int argc, char **argv) {
                         }
                         if (r[ip].us >= 0) combine(&r[ip]);
                     }
-                    free(b.in);
-                    free(b.out);
+                    if (g_cuda >= 0) {
+                        free(b.hin);
+                        free(b.hout);
+                    }
+                    mem_free(b.in);
+                    mem_free(b.out);
                     if (tty) fprintf(stderr, "\r%60s\r", "");
                     if (g_rank != 0) continue;
                     double algbw[2], busbw[2];
@@ -569,9 +672,8 @@ int main(int argc, char **argv) {
                    peak_busbw);
     }
     /* Everyone agrees on the verdict (rank 0 summed it). */
-    int64_t w = total_wrong, one = 1;
-    DLTensor tw = {&w, {kDLCPU, 0}, 1, {kDLInt, 64, 1}, &one, NULL, 0};
-    distc_broadcast(NULL, g_pg, &tw, 0, NULL);
+    int64_t w = total_wrong;
+    reduce_scalar(&w, (DLDataType){kDLInt, 64, 1}, -1);
     distc_pg_free(g_pg);
     return w ? 1 : 0;
 }
