@@ -479,9 +479,5 @@ const distc_backend_ops kOps = [] {
 extern "C" __attribute__((visibility("default"))) int distc_backend_plugin_init(const distc_backend_ops **ops,
                                                                                  void **payload,
                                                                                  unsigned int core_version) {
-    if (core_version < DISTC_BACKEND_OPS_VERSION)
-        return distc_error_set(DISTC_EBACKEND, "libdistc-mpi.so needs a newer libdistc");
-    *ops = &kOps;
-    *payload = nullptr;
-    return 0;
+    return distc_plugin::plugin_init(&kOps, "libdistc-mpi.so", ops, payload, core_version);
 }

@@ -424,13 +424,9 @@ const distc_backend_ops kOps = [] {
 extern "C" __attribute__((visibility("default"))) int distc_backend_plugin_init(const distc_backend_ops **ops,
                                                                                  void **payload,
                                                                                  unsigned int core_version) {
-    if (core_version < DISTC_BACKEND_OPS_VERSION)
-        return distc_error_set(DISTC_EBACKEND, "libdistc-nccl.so needs a newer libdistc");
     int version = 0;
     if (ncclGetVersion(&version) != ncclSuccess || version < 21800)
         return distc_error_set(DISTC_EBACKEND, ("libnccl is version " + std::to_string(version) +
                                                 "; the nccl backend needs 2.18 or newer (ncclCommSplit)").c_str());
-    *ops = &kOps;
-    *payload = nullptr;
-    return 0;
+    return distc_plugin::plugin_init(&kOps, "libdistc-nccl.so", ops, payload, core_version);
 }

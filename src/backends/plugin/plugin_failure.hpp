@@ -33,4 +33,14 @@ int guarded(F &&body) noexcept {
     }
 }
 
+// The usual body of distc_backend_plugin_init: refuses an older core, hands out `mine`.
+inline int plugin_init(const distc_backend_ops *mine, const char *lib, const distc_backend_ops **ops, void **payload,
+                       unsigned int core_version) {
+    if (core_version < DISTC_BACKEND_OPS_VERSION)
+        return distc_error_set(DISTC_EBACKEND, (std::string(lib) + " needs a newer libdistc").c_str());
+    *ops = mine;
+    *payload = nullptr;
+    return 0;
+}
+
 }  // namespace distc_plugin
