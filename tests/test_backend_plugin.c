@@ -95,6 +95,18 @@ static void test_unknown_backend(void **state) {
     new_group("No/Such", DISTC_EINVAL, "backend name");
 }
 
+/* "<backend>://": rank and size from the engine; refused for a backend without a world of its own. */
+static void test_engine_world_urls(void **state) {
+    (void)state;
+    distc_pg *pg = NULL;
+    ASSERT_ERR(distc_pg_new_from_url(&pg, "looptest://", NULL, NULL), DISTC_ENOTSUP, "no world of its own");
+    ASSERT_ERR(distc_pg_new_from_url(&pg, "nosuch://", NULL, NULL), DISTC_ENOTFOUND, "libdistc-nosuch.so");
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.backend = "gloo";
+    ASSERT_ERR(distc_pg_new_from_url(&pg, "looptest://", NULL, &o), DISTC_EINVAL, "names the looptest backend");
+    assert_null(pg);
+}
+
 /* ----------------------------------------------------------------- plugins */
 
 static void test_plugin_from_path(void **state) {
@@ -371,6 +383,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_register_checks),
         cmocka_unit_test(test_unknown_backend),
+        cmocka_unit_test(test_engine_world_urls),
         cmocka_unit_test(test_plugin_from_path),
         cmocka_unit_test(test_broken_plugins),
         cmocka_unit_test(test_work_completed_by_backend),
