@@ -82,8 +82,6 @@ thread_local bool t_group_thread = false;
 
 bool ProcessGroup::on_group_thread() { return t_group_thread; }
 
-std::string Tensor::describe() const { return std::string(dtype_name(dtype)) + "[" + std::to_string(numel) + "]"; }
-
 ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, const PgOptions &opts,
                            std::vector<int> global_ranks, const MakeAsync &make)
     : root_store_(std::move(store)), rank_(rank), size_(size), name_(opts.name.empty() ? "default_pg" : opts.name),

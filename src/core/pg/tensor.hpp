@@ -20,7 +20,6 @@ struct Tensor {
     size_t nbytes() const { return numel * dtype_size(dtype); }
     size_t row_numel() const { return dim0 > 0 ? numel / static_cast<size_t>(dim0) : 0; }
     uint8_t *bytes() const { return static_cast<uint8_t *>(data); }
-    std::string describe() const;  // "float32[1024]"
 };
 
 // Scratch memory without zero-filling: every byte is written before it is read.
