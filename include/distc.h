@@ -15,5 +15,6 @@
 #include "distc/work.h"
 #include "distc/pg.h"
 #include "distc/sys/backend.h"
+#include "distc/reducer.h"
 
 #endif /* DISTC_H */
