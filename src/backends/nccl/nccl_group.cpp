@@ -277,8 +277,13 @@ void Group::launch(distc_work *work, const distc_backend_op_args *a, const Enque
             st->pending = true;
             if (now - st->last_record > std::chrono::microseconds(200)) {
                 check_cuda(cover(*st, now), "cudaEventRecord");
-            } else {
-                pending_ = true;
+            } else if (!pending_) {
+                // Under mu_: a watchdog about to sleep with nothing in flight must see it.
+                {
+                    std::lock_guard<std::mutex> g(mu_);
+                    pending_ = true;
+                }
+                cv_.notify_all();
             }
         } else {
             ev = take_event(device_);
