@@ -276,9 +276,9 @@ void Group::progress() {
                         std::lock_guard<std::mutex> g(mu_);
                         if (!aborted_.exchange(true))
                             abort_reason_ = std::string(p.name) + " #" + std::to_string(p.seq) + " timed out";
+                        reason = abort_reason_;
                     }
                     aborted = true;
-                    reason = abort_reason_;
                 } else {
                     if (p.seq != 0) collective_waiting = true;
                     ++i;
