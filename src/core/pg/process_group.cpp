@@ -598,6 +598,8 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
         for (auto s : splits) c.push_back(static_cast<size_t>(s) * row);
         return c;
     };
+    // Even splits give every pair the same size on every rank: all agree on the small-message path.
+    bool even = in_splits.empty() && out_splits.empty();
     auto ic = counts(input, in_splits, "input");
     auto oc = counts(output, out_splits, "output");
     if (ic[rank_] != oc[rank_])
@@ -623,8 +625,12 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
         return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->alltoall(w, outs, ins, a); });
     }
     return run(info, o, async,
-               [this, input, output, ic, oc](const OpCtx &ctx) mutable {
-                   backend_->alltoallv(input, ic, output, oc, ctx);
+               [this, input, output, ic, oc, even](const OpCtx &ctx) mutable {
+                   size_t chunk = ic[0] * dtype_size(input.dtype);
+                   if (even && small(chunk))
+                       mesh_->alltoall(input, output, chunk, ctx.tag, ctx.timeout);
+                   else
+                       backend_->alltoallv(input, ic, output, oc, ctx);
                    return -1;
                });
 }

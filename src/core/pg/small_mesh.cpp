@@ -200,6 +200,17 @@ void SmallMesh::scatter(const Tensor *in, Tensor &out, int root, uint32_t seq, M
     if (own != out.data && n) std::memmove(out.data, own, n);
 }
 
+void SmallMesh::alltoall(const Tensor &in, Tensor &out, size_t chunk, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    for (int p = 0; p < size_; ++p)
+        if (p != rank_) send(p, seq, in.bytes() + chunk * static_cast<size_t>(p), chunk, deadline);
+    size_t own = chunk * static_cast<size_t>(rank_);
+    if (chunk && out.bytes() + own != in.bytes() + own) std::memmove(out.bytes() + own, in.bytes() + own, chunk);
+    for (int p = 0; p < size_; ++p)
+        if (p != rank_) recv(p, seq, out.bytes() + chunk * static_cast<size_t>(p), chunk, deadline);
+}
+
 void SmallMesh::barrier(uint32_t seq, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;

@@ -39,6 +39,8 @@ public:
     // `out` / `in` (size x the part, in rank order) only on the root.
     void gather(const Tensor &in, Tensor *out, int root, uint32_t seq, Millis timeout);
     void scatter(const Tensor *in, Tensor &out, int root, uint32_t seq, Millis timeout);
+    // Every rank sends `chunk` bytes to each rank (in rank order in `in` and `out`).
+    void alltoall(const Tensor &in, Tensor &out, size_t chunk, uint32_t seq, Millis timeout);
     void barrier(uint32_t seq, Millis timeout);
 
     void abort();  // shuts every socket down: waits in flight fail at once
