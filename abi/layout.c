@@ -97,6 +97,11 @@ int main(void) {
     OFF(distc_backend_ops, recv);
     OFF(distc_backend_ops, batch_p2p);
     OFF(distc_backend_ops, world);
+    OFF(distc_reducer_options, version);
+    OFF(distc_reducer_options, bucket_cap_bytes);
+    OFF(distc_reducer_options, first_bucket_bytes);
+    OFF(distc_reducer_options, bucket_of);
+    OFF(distc_reducer_options, find_unused_parameters);
     OFF(distc_work_hooks, version);
     OFF(distc_work_hooks, wait_stream);
     OFF(distc_work_hooks, release);
@@ -147,6 +152,7 @@ int main(void) {
     VAL(DISTC_BACKEND_STREAM_ORDERED);
     VAL(DISTC_OP_BLOCKING);
     VAL(DISTC_BUCKET_CAP_BYTES);
+    VAL(DISTC_REDUCER_OPTIONS_VERSION);
     VAL(DISTC_FIRST_BUCKET_BYTES);
     VAL(DISTC_DTYPE_BOOL);
     VAL(DISTC_DTYPE_INT8);

@@ -2,8 +2,28 @@
  * @file distc/reducer.h
  * @brief DDP gradient bucketing (c10d's Reducer) for any training loop.
  *
- * The reducer itself (buckets launched as gradients become ready) is being
- * built; this header holds its bucket assignment so far.
+ * The caller's own autograd (a hand-written backward pass, Zygote, PyTorch
+ * hooks ...) says when each gradient is ready; the reducer copies it into its
+ * bucket and starts an asynchronous allreduce of a bucket as soon as the
+ * bucket is full and every bucket before it has started, so communication
+ * overlaps the rest of the backward pass. finalize() waits, and writes the
+ * averaged gradients back (the division by the group size happens once per
+ * bucket, as in c10d).
+ *
+ *   distc_reducer_new(&r, pg, grads, n, NULL);
+ *   for each step:
+ *       distc_reducer_prepare_for_backward(r, NULL, 0);
+ *       ... backward: distc_reducer_mark_ready(r, i) as gradient i is written ...
+ *       distc_reducer_finalize(r);   // grads now hold the average over ranks
+ *
+ * Gradients are host-memory DLTensors, borrowed for the reducer's life: it
+ * reads one when it is marked ready and writes it in finalize. Still to come
+ * (c10d has them): gradients as bucket views, bucket rebuild after the first
+ * iteration, no_sync accumulation, communication hooks, sparse gradients,
+ * device memory and statistics.
+ *
+ * Thread-safety: one iteration at a time; mark_ready may be called from
+ * several threads of one backward pass.
  */
 #ifndef DISTC_REDUCER_H
 #define DISTC_REDUCER_H
@@ -11,6 +31,7 @@
 #include <dlpack/dlpack.h>
 
 #include "common.h"
+#include "pg.h"
 
 DISTC_BEGIN_DECL
 
@@ -38,6 +59,69 @@ DISTC_EXTERN(int) distc_compute_bucket_assignment_by_size(int32_t *bucket_of, si
                                                           const DLTensor *const *tensors, size_t n,
                                                           const uint64_t *limits, size_t n_limits,
                                                           const int32_t *expect_sparse);
+
+/** An opaque reducer; it holds a reference to its group. */
+typedef struct distc_reducer distc_reducer;
+
+#define DISTC_REDUCER_OPTIONS_VERSION 1
+
+/** Options of a reducer; NULL means defaults. */
+typedef struct distc_reducer_options {
+    unsigned int version;          /**< DISTC_REDUCER_OPTIONS_VERSION */
+    uint64_t bucket_cap_bytes;     /**< 0: DISTC_BUCKET_CAP_BYTES */
+    uint64_t first_bucket_bytes;   /**< 0: DISTC_FIRST_BUCKET_BYTES */
+    const int32_t *bucket_of;      /**< explicit assignment: the bucket of each gradient, buckets
+                                        numbered 0.. in launch order, each of one dtype; NULL: by
+                                        size (distc_compute_bucket_assignment_by_size, buckets
+                                        launched from the last gradients to the first, as c10d) */
+    int32_t find_unused_parameters;/**< nonzero: gradients not marked ready by finalize() reduce
+                                        as zeros; zero: that is DISTC_ESTATE naming them */
+} distc_reducer_options;
+
+#define DISTC_REDUCER_OPTIONS_INIT { DISTC_REDUCER_OPTIONS_VERSION, 0, 0, NULL, 0 }
+
+/** Fills `opts` with the defaults above. */
+DISTC_EXTERN(int) distc_reducer_options_init(distc_reducer_options *opts, unsigned int version);
+
+/**
+ * A reducer over the `n` gradient buffers `grads` (host memory, contiguous,
+ * any dtype the group's backend reduces with AVG). Every rank of `pg`
+ * creates one with the same shapes and options.
+ */
+DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor *const *grads, size_t n,
+                                    const distc_reducer_options *opts);
+
+/** The number of buckets. */
+DISTC_EXTERN(int) distc_reducer_num_buckets(size_t *out, const distc_reducer *r);
+
+/** The bucket of gradient `index`. */
+DISTC_EXTERN(int) distc_reducer_bucket_of(int32_t *out, const distc_reducer *r, int32_t index);
+
+/**
+ * Starts an iteration. The `n_unused` gradients listed in `unused` will not
+ * be computed in this backward pass: they reduce as zeros (c10d's unused
+ * parameters). DISTC_ESTATE when the previous iteration was not finalized.
+ */
+DISTC_EXTERN(int) distc_reducer_prepare_for_backward(distc_reducer *r, const int32_t *unused, size_t n_unused);
+
+/**
+ * Gradient `index` holds its value for this iteration: it is copied into its
+ * bucket, and every bucket that is now complete (in order) starts its
+ * allreduce. DISTC_ESTATE when it was marked (or listed unused) already in
+ * this iteration, or no iteration was prepared.
+ */
+DISTC_EXTERN(int) distc_reducer_mark_ready(distc_reducer *r, int32_t index);
+
+/**
+ * Ends the iteration: starts what is left, waits for every bucket and
+ * writes the averages back into the gradients. A failed allreduce (a dead
+ * peer, a timeout) is returned here with its message; the reducer is then
+ * ready for a new iteration.
+ */
+DISTC_EXTERN(int) distc_reducer_finalize(distc_reducer *r);
+
+/** Releases the reducer (waiting for buckets in flight). NULL is a no-op. */
+DISTC_EXTERN(void) distc_reducer_free(distc_reducer *r);
 
 DISTC_END_DECL
 

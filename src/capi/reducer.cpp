@@ -1,12 +1,37 @@
 // C shims for distc/reducer.h.
+#include <algorithm>
+
 #include "capi/guard.hpp"
+#include "capi/handles.hpp"
+#include "capi/tensor_args.hpp"
 #include "core/reducer/bucket_assignment.hpp"
+#include "core/reducer/reducer.hpp"
 #include "distc/reducer.h"
 
 using namespace distc;
 using distc::capi::guard;
 using distc::capi::require;
 using distc::capi::require_ptr;
+
+struct distc_reducer {
+    std::shared_ptr<distc::Reducer> impl;
+};
+
+namespace {
+
+Reducer &reducer_arg(const distc_reducer *r) {
+    require_ptr(r, "r");
+    return *r->impl;
+}
+
+size_t index_arg(const Reducer &r, int32_t index, const char *name) {
+    if (index < 0 || static_cast<size_t>(index) >= r.num_grads())
+        fail(DISTC_EINVAL, std::string(name) + " " + std::to_string(index) + " is outside 0.." +
+                               std::to_string(r.num_grads() - 1));
+    return static_cast<size_t>(index);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -47,5 +72,105 @@ DISTC_EXTERN(int) distc_compute_bucket_assignment_by_size(int32_t *bucket_of, si
         return 0;
     });
 }
+
+DISTC_EXTERN(int) distc_reducer_options_init(distc_reducer_options *opts, unsigned int version) {
+    return guard(__func__, [&] {
+        require_ptr(opts, "opts");
+        if (version != DISTC_REDUCER_OPTIONS_VERSION)
+            fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
+        *opts = DISTC_REDUCER_OPTIONS_INIT;
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor *const *grads, size_t n,
+                                    const distc_reducer_options *opts) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        require_ptr(pg, "pg");
+        require(n > 0, "n is 0 (no gradients)");
+        distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+        if (opts) {
+            if (opts->version != DISTC_REDUCER_OPTIONS_VERSION)
+                fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected " +
+                                       std::to_string(DISTC_REDUCER_OPTIONS_VERSION));
+            o = *opts;
+        }
+        std::vector<Tensor> ts = capi::tensor_list_arg(*pg->impl, grads, n, "grads");
+        for (size_t i = 0; i < n; ++i)
+            if (ts[i].device_type != kDLCPU && ts[i].device_type != kDLCUDAHost)
+                fail(DISTC_EINVAL, "grads[" + std::to_string(i) + "] is not in host memory; the reducer takes host "
+                                       "memory for now");
+        std::vector<std::vector<size_t>> buckets;
+        if (o.bucket_of) {
+            int32_t nb = 0;
+            for (size_t i = 0; i < n; ++i) {
+                if (o.bucket_of[i] < 0)
+                    fail(DISTC_EINVAL, "opts->bucket_of[" + std::to_string(i) + "] is negative");
+                nb = std::max(nb, o.bucket_of[i] + 1);
+            }
+            buckets.resize(static_cast<size_t>(nb));
+            for (size_t i = 0; i < n; ++i) buckets[static_cast<size_t>(o.bucket_of[i])].push_back(i);
+        } else {
+            std::vector<BucketTensor> bt;
+            for (size_t i = 0; i < n; ++i)
+                bt.push_back(BucketTensor{grads[i]->dtype.code, grads[i]->dtype.bits, ts[i].device_type,
+                                          ts[i].device_id, ts[i].nbytes(), false});
+            uint64_t first = o.first_bucket_bytes ? o.first_bucket_bytes : DISTC_FIRST_BUCKET_BYTES;
+            uint64_t cap = o.bucket_cap_bytes ? o.bucket_cap_bytes : DISTC_BUCKET_CAP_BYTES;
+            buckets = compute_bucket_assignment_by_size(bt, {first, cap});
+            // Gradients come last-layer first: launch the buckets of the last gradients first (as DDP).
+            std::reverse(buckets.begin(), buckets.end());
+        }
+        *out = new distc_reducer{std::make_shared<Reducer>(pg->impl, std::move(ts), buckets,
+                                                           o.find_unused_parameters != 0)};
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_num_buckets(size_t *out, const distc_reducer *r) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = reducer_arg(r).num_buckets();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_bucket_of(int32_t *out, const distc_reducer *r, int32_t index) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        Reducer &rd = reducer_arg(r);
+        *out = static_cast<int32_t>(rd.bucket_of(index_arg(rd, index, "index")));
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_prepare_for_backward(distc_reducer *r, const int32_t *unused, size_t n_unused) {
+    return guard(__func__, [&] {
+        Reducer &rd = reducer_arg(r);
+        require(unused != nullptr || n_unused == 0, "unused is NULL but n_unused > 0");
+        std::vector<size_t> u;
+        for (size_t k = 0; k < n_unused; ++k) u.push_back(index_arg(rd, unused[k], "unused index"));
+        rd.prepare(u);
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_mark_ready(distc_reducer *r, int32_t index) {
+    return guard(__func__, [&] {
+        Reducer &rd = reducer_arg(r);
+        rd.mark_ready(index_arg(rd, index, "index"));
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_finalize(distc_reducer *r) {
+    return guard(__func__, [&] {
+        reducer_arg(r).finalize();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(void) distc_reducer_free(distc_reducer *r) { delete r; }
 
 }  // extern "C"

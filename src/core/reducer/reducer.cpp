@@ -1,0 +1,143 @@
+#include "core/reducer/reducer.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "core/util/error.hpp"
+
+namespace distc {
+
+Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
+                 const std::vector<std::vector<size_t>> &buckets, bool find_unused)
+    : pg_(std::move(pg)), grads_(std::move(grads)), find_unused_(find_unused) {
+    size_t n = grads_.size();
+    bucket_of_.assign(n, SIZE_MAX);
+    offset_of_.assign(n, 0);
+    ready_.assign(n, 0);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+        Bucket bk;
+        bk.members = buckets[b];
+        if (bk.members.empty()) fail(DISTC_EINVAL, "bucket " + std::to_string(b) + " is empty");
+        DType dt = grads_[bk.members[0]].dtype;
+        size_t numel = 0;
+        for (size_t i : bk.members) {
+            if (grads_[i].dtype != dt)
+                fail(DISTC_EINVAL, "bucket " + std::to_string(b) + " mixes " + dtype_name(dt) + " (gradient " +
+                                       std::to_string(bk.members[0]) + ") and " + dtype_name(grads_[i].dtype) +
+                                       " (gradient " + std::to_string(i) + ")");
+            bucket_of_[i] = b;
+            offset_of_[i] = numel * dtype_size(dt);
+            numel += grads_[i].numel;
+        }
+        bk.buf = std::make_unique<Scratch>(dt, numel);
+        buckets_.push_back(std::move(bk));
+    }
+    for (size_t i = 0; i < n; ++i)
+        if (bucket_of_[i] == SIZE_MAX) fail(DISTC_EINVAL, "gradient " + std::to_string(i) + " is in no bucket");
+}
+
+Reducer::~Reducer() {
+    for (auto &b : buckets_)
+        if (b.work) b.work->wait(Millis(-1));  // the buffers must outlive the allreduces reading them
+}
+
+void Reducer::prepare(const std::vector<size_t> &unused) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (in_iteration_)
+        fail(DISTC_ESTATE, "the previous iteration was not finalized (call distc_reducer_finalize after each backward)");
+    for (size_t u : unused)
+        if (u >= grads_.size())
+            fail(DISTC_EINVAL, "unused index " + std::to_string(u) + " is outside 0.." + std::to_string(grads_.size() - 1));
+    in_iteration_ = true;
+    next_bucket_ = 0;
+    std::fill(ready_.begin(), ready_.end(), 0);
+    for (auto &b : buckets_) {
+        b.pending = b.members.size();
+        b.work.reset();
+    }
+    try {
+        for (size_t u : unused) {
+            if (ready_[u]) fail(DISTC_EINVAL, "unused index " + std::to_string(u) + " is listed twice");
+            ready_locked(u, true);
+        }
+        launch_complete_locked();
+    } catch (...) {
+        in_iteration_ = false;
+        throw;
+    }
+}
+
+void Reducer::ready_locked(size_t i, bool zero) {
+    Bucket &b = buckets_[bucket_of_[i]];
+    uint8_t *dst = b.buf->t.bytes() + offset_of_[i];
+    size_t nb = grads_[i].nbytes();
+    if (zero)
+        std::memset(dst, 0, nb);
+    else if (nb)
+        std::memcpy(dst, grads_[i].data, nb);
+    ready_[i] = 1;
+    --b.pending;
+}
+
+void Reducer::launch_complete_locked() {
+    while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+        Bucket &b = buckets_[next_bucket_];
+        // AVG: one division by the group size per bucket, as c10d does.
+        b.work = pg_->allreduce({b.buf->t}, ReduceOp::Avg, OpOptions{}, true);
+        ++next_bucket_;
+    }
+}
+
+void Reducer::mark_ready(size_t i) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (i >= grads_.size())
+        fail(DISTC_EINVAL, "index " + std::to_string(i) + " is outside 0.." + std::to_string(grads_.size() - 1));
+    if (!in_iteration_) fail(DISTC_ESTATE, "no iteration: call distc_reducer_prepare_for_backward first");
+    if (ready_[i])
+        fail(DISTC_ESTATE, "gradient " + std::to_string(i) +
+                               " was marked ready twice in one iteration (or was listed as unused)");
+    ready_locked(i, false);
+    launch_complete_locked();
+}
+
+void Reducer::finalize() {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!in_iteration_) fail(DISTC_ESTATE, "no iteration to finalize: call distc_reducer_prepare_for_backward first");
+    std::string missing;
+    for (size_t i = 0; i < grads_.size(); ++i)
+        if (!ready_[i]) {
+            if (find_unused_)
+                ready_locked(i, true);
+            else
+                missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+        }
+    if (!missing.empty()) {
+        // What was launched must finish before the buffers are used again.
+        for (auto &b : buckets_)
+            if (b.work) b.work->wait(Millis(-1));
+        in_iteration_ = false;
+        fail(DISTC_ESTATE, "gradients " + missing +
+                               " were not marked ready in this iteration (list them as unused in "
+                               "prepare_for_backward, or set find_unused_parameters)");
+    }
+    launch_complete_locked();
+    in_iteration_ = false;
+    std::vector<std::shared_ptr<Work>> works;
+    for (auto &b : buckets_) works.push_back(b.work);
+    lk.unlock();
+    int code = 0;
+    std::string msg;
+    for (size_t k = 0; k < buckets_.size(); ++k) {
+        works[k]->wait(Millis(-1));
+        if (works[k]->status() != 0) {
+            if (!code) code = works[k]->status(), msg = "bucket " + std::to_string(k) + ": " + works[k]->message();
+            continue;
+        }
+        const Bucket &b = buckets_[k];
+        for (size_t i : b.members)
+            if (grads_[i].nbytes()) std::memcpy(grads_[i].data, b.buf->t.bytes() + offset_of_[i], grads_[i].nbytes());
+    }
+    if (code) fail(code, msg);
+}
+
+}  // namespace distc

@@ -1,0 +1,54 @@
+// The DDP reducer: gradients copied into buckets as the caller's backward
+// pass produces them, one asynchronous AVG allreduce per bucket launched in
+// bucket order as soon as a bucket is complete, and the averages written back
+// at finalize (c10d's Reducer, without autograd).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/pg/process_group.hpp"
+#include "core/pg/tensor.hpp"
+
+namespace distc {
+
+class Reducer {
+public:
+    // `buckets` lists gradient indices per bucket, in launch order.
+    Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads, const std::vector<std::vector<size_t>> &buckets,
+            bool find_unused);
+    ~Reducer();
+    Reducer(const Reducer &) = delete;
+    Reducer &operator=(const Reducer &) = delete;
+
+    size_t num_buckets() const { return buckets_.size(); }
+    size_t bucket_of(size_t i) const { return bucket_of_[i]; }
+    size_t num_grads() const { return grads_.size(); }
+
+    void prepare(const std::vector<size_t> &unused);
+    void mark_ready(size_t i);
+    void finalize();
+
+private:
+    struct Bucket {
+        std::vector<size_t> members;
+        std::unique_ptr<Scratch> buf;  // the members back to back
+        size_t pending = 0;            // members not ready yet in this iteration
+        std::shared_ptr<Work> work;
+    };
+    void ready_locked(size_t i, bool zero);  // copies (or zeroes) gradient i into its bucket
+    void launch_complete_locked();          // starts every complete bucket, in order
+
+    std::shared_ptr<ProcessGroup> pg_;
+    std::vector<Tensor> grads_;
+    std::vector<Bucket> buckets_;
+    std::vector<size_t> bucket_of_, offset_of_;  // per gradient: bucket, byte offset in it
+    std::vector<char> ready_;
+    bool find_unused_;
+    bool in_iteration_ = false;
+    size_t next_bucket_ = 0;
+    std::mutex mu_;
+};
+
+}  // namespace distc

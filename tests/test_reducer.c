@@ -1,0 +1,214 @@
+/*
+ * The DDP reducer with threads as ranks (1 to 4): averages over several
+ * buckets and iterations, unused gradients listed or found, an explicit
+ * assignment, and the state machine's errors.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pg_harness.h"
+#include "test_util.h"
+
+#define NGRADS 6
+static const int64_t sizes[NGRADS] = {3, 1000, 7, 300, 50, 16};
+
+/* Gradient j of tensor i on `rank` in iteration `it`: small integers, so averages are exact halves/quarters. */
+static double gval(int rank, int it, int i, int64_t j) { return (double)((rank * 3 + it + i + (int)(j % 5)) % 8); }
+
+static void make_grads(DLTensor **g) {
+    for (int i = 0; i < NGRADS; ++i) g[i] = dt_tensor_1d(i == 5 ? DT_F64 : DT_F32, sizes[i]);
+}
+
+static void free_grads(DLTensor **g) {
+    for (int i = 0; i < NGRADS; ++i) dt_tensor_free(g[i]);
+}
+
+static void fill(DLTensor *t, int rank, int it, int i) {
+    for (int64_t j = 0; j < dt_numel(t); ++j) dt_set(t, j, gval(rank, it, i, j));
+}
+
+static int check_mean(DLTensor *t, int size, int it, int i, int zero) {
+    for (int64_t j = 0; j < dt_numel(t); ++j) {
+        double sum = 0;
+        if (!zero)
+            for (int r = 0; r < size; ++r) sum += gval(r, it, i, j);
+        double want = sum / size;  /* exact for 1, 2, 4 ranks; float32's rounding for 3 */
+        if (!RK_CHECKF(fabs(dt_get(t, j) - want) <= 1e-6 * (1 + fabs(want)),
+                       "iteration %d gradient %d element %lld is %g, expected %g", it, i, (long long)j,
+                       dt_get(t, j), want))
+            return 0;
+    }
+    return 1;
+}
+
+static void rank_average(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    DLTensor *g[NGRADS];
+    make_grads(g);
+    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+    o.first_bucket_bytes = 64;
+    o.bucket_cap_bytes = 1024;
+    distc_reducer *r = NULL;
+    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o))) return;
+    size_t nb = 0;
+    RK_OK(distc_reducer_num_buckets(&nb, r));
+    RK_CHECKF(nb >= 3, "only %zu buckets", nb);
+    int32_t b_last = -1, b_first = -1;
+    RK_OK(distc_reducer_bucket_of(&b_last, r, NGRADS - 2));
+    RK_OK(distc_reducer_bucket_of(&b_first, r, 0));
+    RK_CHECKF(b_last < b_first, "the last gradients' bucket (%d) should launch before the first's (%d)", b_last, b_first);
+    for (int it = 0; it < 3; ++it) {
+        RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+        for (int i = NGRADS - 1; i >= 0; --i) { /* a backward pass: last layer first */
+            fill(g[i], rank, it, i);
+            RK_OK(distc_reducer_mark_ready(r, i));
+        }
+        RK_OK(distc_reducer_finalize(r));
+        for (int i = 0; i < NGRADS; ++i) check_mean(g[i], size, it, i, 0);
+    }
+    distc_reducer_free(r);
+    free_grads(g);
+}
+
+static void test_average(void **state) {
+    (void)state;
+    for (int size = 1; size <= 4; ++size) dt_run_ranks(size, rank_average, NULL);
+}
+
+static void rank_unused(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    DLTensor *g[NGRADS];
+    make_grads(g);
+    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+    o.find_unused_parameters = 1;
+    o.bucket_cap_bytes = 512;
+    o.first_bucket_bytes = 512;
+    distc_reducer *r = NULL;
+    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o))) return;
+    int32_t unused[1] = {1};
+    RK_OK(distc_reducer_prepare_for_backward(r, unused, 1));
+    for (int i = 0; i < NGRADS; ++i) {
+        fill(g[i], rank, 0, i);
+        if (i != 1 && i != 4) RK_OK(distc_reducer_mark_ready(r, i)); /* 4: found unused at finalize */
+    }
+    RK_OK(distc_reducer_finalize(r));
+    for (int i = 0; i < NGRADS; ++i) check_mean(g[i], size, 0, i, i == 1 || i == 4);
+    distc_reducer_free(r);
+    free_grads(g);
+}
+
+static void test_unused(void **state) {
+    (void)state;
+    dt_run_ranks(2, rank_unused, NULL);
+    dt_run_ranks(3, rank_unused, NULL);
+}
+
+static void rank_explicit(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    DLTensor *g[NGRADS];
+    make_grads(g);
+    int32_t bucket_of[NGRADS] = {1, 0, 1, 0, 1, 2};
+    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+    o.bucket_of = bucket_of;
+    distc_reducer *r = NULL;
+    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o))) return;
+    size_t nb = 0;
+    RK_OK(distc_reducer_num_buckets(&nb, r));
+    RK_EQ_INT(nb, 3);
+    RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+    static const int order[NGRADS] = {2, 5, 0, 3, 4, 1};
+    for (int k = 0; k < NGRADS; ++k) {
+        fill(g[order[k]], rank, 1, order[k]);
+        RK_OK(distc_reducer_mark_ready(r, order[k]));
+    }
+    RK_OK(distc_reducer_finalize(r));
+    for (int i = 0; i < NGRADS; ++i) check_mean(g[i], size, 1, i, 0);
+    distc_reducer_free(r);
+    free_grads(g);
+}
+
+static void test_explicit_assignment(void **state) {
+    (void)state;
+    dt_run_ranks(2, rank_explicit, NULL);
+    dt_run_ranks(4, rank_explicit, NULL);
+}
+
+static void rank_errors(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg, (void)rank, (void)size;
+    DLTensor *g[NGRADS];
+    make_grads(g);
+    distc_reducer *r = NULL;
+    RK_ERR(distc_reducer_new(NULL, pg, g, NGRADS, NULL), DISTC_EINVAL, "out");
+    RK_ERR(distc_reducer_new(&r, NULL, g, NGRADS, NULL), DISTC_EINVAL, "pg");
+    RK_ERR(distc_reducer_new(&r, pg, g, 0, NULL), DISTC_EINVAL, "no gradients");
+    RK_ERR(distc_reducer_new(&r, pg, NULL, NGRADS, NULL), DISTC_EINVAL, "grads");
+    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+    o.version = 9;
+    RK_ERR(distc_reducer_new(&r, pg, g, NGRADS, &o), DISTC_EINVAL, "version");
+    int32_t mixed[NGRADS] = {0, 0, 0, 0, 0, 0}; /* gradient 5 is float64 */
+    o = (distc_reducer_options)DISTC_REDUCER_OPTIONS_INIT;
+    o.bucket_of = mixed;
+    RK_ERR(distc_reducer_new(&r, pg, g, NGRADS, &o), DISTC_EINVAL, "mixes float32");
+    int32_t gap[NGRADS] = {0, 0, 0, 0, 2, 3};
+    o.bucket_of = gap;
+    RK_ERR(distc_reducer_new(&r, pg, g, NGRADS, &o), DISTC_EINVAL, "bucket 1 is empty");
+    DLTensor dev = *g[0];
+    dev.device.device_type = kDLCUDA;
+    DLTensor *gd[1] = {&dev};
+    RK_ERR(distc_reducer_new(&r, pg, gd, 1, NULL), DISTC_EINVAL, "grads[0]");
+
+    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, NULL))) return;
+    RK_ERR(distc_reducer_mark_ready(r, 0), DISTC_ESTATE, "prepare_for_backward first");
+    RK_ERR(distc_reducer_finalize(r), DISTC_ESTATE, "no iteration");
+    int32_t bad_unused[2] = {1, 1};
+    RK_ERR(distc_reducer_prepare_for_backward(r, bad_unused, 2), DISTC_EINVAL, "listed twice");
+    bad_unused[0] = NGRADS;
+    RK_ERR(distc_reducer_prepare_for_backward(r, bad_unused, 1), DISTC_EINVAL, "outside");
+    RK_ERR(distc_reducer_prepare_for_backward(r, NULL, 1), DISTC_EINVAL, "unused is NULL");
+    RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+    RK_ERR(distc_reducer_prepare_for_backward(r, NULL, 0), DISTC_ESTATE, "not finalized");
+    RK_ERR(distc_reducer_mark_ready(r, NGRADS), DISTC_EINVAL, "outside");
+    RK_ERR(distc_reducer_mark_ready(r, -1), DISTC_EINVAL, "outside");
+    RK_OK(distc_reducer_mark_ready(r, 3));
+    RK_ERR(distc_reducer_mark_ready(r, 3), DISTC_ESTATE, "twice");
+    /* Not every gradient marked, no find_unused: finalize names them, and a new iteration may start. */
+    RK_ERR(distc_reducer_finalize(r), DISTC_ESTATE, "gradients 0, 1, 2, 4, 5 were not marked");
+    RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+    for (int i = 0; i < NGRADS; ++i) RK_OK(distc_reducer_mark_ready(r, i));
+    RK_OK(distc_reducer_finalize(r));
+    int32_t b;
+    RK_ERR(distc_reducer_bucket_of(&b, r, 99), DISTC_EINVAL, "outside");
+    RK_ERR(distc_reducer_num_buckets(NULL, r), DISTC_EINVAL, "out");
+    RK_ERR(distc_reducer_finalize(NULL), DISTC_EINVAL, "r");
+    distc_reducer_free(r);
+    distc_reducer_free(NULL);
+
+    /* A failing group reaches the caller, nothing hangs. */
+    if (RK_OK(distc_reducer_new(&r, pg, g, NGRADS, NULL))) {
+        RK_OK(distc_pg_abort(pg));
+        RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+        int rc = 0;
+        for (int i = NGRADS - 1; i >= 0 && rc == 0; --i) rc = distc_reducer_mark_ready(r, i);
+        if (rc == 0) rc = distc_reducer_finalize(r);
+        RK_CHECKF(rc == DISTC_EABORTED, "an aborted group gave %d: %s", rc, distc_error_last());
+        distc_reducer_free(r);
+    }
+    free_grads(g);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    dt_run_ranks(2, rank_errors, NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_average),
+        cmocka_unit_test(test_unused),
+        cmocka_unit_test(test_explicit_assignment),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
