@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pg_harness.h"
 #include "test_util.h"
@@ -135,6 +136,61 @@ static void test_explicit_assignment(void **state) {
     dt_run_ranks(4, rank_explicit, NULL);
 }
 
+/* Overlap is real: with compute between gradients, the first bucket is reducing
+ * before the last gradient exists. And the statistics add up. */
+static void rank_overlap(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg, (void)size;
+    DLTensor *g[NGRADS];
+    make_grads(g);
+    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+    o.first_bucket_bytes = o.bucket_cap_bytes = 1; /* one gradient per bucket */
+    distc_reducer *r = NULL;
+    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o))) return;
+    int32_t unused[1] = {2};
+    RK_OK(distc_reducer_prepare_for_backward(r, unused, 1));
+    for (int i = NGRADS - 1; i >= 0; --i) {
+        if (i == 2) continue;
+        fill(g[i], rank, 0, i);
+        struct timespec ts = {0, 20 * 1000000L}; /* the next layer's backward */
+        nanosleep(&ts, NULL);
+        RK_OK(distc_reducer_mark_ready(r, i));
+    }
+    RK_OK(distc_reducer_finalize(r));
+    size_t nb = 0;
+    RK_OK(distc_reducer_num_buckets(&nb, r));
+    RK_EQ_INT(nb, NGRADS);
+    int64_t last_ready = -1, unused_ready = 0;
+    RK_OK(distc_reducer_ready_ns(&last_ready, r, 0)); /* marked last */
+    RK_OK(distc_reducer_ready_ns(&unused_ready, r, 2));
+    RK_EQ_INT(unused_ready, -1);
+    uint64_t total = 0;
+    for (size_t b = 0; b < nb; ++b) {
+        uint64_t bytes = 0;
+        int64_t launch = -1, reduce = -1;
+        RK_OK(distc_reducer_bucket_stats(&bytes, &launch, &reduce, r, b));
+        total += bytes;
+        RK_CHECKF(launch >= 0 && reduce >= 0, "bucket %zu: launch %lld, reduce %lld", b, (long long)launch,
+                  (long long)reduce);
+    }
+    uint64_t want = 0;
+    for (int i = 0; i < NGRADS; ++i) want += (uint64_t)dt_numel(g[i]) * dt_dtype_size(g[i]->dtype);
+    RK_EQ_INT(total, want);
+    int64_t first_launch = -1;
+    RK_OK(distc_reducer_bucket_stats(NULL, &first_launch, NULL, r, 0));
+    RK_CHECKF(first_launch >= 0 && first_launch < last_ready,
+              "the first bucket started at %lld ns, not before the last gradient at %lld ns", (long long)first_launch,
+              (long long)last_ready);
+    RK_ERR(distc_reducer_bucket_stats(NULL, NULL, NULL, r, nb), DISTC_EINVAL, "outside");
+    RK_ERR(distc_reducer_ready_ns(NULL, r, 0), DISTC_EINVAL, "out");
+    distc_reducer_free(r);
+    free_grads(g);
+}
+
+static void test_overlap_and_stats(void **state) {
+    (void)state;
+    dt_run_ranks(2, rank_overlap, NULL);
+}
+
 static void rank_errors(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg, (void)rank, (void)size;
     DLTensor *g[NGRADS];
@@ -208,6 +264,7 @@ int main(void) {
         cmocka_unit_test(test_average),
         cmocka_unit_test(test_unused),
         cmocka_unit_test(test_explicit_assignment),
+        cmocka_unit_test(test_overlap_and_stats),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,10 +17,11 @@
  *       distc_reducer_finalize(r);   // grads now hold the average over ranks
  *
  * Gradients are host-memory DLTensors, borrowed for the reducer's life: it
- * reads one when it is marked ready and writes it in finalize. Still to come
- * (c10d has them): gradients as bucket views, bucket rebuild after the first
- * iteration, no_sync accumulation, communication hooks, sparse gradients,
- * device memory and statistics.
+ * reads one when it is marked ready and writes it in finalize. Statistics of
+ * the last iteration (ready times, bucket launch and reduction times) show
+ * the overlap. Still to come (c10d has them): gradients as bucket views,
+ * bucket rebuild after the first iteration, no_sync accumulation,
+ * communication hooks, sparse gradients and device memory.
  *
  * Thread-safety: one iteration at a time; mark_ready may be called from
  * several threads of one backward pass.
@@ -119,6 +120,21 @@ DISTC_EXTERN(int) distc_reducer_mark_ready(distc_reducer *r, int32_t index);
  * ready for a new iteration.
  */
 DISTC_EXTERN(int) distc_reducer_finalize(distc_reducer *r);
+
+/**
+ * When gradient `index` was marked ready in the last finalized iteration, in
+ * ns after its prepare_for_backward (-1: it was unused).
+ */
+DISTC_EXTERN(int) distc_reducer_ready_ns(int64_t *out, const distc_reducer *r, int32_t index);
+
+/**
+ * Bucket `bucket` in the last finalized iteration: its size in bytes, when
+ * its allreduce started (ns after prepare_for_backward) and how long it took
+ * (ns). Any output may be NULL. A first bucket that starts before the last
+ * gradient is ready is the overlap the reducer exists for.
+ */
+DISTC_EXTERN(int) distc_reducer_bucket_stats(uint64_t *bytes, int64_t *launch_ns, int64_t *reduce_ns,
+                                             const distc_reducer *r, size_t bucket);
 
 /** Releases the reducer (waiting for buckets in flight). NULL is a no-op. */
 DISTC_EXTERN(void) distc_reducer_free(distc_reducer *r);

@@ -171,6 +171,30 @@ DISTC_EXTERN(int) distc_reducer_finalize(distc_reducer *r) {
     });
 }
 
+DISTC_EXTERN(int) distc_reducer_ready_ns(int64_t *out, const distc_reducer *r, int32_t index) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        Reducer &rd = reducer_arg(r);
+        *out = rd.ready_ns(index_arg(rd, index, "index"));
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_bucket_stats(uint64_t *bytes, int64_t *launch_ns, int64_t *reduce_ns,
+                                             const distc_reducer *r, size_t bucket) {
+    return guard(__func__, [&] {
+        Reducer &rd = reducer_arg(r);
+        if (bucket >= rd.num_buckets())
+            fail(DISTC_EINVAL, "bucket " + std::to_string(bucket) + " is outside 0.." +
+                                   std::to_string(rd.num_buckets() - 1));
+        Reducer::BucketStats st = rd.bucket_stats(bucket);
+        if (bytes) *bytes = st.bytes;
+        if (launch_ns) *launch_ns = st.launch_ns;
+        if (reduce_ns) *reduce_ns = st.reduce_ns;
+        return 0;
+    });
+}
+
 DISTC_EXTERN(void) distc_reducer_free(distc_reducer *r) { delete r; }
 
 }  // extern "C"

@@ -14,6 +14,8 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
     bucket_of_.assign(n, SIZE_MAX);
     offset_of_.assign(n, 0);
     ready_.assign(n, 0);
+    ready_at_.assign(n, Clock::time_point{});
+    last_ready_ns_.assign(n, -1);
     for (size_t b = 0; b < buckets.size(); ++b) {
         Bucket bk;
         bk.members = buckets[b];
@@ -30,6 +32,7 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
             numel += grads_[i].numel;
         }
         bk.buf = std::make_unique<Scratch>(dt, numel);
+        bk.last.bytes = numel * dtype_size(dt);
         buckets_.push_back(std::move(bk));
     }
     for (size_t i = 0; i < n; ++i)
@@ -41,6 +44,16 @@ Reducer::~Reducer() {
         if (b.work) b.work->wait(Millis(-1));  // the buffers must outlive the allreduces reading them
 }
 
+int64_t Reducer::ready_ns(size_t i) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return last_ready_ns_[i];
+}
+
+Reducer::BucketStats Reducer::bucket_stats(size_t b) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return buckets_[b].last;
+}
+
 void Reducer::prepare(const std::vector<size_t> &unused) {
     std::lock_guard<std::mutex> lk(mu_);
     if (in_iteration_)
@@ -50,7 +63,9 @@ void Reducer::prepare(const std::vector<size_t> &unused) {
             fail(DISTC_EINVAL, "unused index " + std::to_string(u) + " is outside 0.." + std::to_string(grads_.size() - 1));
     in_iteration_ = true;
     next_bucket_ = 0;
+    started_ = Clock::now();
     std::fill(ready_.begin(), ready_.end(), 0);
+    std::fill(ready_at_.begin(), ready_at_.end(), Clock::time_point{});
     for (auto &b : buckets_) {
         b.pending = b.members.size();
         b.work.reset();
@@ -76,6 +91,7 @@ void Reducer::ready_locked(size_t i, bool zero) {
     else if (nb)
         std::memcpy(dst, grads_[i].data, nb);
     ready_[i] = 1;
+    if (!zero) ready_at_[i] = Clock::now();
     --b.pending;
 }
 
@@ -83,6 +99,7 @@ void Reducer::launch_complete_locked() {
     while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
         Bucket &b = buckets_[next_bucket_];
         // AVG: one division by the group size per bucket, as c10d does.
+        b.launched = Clock::now();
         b.work = pg_->allreduce({b.buf->t}, ReduceOp::Avg, OpOptions{}, true);
         ++next_bucket_;
     }
@@ -127,13 +144,20 @@ void Reducer::finalize() {
     lk.unlock();
     int code = 0;
     std::string msg;
+    auto since = [this](Clock::time_point t) {
+        return t == Clock::time_point{} ? int64_t{-1}
+                                        : std::chrono::duration_cast<std::chrono::nanoseconds>(t - started_).count();
+    };
+    for (size_t i = 0; i < grads_.size(); ++i) last_ready_ns_[i] = since(ready_at_[i]);
     for (size_t k = 0; k < buckets_.size(); ++k) {
         works[k]->wait(Millis(-1));
         if (works[k]->status() != 0) {
             if (!code) code = works[k]->status(), msg = "bucket " + std::to_string(k) + ": " + works[k]->message();
             continue;
         }
-        const Bucket &b = buckets_[k];
+        Bucket &b = buckets_[k];
+        b.last.launch_ns = since(b.launched);
+        b.last.reduce_ns = works[k]->duration_ns();
         for (size_t i : b.members)
             if (grads_[i].nbytes()) std::memcpy(grads_[i].data, b.buf->t.bytes() + offset_of_[i], grads_[i].nbytes());
     }

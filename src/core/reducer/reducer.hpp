@@ -26,6 +26,14 @@ public:
     size_t bucket_of(size_t i) const { return bucket_of_[i]; }
     size_t num_grads() const { return grads_.size(); }
 
+    // The last finalized iteration, in ns after its prepare(): -1 when not marked (unused).
+    int64_t ready_ns(size_t i) const;
+    struct BucketStats {
+        uint64_t bytes;
+        int64_t launch_ns, reduce_ns;
+    };
+    BucketStats bucket_stats(size_t b) const;
+
     void prepare(const std::vector<size_t> &unused);
     void mark_ready(size_t i);
     void finalize();
@@ -36,6 +44,8 @@ private:
         std::unique_ptr<Scratch> buf;  // the members back to back
         size_t pending = 0;            // members not ready yet in this iteration
         std::shared_ptr<Work> work;
+        Clock::time_point launched{};
+        BucketStats last{0, -1, -1};  // of the last finalized iteration
     };
     void ready_locked(size_t i, bool zero);  // copies (or zeroes) gradient i into its bucket
     void launch_complete_locked();          // starts every complete bucket, in order
@@ -45,10 +55,13 @@ private:
     std::vector<Bucket> buckets_;
     std::vector<size_t> bucket_of_, offset_of_;  // per gradient: bucket, byte offset in it
     std::vector<char> ready_;
+    Clock::time_point started_{};                // prepare() of this iteration
+    std::vector<Clock::time_point> ready_at_;    // this iteration (time_point{}: unused)
+    std::vector<int64_t> last_ready_ns_;         // the last finalized one
     bool find_unused_;
     bool in_iteration_ = false;
     size_t next_bucket_ = 0;
-    std::mutex mu_;
+    mutable std::mutex mu_;
 };
 
 }  // namespace distc
