@@ -102,6 +102,7 @@ int main(void) {
     OFF(distc_reducer_options, first_bucket_bytes);
     OFF(distc_reducer_options, bucket_of);
     OFF(distc_reducer_options, find_unused_parameters);
+    OFF(distc_reducer_options, gradient_as_bucket_view);
     OFF(distc_work_hooks, version);
     OFF(distc_work_hooks, wait_stream);
     OFF(distc_work_hooks, release);

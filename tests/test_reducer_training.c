@@ -22,6 +22,7 @@ typedef struct variant {
     uint64_t cap;    /* bucket cap and first bucket, bytes */
     int unused;      /* a fifth parameter nobody uses, listed unused */
     int explicit_;   /* explicit buckets instead of sizes */
+    int views;       /* gradients live in the buckets (gradient_as_bucket_view) */
 } variant;
 
 static float feature(int s, int d) { return (float)sin(0.7 * s + 1.3 * d); }
@@ -65,15 +66,28 @@ static void rank_train(distc_pg *pg, int rank, int size, void *arg) {
     o.bucket_cap_bytes = o.first_bucket_bytes = v->cap;
     int32_t explicit_buckets[5] = {1, 0, 1, 0, 1};
     if (v->explicit_) o.bucket_of = explicit_buckets;
+    o.gradient_as_bucket_view = v->views;
     distc_reducer *r = NULL;
     if (!RK_OK(distc_reducer_new(&r, pg, gp, (size_t)n, &o))) return;
     int32_t unused_list[1] = {4};
+    float *view[5] = {NULL};
+    if (v->views)
+        for (int i = 0; i < n; ++i) RK_OK(distc_reducer_grad_view((void **)&view[i], r, i));
 
     for (int step = 0; step < STEPS; ++step) {
         RK_OK(distc_reducer_prepare_for_backward(r, v->unused ? unused_list : NULL, v->unused ? 1 : 0));
         gradient(w, b, rank, size, gw, &gb);
+        if (v->views) { /* the backward pass writes into the buckets */
+            for (int k = 0; k < 3; ++k) memcpy(view[k], gw + 4 * k, 4 * sizeof(float));
+            *view[3] = gb;
+        }
         for (int i = 3; i >= 0; --i) RK_OK(distc_reducer_mark_ready(r, i)); /* bias first, as backward goes */
         if (!RK_OK(distc_reducer_finalize(r))) break;
+        if (v->views) { /* the averages are where the gradients were written */
+            for (int k = 0; k < 3; ++k) memcpy(gw + 4 * k, view[k], 4 * sizeof(float));
+            gb = *view[3];
+            if (n == 5) gspare = *view[4];
+        }
         for (int d = 0; d < D; ++d) w[d] -= LR * gw[d];
         b -= LR * gb;
         spare -= LR * gspare;
@@ -113,23 +127,29 @@ static void run_variant(variant v) {
 
 static void test_one_bucket(void **state) {
     (void)state;
-    run_variant((variant){1u << 20, 0, 0});
+    run_variant((variant){1u << 20, 0, 0, 0});
 }
 
 static void test_small_buckets(void **state) {
     (void)state;
-    run_variant((variant){16, 0, 0}); /* one tensor per bucket */
-    run_variant((variant){20, 0, 0});
+    run_variant((variant){16, 0, 0, 0}); /* one tensor per bucket */
+    run_variant((variant){20, 0, 0, 0});
 }
 
 static void test_unused_parameter(void **state) {
     (void)state;
-    run_variant((variant){16, 1, 0});
+    run_variant((variant){16, 1, 0, 0});
 }
 
 static void test_explicit_buckets(void **state) {
     (void)state;
-    run_variant((variant){0, 1, 1});
+    run_variant((variant){0, 1, 1, 0});
+}
+
+static void test_bucket_views(void **state) {
+    (void)state;
+    run_variant((variant){16, 1, 0, 1});
+    run_variant((variant){1u << 20, 0, 0, 1});
 }
 
 int main(void) {
@@ -138,6 +158,7 @@ int main(void) {
         cmocka_unit_test(test_small_buckets),
         cmocka_unit_test(test_unused_parameter),
         cmocka_unit_test(test_explicit_buckets),
+        cmocka_unit_test(test_bucket_views),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

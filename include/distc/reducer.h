@@ -19,9 +19,11 @@
  * Gradients are host-memory DLTensors, borrowed for the reducer's life: it
  * reads one when it is marked ready and writes it in finalize. Statistics of
  * the last iteration (ready times, bucket launch and reduction times) show
- * the overlap. Still to come (c10d has them): gradients as bucket views,
- * bucket rebuild after the first iteration, no_sync accumulation,
- * communication hooks, sparse gradients and device memory.
+ * the overlap. c10d's no_sync needs no call: skip prepare, mark_ready and
+ * finalize in the accumulating iterations and keep adding into the
+ * gradients; the next reduced iteration averages the sums. Still to come
+ * (c10d has them): bucket rebuild after the first iteration, communication
+ * hooks, sparse gradients and device memory.
  *
  * Thread-safety: one iteration at a time; mark_ready may be called from
  * several threads of one backward pass.
@@ -77,9 +79,13 @@ typedef struct distc_reducer_options {
                                         launched from the last gradients to the first, as c10d) */
     int32_t find_unused_parameters;/**< nonzero: gradients not marked ready by finalize() reduce
                                         as zeros; zero: that is DISTC_ESTATE naming them */
+    int32_t gradient_as_bucket_view;/**< nonzero: each gradient lives in its bucket
+                                        (distc_reducer_grad_view): the backward pass writes it
+                                        there, mark_ready copies nothing and finalize leaves
+                                        the average there; `grads` only give shapes and dtypes */
 } distc_reducer_options;
 
-#define DISTC_REDUCER_OPTIONS_INIT { DISTC_REDUCER_OPTIONS_VERSION, 0, 0, NULL, 0 }
+#define DISTC_REDUCER_OPTIONS_INIT { DISTC_REDUCER_OPTIONS_VERSION, 0, 0, NULL, 0, 0 }
 
 /** Fills `opts` with the defaults above. */
 DISTC_EXTERN(int) distc_reducer_options_init(distc_reducer_options *opts, unsigned int version);
@@ -94,6 +100,14 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
 
 /** The number of buckets. */
 DISTC_EXTERN(int) distc_reducer_num_buckets(size_t *out, const distc_reducer *r);
+
+/**
+ * With gradient_as_bucket_view: where gradient `index` lives (its bucket's
+ * memory, as many elements of its dtype as grads[index] has), for the whole
+ * life of the reducer. Write the gradient there before mark_ready; read the
+ * average there after finalize. DISTC_ESTATE without the option.
+ */
+DISTC_EXTERN(int) distc_reducer_grad_view(void **data, const distc_reducer *r, int32_t index);
 
 /** The bucket of gradient `index`. */
 DISTC_EXTERN(int) distc_reducer_bucket_of(int32_t *out, const distc_reducer *r, int32_t index);

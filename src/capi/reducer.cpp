@@ -123,7 +123,8 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
             std::reverse(buckets.begin(), buckets.end());
         }
         *out = new distc_reducer{std::make_shared<Reducer>(pg->impl, std::move(ts), buckets,
-                                                           o.find_unused_parameters != 0)};
+                                                           o.find_unused_parameters != 0,
+                                                           o.gradient_as_bucket_view != 0)};
         return 0;
     });
 }
@@ -132,6 +133,15 @@ DISTC_EXTERN(int) distc_reducer_num_buckets(size_t *out, const distc_reducer *r)
     return guard(__func__, [&] {
         require_ptr(out, "out");
         *out = reducer_arg(r).num_buckets();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_grad_view(void **data, const distc_reducer *r, int32_t index) {
+    return guard(__func__, [&] {
+        require_ptr(data, "data");
+        Reducer &rd = reducer_arg(r);
+        *data = rd.grad_view(index_arg(rd, index, "index"));
         return 0;
     });
 }

@@ -8,8 +8,8 @@
 namespace distc {
 
 Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
-                 const std::vector<std::vector<size_t>> &buckets, bool find_unused)
-    : pg_(std::move(pg)), grads_(std::move(grads)), find_unused_(find_unused) {
+                 const std::vector<std::vector<size_t>> &buckets, bool find_unused, bool views)
+    : pg_(std::move(pg)), grads_(std::move(grads)), find_unused_(find_unused), views_(views) {
     size_t n = grads_.size();
     bucket_of_.assign(n, SIZE_MAX);
     offset_of_.assign(n, 0);
@@ -32,6 +32,7 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
             numel += grads_[i].numel;
         }
         bk.buf = std::make_unique<Scratch>(dt, numel);
+        if (views_ && bk.buf->t.nbytes()) std::memset(bk.buf->t.data, 0, bk.buf->t.nbytes());  // views start at zero
         bk.last.bytes = numel * dtype_size(dt);
         buckets_.push_back(std::move(bk));
     }
@@ -42,6 +43,11 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
 Reducer::~Reducer() {
     for (auto &b : buckets_)
         if (b.work) b.work->wait(Millis(-1));  // the buffers must outlive the allreduces reading them
+}
+
+void *Reducer::grad_view(size_t i) const {
+    if (!views_) fail(DISTC_ESTATE, "gradients are not bucket views (set gradient_as_bucket_view)");
+    return buckets_[bucket_of_[i]].buf->t.bytes() + offset_of_[i];
 }
 
 int64_t Reducer::ready_ns(size_t i) const {
@@ -88,7 +94,7 @@ void Reducer::ready_locked(size_t i, bool zero) {
     size_t nb = grads_[i].nbytes();
     if (zero)
         std::memset(dst, 0, nb);
-    else if (nb)
+    else if (nb && !views_)  // with views the gradient was written in place
         std::memcpy(dst, grads_[i].data, nb);
     ready_[i] = 1;
     if (!zero) ready_at_[i] = Clock::now();
@@ -158,8 +164,10 @@ void Reducer::finalize() {
         Bucket &b = buckets_[k];
         b.last.launch_ns = since(b.launched);
         b.last.reduce_ns = works[k]->duration_ns();
-        for (size_t i : b.members)
-            if (grads_[i].nbytes()) std::memcpy(grads_[i].data, b.buf->t.bytes() + offset_of_[i], grads_[i].nbytes());
+        if (!views_)
+            for (size_t i : b.members)
+                if (grads_[i].nbytes())
+                    std::memcpy(grads_[i].data, b.buf->t.bytes() + offset_of_[i], grads_[i].nbytes());
     }
     if (code) fail(code, msg);
 }

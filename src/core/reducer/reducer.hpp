@@ -16,8 +16,9 @@ namespace distc {
 class Reducer {
 public:
     // `buckets` lists gradient indices per bucket, in launch order.
+    // `views`: gradients live in the buckets (grad_view), nothing is copied in or out.
     Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads, const std::vector<std::vector<size_t>> &buckets,
-            bool find_unused);
+            bool find_unused, bool views);
     ~Reducer();
     Reducer(const Reducer &) = delete;
     Reducer &operator=(const Reducer &) = delete;
@@ -25,6 +26,7 @@ public:
     size_t num_buckets() const { return buckets_.size(); }
     size_t bucket_of(size_t i) const { return bucket_of_[i]; }
     size_t num_grads() const { return grads_.size(); }
+    void *grad_view(size_t i) const;  // throws DISTC_ESTATE without views
 
     // The last finalized iteration, in ns after its prepare(): -1 when not marked (unused).
     int64_t ready_ns(size_t i) const;
@@ -58,7 +60,7 @@ private:
     Clock::time_point started_{};                // prepare() of this iteration
     std::vector<Clock::time_point> ready_at_;    // this iteration (time_point{}: unused)
     std::vector<int64_t> last_ready_ns_;         // the last finalized one
-    bool find_unused_;
+    bool find_unused_, views_;
     bool in_iteration_ = false;
     size_t next_bucket_ = 0;
     mutable std::mutex mu_;
