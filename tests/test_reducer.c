@@ -191,6 +191,75 @@ static void test_overlap_and_stats(void **state) {
     dt_run_ranks(2, rank_overlap, NULL);
 }
 
+/* A communication hook of the caller's: called once per bucket and iteration; here it does what the default does. */
+static int avg_hook(distc_work **out, distc_pg *pg, DLTensor *bucket, void *payload) {
+    __atomic_add_fetch((int *)payload, 1, __ATOMIC_SEQ_CST);
+    return distc_allreduce(out, pg, bucket, DISTC_AVG, NULL);
+}
+
+static int failing_hook(distc_work **out, distc_pg *pg, DLTensor *bucket, void *payload) {
+    (void)out, (void)pg, (void)bucket, (void)payload;
+    return distc_error_set(DISTC_EBACKEND, "compression codec missing (test)");
+}
+
+static void rank_hooks(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    DLTensor *g[NGRADS];
+    make_grads(g);
+    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+    o.first_bucket_bytes = o.bucket_cap_bytes = 1024;
+    distc_reducer *r = NULL;
+    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o))) return;
+    size_t nb = 0;
+    RK_OK(distc_reducer_num_buckets(&nb, r));
+    int calls = 0;
+    RK_OK(distc_reducer_register_comm_hook(r, avg_hook, &calls, 0));
+    for (int it = 0; it < 2; ++it) {
+        RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+        RK_ERR(distc_reducer_register_comm_hook(r, NULL, NULL, DISTC_HOOK_FP16_COMPRESS), DISTC_ESTATE, "during");
+        for (int i = NGRADS - 1; i >= 0; --i) {
+            fill(g[i], rank, it, i);
+            RK_OK(distc_reducer_mark_ready(r, i));
+        }
+        RK_OK(distc_reducer_finalize(r));
+        for (int i = 0; i < NGRADS; ++i) check_mean(g[i], size, it, i, 0);
+    }
+    RK_EQ_INT(calls, 2 * (int)nb);
+    /* fp16 compression: small integers and their averages over 1-4 ranks are exact in float16. */
+    RK_OK(distc_reducer_register_comm_hook(r, NULL, NULL, DISTC_HOOK_FP16_COMPRESS));
+    RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+    for (int i = NGRADS - 1; i >= 0; --i) {
+        fill(g[i], rank, 2, i);
+        RK_OK(distc_reducer_mark_ready(r, i));
+    }
+    RK_OK(distc_reducer_finalize(r));
+    for (int i = 0; i < NGRADS; ++i)
+        if (size != 3) check_mean(g[i], size, 2, i, 0);
+    RK_ERR(distc_reducer_register_comm_hook(r, NULL, NULL, 7), DISTC_EINVAL, "builtin 7");
+    /* A hook that fails: the call that launched the bucket says so, and a new iteration can start. */
+    RK_OK(distc_reducer_register_comm_hook(r, failing_hook, NULL, 0));
+    RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+    int rc = 0;
+    for (int i = NGRADS - 1; i >= 0 && rc == 0; --i) rc = distc_reducer_mark_ready(r, i);
+    if (rc == 0) rc = distc_reducer_finalize(r);
+    RK_CHECKF(rc == DISTC_EBACKEND && strstr(distc_error_last(), "codec missing"), "a failing hook gave %d: %s", rc,
+              distc_error_last());
+    if (rc != 0) (void)distc_reducer_finalize(r); /* ends the iteration if mark_ready failed */
+    RK_OK(distc_reducer_register_comm_hook(r, NULL, NULL, DISTC_HOOK_ALLREDUCE));
+    RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+    for (int i = 0; i < NGRADS; ++i) RK_OK(distc_reducer_mark_ready(r, i));
+    RK_OK(distc_reducer_finalize(r));
+    distc_reducer_free(r);
+    free_grads(g);
+}
+
+static void test_comm_hooks(void **state) {
+    (void)state;
+    dt_run_ranks(1, rank_hooks, NULL);
+    dt_run_ranks(2, rank_hooks, NULL);
+    dt_run_ranks(4, rank_hooks, NULL);
+}
+
 static void rank_errors(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg, (void)rank, (void)size;
     DLTensor *g[NGRADS];
@@ -268,6 +337,7 @@ int main(void) {
         cmocka_unit_test(test_unused),
         cmocka_unit_test(test_explicit_assignment),
         cmocka_unit_test(test_overlap_and_stats),
+        cmocka_unit_test(test_comm_hooks),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,9 +21,10 @@
  * the last iteration (ready times, bucket launch and reduction times) show
  * the overlap. c10d's no_sync needs no call: skip prepare, mark_ready and
  * finalize in the accumulating iterations and keep adding into the
- * gradients; the next reduced iteration averages the sums. Still to come
- * (c10d has them): bucket rebuild after the first iteration, communication
- * hooks, sparse gradients and device memory.
+ * gradients; the next reduced iteration averages the sums. Communication
+ * hooks replace the bucket allreduce (compression, ...). Still to come (c10d
+ * has them): bucket rebuild after the first iteration, sparse gradients and
+ * device memory.
  *
  * Thread-safety: one iteration at a time; mark_ready may be called from
  * several threads of one backward pass.
@@ -134,6 +135,33 @@ DISTC_EXTERN(int) distc_reducer_mark_ready(distc_reducer *r, int32_t index);
  * ready for a new iteration.
  */
 DISTC_EXTERN(int) distc_reducer_finalize(distc_reducer *r);
+
+/**
+ * A communication hook: starts the reduction of one bucket (`bucket`: its
+ * memory, all its gradients back to back) over `pg` and hands back the work
+ * that finishes it; when that work completes the bucket must hold the
+ * average over ranks. Called with the reducer's lock held, from whichever
+ * thread completed the bucket: do not call back into the reducer. Return 0,
+ * or a negative code (with distc_error_set) that the mark_ready or finalize
+ * that launched the bucket returns.
+ */
+typedef int (*distc_reducer_comm_hook)(distc_work **out, distc_pg *pg, DLTensor *bucket, void *payload);
+
+/** Built-in communication hooks (c10d's fp16_compress_hook, bf16_compress_hook). */
+typedef enum distc_reducer_builtin_hook {
+    DISTC_HOOK_ALLREDUCE = 0,    /**< the default: an AVG allreduce of the bucket as it is */
+    DISTC_HOOK_FP16_COMPRESS = 1,/**< float32 buckets travel as float16 and are averaged there */
+    DISTC_HOOK_BF16_COMPRESS = 2 /**< ... as bfloat16 */
+} distc_reducer_builtin_hook;
+
+/**
+ * Replaces how buckets are reduced, before the first iteration (DISTC_ESTATE
+ * during one). `hook` NULL selects `builtin` (a distc_reducer_builtin_hook);
+ * otherwise `hook` is called with `payload` for every bucket. The
+ * compressing hooks leave buckets of other dtypes as they are.
+ */
+DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reducer_comm_hook hook, void *payload,
+                                                   int32_t builtin);
 
 /**
  * When gradient `index` was marked ready in the last finalized iteration, in

@@ -15,6 +15,7 @@ using distc::capi::require_ptr;
 
 struct distc_reducer {
     std::shared_ptr<distc::Reducer> impl;
+    std::shared_ptr<distc::ProcessGroup> pg;  // for the handle a communication hook gets
 };
 
 namespace {
@@ -124,7 +125,8 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
         }
         *out = new distc_reducer{std::make_shared<Reducer>(pg->impl, std::move(ts), buckets,
                                                            o.find_unused_parameters != 0,
-                                                           o.gradient_as_bucket_view != 0)};
+                                                           o.gradient_as_bucket_view != 0),
+                                 pg->impl};
         return 0;
     });
 }
@@ -133,6 +135,39 @@ DISTC_EXTERN(int) distc_reducer_num_buckets(size_t *out, const distc_reducer *r)
     return guard(__func__, [&] {
         require_ptr(out, "out");
         *out = reducer_arg(r).num_buckets();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reducer_comm_hook hook, void *payload,
+                                                   int32_t builtin) {
+    return guard(__func__, [&] {
+        Reducer &rd = reducer_arg(r);
+        if (hook) {
+            // The hook sees the bucket as a DLTensor and the group as a handle of its own.
+            auto pg = std::make_shared<distc_pg>(distc_pg{r->pg});
+            rd.set_comm_hook(
+                [hook, payload, pg](const Tensor &bucket) {
+                    int64_t shape = static_cast<int64_t>(bucket.numel);
+                    DLTensor t{bucket.data, {kDLCPU, 0}, 1, capi::dl_dtype(bucket.dtype), &shape, nullptr, 0};
+                    distc_work *w = nullptr;
+                    distc_error_clear();
+                    int rc = hook(&w, pg.get(), &t, payload);
+                    if (rc < 0) fail(rc, std::string("the communication hook failed: ") + distc_error_last());
+                    if (!w) fail(DISTC_EINVAL, "the communication hook returned 0 but no work");
+                    std::shared_ptr<Work> work = w->impl;
+                    distc_work_free(w);
+                    return work;
+                },
+                DType::Float32);
+            return 0;
+        }
+        switch (builtin) {
+        case DISTC_HOOK_ALLREDUCE: rd.set_comm_hook(nullptr, DType::Float32); break;
+        case DISTC_HOOK_FP16_COMPRESS: rd.set_comm_hook(nullptr, DType::Float16); break;
+        case DISTC_HOOK_BF16_COMPRESS: rd.set_comm_hook(nullptr, DType::BFloat16); break;
+        default: fail(DISTC_EINVAL, "builtin " + std::to_string(builtin) + " is not a distc_reducer_builtin_hook");
+        }
         return 0;
     });
 }

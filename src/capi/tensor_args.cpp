@@ -109,6 +109,22 @@ std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const
     return out;
 }
 
+DLDataType dl_dtype(DType t) {
+    auto bits = static_cast<uint8_t>(dtype_size(t) * 8);
+    switch (t) {
+    case DType::Bool: return DLDataType{kBoolCode, 8, 1};
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64: return DLDataType{kDLInt, bits, 1};
+    case DType::UInt8: return DLDataType{kDLUInt, 8, 1};
+    case DType::BFloat16: return DLDataType{kDLBfloat, 16, 1};
+    case DType::Complex64:
+    case DType::Complex128: return DLDataType{kDLComplex, bits, 1};
+    default: return DLDataType{kDLFloat, bits, 1};
+    }
+}
+
 ReduceOp reduce_op_arg(int op) {
     if (op < DISTC_SUM || op > DISTC_PREMUL_SUM) fail(DISTC_EINVAL, "op " + std::to_string(op) + " is not a distc_reduce_op");
     return static_cast<ReduceOp>(op);

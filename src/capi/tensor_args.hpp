@@ -17,5 +17,7 @@ Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const std::string &n
 // `n` tensors from an array; the array and every entry must be non-NULL.
 std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const std::string &name);
 ReduceOp reduce_op_arg(int op);
+// The DLPack dtype of a core dtype (the inverse of what tensor_arg reads).
+DLDataType dl_dtype(DType t);
 
 }  // namespace distc::capi

@@ -468,4 +468,18 @@ void scale_in_place(DType t, void *data, size_t n, double factor) {
     }
 }
 
+void narrow_floats(DType to, uint16_t *dst, const float *src, size_t n) {
+    if (to == DType::Float16)
+        for (size_t i = 0; i < n; ++i) dst[i] = float_to_half(src[i]);
+    else
+        for (size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i]);
+}
+
+void widen_floats(DType from, float *dst, const uint16_t *src, size_t n) {
+    if (from == DType::Float16)
+        for (size_t i = 0; i < n; ++i) dst[i] = half_to_float(src[i]);
+    else
+        for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+}
+
 }  // namespace distc

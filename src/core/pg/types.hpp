@@ -36,4 +36,9 @@ const char *reduce_op_unsupported(DType t, ReduceOp op);
 // rejected by reduce_op_unsupported for AVG/PREMUL_SUM.
 void scale_in_place(DType t, void *data, size_t n, double factor);
 
+// float32 <-> float16 / bfloat16 (`to` Float16 or BFloat16), round to nearest
+// even, for compressing buckets.
+void narrow_floats(DType to, uint16_t *dst, const float *src, size_t n);
+void widen_floats(DType from, float *dst, const uint16_t *src, size_t n);
+
 }  // namespace distc

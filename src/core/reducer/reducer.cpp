@@ -101,12 +101,32 @@ void Reducer::ready_locked(size_t i, bool zero) {
     --b.pending;
 }
 
+void Reducer::set_comm_hook(Hook hook, DType compress) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (in_iteration_) fail(DISTC_ESTATE, "a communication hook cannot change during an iteration");
+    hook_ = std::move(hook);
+    compress_ = compress;
+}
+
 void Reducer::launch_complete_locked() {
     while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
         Bucket &b = buckets_[next_bucket_];
-        // AVG: one division by the group size per bucket, as c10d does.
         b.launched = Clock::now();
-        b.work = pg_->allreduce({b.buf->t}, ReduceOp::Avg, OpOptions{}, true);
+        b.wire.reset();
+        if (hook_) {
+            b.work = hook_(b.buf->t);
+            if (!b.work) fail(DISTC_EINTERNAL, "the communication hook gave no work");
+        } else if (compress_ != DType::Float32 && b.buf->t.dtype == DType::Float32) {
+            // c10d's fp16/bf16 compression: the bucket travels narrowed, is averaged
+            // there, and is widened back at finalize.
+            b.wire = std::make_unique<Scratch>(compress_, b.buf->t.numel);
+            narrow_floats(compress_, static_cast<uint16_t *>(b.wire->t.data), static_cast<const float *>(b.buf->t.data),
+                          b.buf->t.numel);
+            b.work = pg_->allreduce({b.wire->t}, ReduceOp::Avg, OpOptions{}, true);
+        } else {
+            // AVG: one division by the group size per bucket, as c10d does.
+            b.work = pg_->allreduce({b.buf->t}, ReduceOp::Avg, OpOptions{}, true);
+        }
         ++next_bucket_;
     }
 }
@@ -143,7 +163,15 @@ void Reducer::finalize() {
                                " were not marked ready in this iteration (list them as unused in "
                                "prepare_for_backward, or set find_unused_parameters)");
     }
-    launch_complete_locked();
+    try {
+        launch_complete_locked();
+    } catch (...) {
+        // A bucket that cannot start (its hook failed): let the started ones finish, end the iteration.
+        for (auto &b : buckets_)
+            if (b.work) b.work->wait(Millis(-1));
+        in_iteration_ = false;
+        throw;
+    }
     in_iteration_ = false;
     std::vector<std::shared_ptr<Work>> works;
     for (auto &b : buckets_) works.push_back(b.work);
@@ -164,6 +192,9 @@ void Reducer::finalize() {
         Bucket &b = buckets_[k];
         b.last.launch_ns = since(b.launched);
         b.last.reduce_ns = works[k]->duration_ns();
+        if (b.wire)
+            widen_floats(compress_, static_cast<float *>(b.buf->t.data), static_cast<const uint16_t *>(b.wire->t.data),
+                         b.buf->t.numel);
         if (!views_)
             for (size_t i : b.members)
                 if (grads_[i].nbytes())

@@ -4,6 +4,7 @@
 // at finalize (c10d's Reducer, without autograd).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -36,6 +37,12 @@ public:
     };
     BucketStats bucket_stats(size_t b) const;
 
+    // How buckets are reduced: `hook` (when set) starts a bucket's reduction and
+    // returns its work; else `compress` (Float16/BFloat16, or Float32 for none)
+    // is the type float32 buckets travel as. Throws DISTC_ESTATE during an iteration.
+    using Hook = std::function<std::shared_ptr<Work>(const Tensor &bucket)>;
+    void set_comm_hook(Hook hook, DType compress);
+
     void prepare(const std::vector<size_t> &unused);
     void mark_ready(size_t i);
     void finalize();
@@ -46,6 +53,7 @@ private:
         std::unique_ptr<Scratch> buf;  // the members back to back
         size_t pending = 0;            // members not ready yet in this iteration
         std::shared_ptr<Work> work;
+        std::unique_ptr<Scratch> wire;  // the compressed copy in flight, if any
         Clock::time_point launched{};
         BucketStats last{0, -1, -1};  // of the last finalized iteration
     };
@@ -61,6 +69,8 @@ private:
     std::vector<Clock::time_point> ready_at_;    // this iteration (time_point{}: unused)
     std::vector<int64_t> last_ready_ns_;         // the last finalized one
     bool find_unused_, views_;
+    Hook hook_;
+    DType compress_ = DType::Float32;
     bool in_iteration_ = false;
     size_t next_bucket_ = 0;
     mutable std::mutex mu_;
