@@ -260,6 +260,43 @@ static void test_comm_hooks(void **state) {
     dt_run_ranks(4, rank_hooks, NULL);
 }
 
+/* Bucket rebuild: after the first iteration the buckets follow rank 0's arrival order, on every rank. */
+static void rank_rebuild(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    DLTensor *g[NGRADS];
+    make_grads(g);
+    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+    o.first_bucket_bytes = o.bucket_cap_bytes = 8; /* one gradient per bucket */
+    distc_reducer *r = NULL;
+    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o))) return;
+    static const int order0[NGRADS] = {2, 0, 5, 4, 1, 3}, other[NGRADS] = {5, 4, 3, 2, 1, 0};
+    const int *order = rank == 0 ? order0 : other;
+    for (int it = 0; it < 3; ++it) {
+        RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+        if (it >= 1) { /* rebuilt: rank 0's first-arrived gradient is in the first bucket, on every rank */
+            int32_t b2 = -1, b3 = -1;
+            RK_OK(distc_reducer_bucket_of(&b2, r, 2));
+            RK_OK(distc_reducer_bucket_of(&b3, r, 3));
+            RK_EQ_INT(b2, 0);
+            RK_EQ_INT(b3, NGRADS - 1);
+        }
+        for (int k = 0; k < NGRADS; ++k) {
+            fill(g[order[k]], rank, it, order[k]);
+            RK_OK(distc_reducer_mark_ready(r, order[k]));
+        }
+        RK_OK(distc_reducer_finalize(r));
+        for (int i = 0; i < NGRADS; ++i) check_mean(g[i], size, it, i, 0);
+    }
+    distc_reducer_free(r);
+    free_grads(g);
+}
+
+static void test_bucket_rebuild(void **state) {
+    (void)state;
+    dt_run_ranks(1, rank_rebuild, NULL);
+    dt_run_ranks(3, rank_rebuild, NULL);
+}
+
 static void rank_errors(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg, (void)rank, (void)size;
     DLTensor *g[NGRADS];
@@ -338,6 +375,7 @@ int main(void) {
         cmocka_unit_test(test_explicit_assignment),
         cmocka_unit_test(test_overlap_and_stats),
         cmocka_unit_test(test_comm_hooks),
+        cmocka_unit_test(test_bucket_rebuild),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

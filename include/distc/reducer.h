@@ -22,9 +22,9 @@
  * the overlap. c10d's no_sync needs no call: skip prepare, mark_ready and
  * finalize in the accumulating iterations and keep adding into the
  * gradients; the next reduced iteration averages the sums. Communication
- * hooks replace the bucket allreduce (compression, ...). Still to come (c10d
- * has them): bucket rebuild after the first iteration, sparse gradients and
- * device memory.
+ * hooks replace the bucket allreduce (compression, ...). Buckets made by size
+ * are rebuilt once, in the order gradients arrived. Still to come (c10d has
+ * them): sparse gradients and device memory.
  *
  * Thread-safety: one iteration at a time; mark_ready may be called from
  * several threads of one backward pass.
@@ -77,7 +77,11 @@ typedef struct distc_reducer_options {
     const int32_t *bucket_of;      /**< explicit assignment: the bucket of each gradient, buckets
                                         numbered 0.. in launch order, each of one dtype; NULL: by
                                         size (distc_compute_bucket_assignment_by_size, buckets
-                                        launched from the last gradients to the first, as c10d) */
+                                        launched from the last gradients to the first, as c10d;
+                                        and, as c10d, rebuilt once at the second
+                                        prepare_for_backward in the order the gradients arrived
+                                        on rank 0 in the first iteration, unless
+                                        find_unused_parameters or gradient_as_bucket_view) */
     int32_t find_unused_parameters;/**< nonzero: gradients not marked ready by finalize() reduce
                                         as zeros; zero: that is DISTC_ESTATE naming them */
     int32_t gradient_as_bucket_view;/**< nonzero: each gradient lives in its bucket

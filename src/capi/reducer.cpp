@@ -103,6 +103,7 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
                 fail(DISTC_EINVAL, "grads[" + std::to_string(i) + "] is not in host memory; the reducer takes host "
                                        "memory for now");
         std::vector<std::vector<size_t>> buckets;
+        std::vector<uint64_t> rebuild;  // c10d rebuilds buckets made by size, without unused-parameter search
         if (o.bucket_of) {
             int32_t nb = 0;
             for (size_t i = 0; i < n; ++i) {
@@ -122,10 +123,11 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
             buckets = compute_bucket_assignment_by_size(bt, {first, cap});
             // Gradients come last-layer first: launch the buckets of the last gradients first (as DDP).
             std::reverse(buckets.begin(), buckets.end());
+            if (!o.find_unused_parameters && !o.gradient_as_bucket_view) rebuild = {first, cap};
         }
         *out = new distc_reducer{std::make_shared<Reducer>(pg->impl, std::move(ts), buckets,
                                                            o.find_unused_parameters != 0,
-                                                           o.gradient_as_bucket_view != 0),
+                                                           o.gradient_as_bucket_view != 0, rebuild),
                                  pg->impl};
         return 0;
     });

@@ -3,19 +3,29 @@
 #include <cstring>
 #include <string>
 
+#include "core/reducer/bucket_assignment.hpp"
+
 #include "core/util/error.hpp"
 
 namespace distc {
 
 Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
-                 const std::vector<std::vector<size_t>> &buckets, bool find_unused, bool views)
-    : pg_(std::move(pg)), grads_(std::move(grads)), find_unused_(find_unused), views_(views) {
+                 const std::vector<std::vector<size_t>> &buckets, bool find_unused, bool views,
+                 std::vector<uint64_t> rebuild_limits)
+    : pg_(std::move(pg)), grads_(std::move(grads)), find_unused_(find_unused), views_(views),
+      rebuild_limits_(std::move(rebuild_limits)) {
     size_t n = grads_.size();
-    bucket_of_.assign(n, SIZE_MAX);
-    offset_of_.assign(n, 0);
     ready_.assign(n, 0);
     ready_at_.assign(n, Clock::time_point{});
     last_ready_ns_.assign(n, -1);
+    set_buckets(buckets);
+}
+
+void Reducer::set_buckets(const std::vector<std::vector<size_t>> &buckets) {
+    size_t n = grads_.size();
+    bucket_of_.assign(n, SIZE_MAX);
+    offset_of_.assign(n, 0);
+    std::vector<Bucket> made;
     for (size_t b = 0; b < buckets.size(); ++b) {
         Bucket bk;
         bk.members = buckets[b];
@@ -34,10 +44,47 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
         bk.buf = std::make_unique<Scratch>(dt, numel);
         if (views_ && bk.buf->t.nbytes()) std::memset(bk.buf->t.data, 0, bk.buf->t.nbytes());  // views start at zero
         bk.last.bytes = numel * dtype_size(dt);
-        buckets_.push_back(std::move(bk));
+        made.push_back(std::move(bk));
     }
     for (size_t i = 0; i < n; ++i)
         if (bucket_of_[i] == SIZE_MAX) fail(DISTC_EINVAL, "gradient " + std::to_string(i) + " is in no bucket");
+    buckets_ = std::move(made);
+}
+
+void Reducer::rebuild_locked() {
+    // Rank 0's arrival order, so that every rank builds the same buckets.
+    size_t n = grads_.size();
+    std::vector<int64_t> order(n);
+    for (size_t k = 0; k < n; ++k) order[k] = k < arrival_.size() ? static_cast<int64_t>(arrival_[k]) : -1;
+    Tensor t;
+    t.data = order.data();
+    t.numel = n;
+    t.dtype = DType::Int64;
+    t.dim0 = static_cast<int64_t>(n);
+    pg_->broadcast(t, 0, OpOptions{}, false);
+    // Gradients rank 0 never saw arrive (unused) go last, in index order.
+    std::vector<char> seen(n, 0);
+    std::vector<size_t> pos;
+    for (int64_t v : order)
+        if (v >= 0 && static_cast<size_t>(v) < n && !seen[static_cast<size_t>(v)]) {
+            seen[static_cast<size_t>(v)] = 1;
+            pos.push_back(static_cast<size_t>(v));
+        }
+    for (size_t i = 0; i < n; ++i)
+        if (!seen[i]) pos.push_back(i);
+    std::vector<BucketTensor> bt;
+    for (size_t i : pos)
+        bt.push_back(BucketTensor{static_cast<int>(grads_[i].dtype), 0, grads_[i].device_type, grads_[i].device_id,
+                                  grads_[i].nbytes(), false});
+    // Positions in arrival order map back to gradient indices; bucket 0 fills first.
+    auto by_pos = compute_bucket_assignment_by_size(bt, rebuild_limits_);
+    std::vector<std::vector<size_t>> buckets;
+    for (const auto &b : by_pos) {
+        std::vector<size_t> members;
+        for (size_t p : b) members.push_back(pos[p]);
+        buckets.push_back(std::move(members));
+    }
+    set_buckets(buckets);
 }
 
 Reducer::~Reducer() {
@@ -67,8 +114,14 @@ void Reducer::prepare(const std::vector<size_t> &unused) {
     for (size_t u : unused)
         if (u >= grads_.size())
             fail(DISTC_EINVAL, "unused index " + std::to_string(u) + " is outside 0.." + std::to_string(grads_.size() - 1));
+    // c10d rebuilds once, at the start of the second iteration, from the first one's order.
+    if (!rebuild_limits_.empty() && !rebuilt_ && iterations_ == 1) {
+        rebuild_locked();
+        rebuilt_ = true;
+    }
     in_iteration_ = true;
     next_bucket_ = 0;
+    arrival_.clear();
     started_ = Clock::now();
     std::fill(ready_.begin(), ready_.end(), 0);
     std::fill(ready_at_.begin(), ready_at_.end(), Clock::time_point{});
@@ -140,6 +193,7 @@ void Reducer::mark_ready(size_t i) {
         fail(DISTC_ESTATE, "gradient " + std::to_string(i) +
                                " was marked ready twice in one iteration (or was listed as unused)");
     ready_locked(i, false);
+    arrival_.push_back(i);
     launch_complete_locked();
 }
 
@@ -173,6 +227,7 @@ void Reducer::finalize() {
         throw;
     }
     in_iteration_ = false;
+    ++iterations_;
     std::vector<std::shared_ptr<Work>> works;
     for (auto &b : buckets_) works.push_back(b.work);
     lk.unlock();

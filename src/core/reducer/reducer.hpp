@@ -18,8 +18,10 @@ class Reducer {
 public:
     // `buckets` lists gradient indices per bucket, in launch order.
     // `views`: gradients live in the buckets (grad_view), nothing is copied in or out.
+    // `rebuild_limits` (non-empty): after the first iteration, rebuild the buckets
+    // by size in the order gradients arrived on rank 0 (c10d's bucket rebuild).
     Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads, const std::vector<std::vector<size_t>> &buckets,
-            bool find_unused, bool views);
+            bool find_unused, bool views, std::vector<uint64_t> rebuild_limits = {});
     ~Reducer();
     Reducer(const Reducer &) = delete;
     Reducer &operator=(const Reducer &) = delete;
@@ -58,6 +60,8 @@ private:
         BucketStats last{0, -1, -1};  // of the last finalized iteration
     };
     void ready_locked(size_t i, bool zero);  // copies (or zeroes) gradient i into its bucket
+    void set_buckets(const std::vector<std::vector<size_t>> &buckets);
+    void rebuild_locked();                   // a collective: every rank is in prepare()
     void launch_complete_locked();          // starts every complete bucket, in order
 
     std::shared_ptr<ProcessGroup> pg_;
@@ -70,6 +74,10 @@ private:
     std::vector<int64_t> last_ready_ns_;         // the last finalized one
     bool find_unused_, views_;
     Hook hook_;
+    std::vector<uint64_t> rebuild_limits_;   // empty: never rebuild
+    std::vector<size_t> arrival_;            // this iteration's mark_ready order
+    bool rebuilt_ = false;
+    int iterations_ = 0;
     DType compress_ = DType::Float32;
     bool in_iteration_ = false;
     size_t next_bucket_ = 0;
