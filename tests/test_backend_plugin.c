@@ -268,6 +268,13 @@ static void test_work_completed_by_backend(void **state) {
 
     ASSERT_ERR(distc_backend_work_complete(NULL, -1), DISTC_EINVAL, "work");
     ASSERT_ERR(distc_backend_work_set_hooks(NULL, NULL, NULL), DISTC_EINVAL, "work");
+    ASSERT_OK(distc_allreduce(&w, pg, &t, DISTC_SUM, NULL));
+    ASSERT_ERR(distc_backend_work_set_hooks(g_ctl.pending, NULL, NULL), DISTC_EINVAL, "hooks");
+    ASSERT_ERR(distc_backend_work_set_hooks(g_ctl.pending, &(distc_work_hooks){99, NULL, NULL}, NULL),
+               DISTC_EINVAL, "hooks->version is 99");
+    ASSERT_OK(distc_backend_work_complete(g_ctl.pending, -1));
+    ASSERT_OK(distc_work_wait(w, -1));
+    distc_work_free(w);
     distc_pg_free(pg);
 }
 

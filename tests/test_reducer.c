@@ -306,7 +306,13 @@ static void rank_errors(distc_pg *pg, int rank, int size, void *arg) {
     RK_ERR(distc_reducer_new(&r, NULL, g, NGRADS, NULL), DISTC_EINVAL, "pg");
     RK_ERR(distc_reducer_new(&r, pg, g, 0, NULL), DISTC_EINVAL, "no gradients");
     RK_ERR(distc_reducer_new(&r, pg, NULL, NGRADS, NULL), DISTC_EINVAL, "grads");
-    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+    distc_reducer_options o;
+    memset(&o, 0xab, sizeof o);
+    RK_OK(distc_reducer_options_init(&o, DISTC_REDUCER_OPTIONS_VERSION));
+    RK_CHECKF(o.version == DISTC_REDUCER_OPTIONS_VERSION && o.bucket_of == NULL,
+              "options_init left version %u", o.version);
+    RK_ERR(distc_reducer_options_init(&o, 9), DISTC_EINVAL, "version 9");
+    RK_ERR(distc_reducer_options_init(NULL, DISTC_REDUCER_OPTIONS_VERSION), DISTC_EINVAL, "opts");
     o.version = 9;
     RK_ERR(distc_reducer_new(&r, pg, g, NGRADS, &o), DISTC_EINVAL, "version");
     int32_t mixed[NGRADS] = {0, 0, 0, 0, 0, 0}; /* gradient 5 is float64 */
