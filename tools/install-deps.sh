@@ -10,6 +10,7 @@ pkgs=(
   libcmocka-dev                        # C tests
   libopenmpi-dev openmpi-bin           # the mpi backend plugin and mpirun for its tests
   python3 python3-pytest python3-numpy # Debian's /usr/bin/python3 test runner
+  swig python3-dev                     # the Python bindings (bindings/python)
   python3-torch                        # the PyTorch peer for wire-compatibility tests and benchmarks
 )
 

@@ -308,15 +308,15 @@ DISTC_EXTERN(int) distc_batch_isend_irecv(distc_work **out, distc_pg *pg, const 
 /* Byte collectives (sizes may differ per rank), for object collectives      */
 
 /**
- * Gathers `len` bytes of `data` from every rank into `out[0..size)` on every
+ * Gathers `len` bytes of `data` from every rank into `outs[0..size)` on every
  * rank; lengths may differ between ranks. Release each with distc_buf_dispose.
  * Blocking only.
  */
-DISTC_EXTERN(int) distc_all_gather_bytes(distc_buf *out, distc_pg *pg, const void *data, size_t len,
+DISTC_EXTERN(int) distc_all_gather_bytes(distc_buf *outs, distc_pg *pg, const void *data, size_t len,
                                          const distc_op_options *opts);
 
-/** As distc_all_gather_bytes, into `out[0..size)` on `root` only (ignored, may be NULL, elsewhere). */
-DISTC_EXTERN(int) distc_gather_bytes(distc_buf *out, distc_pg *pg, const void *data, size_t len, int32_t root,
+/** As distc_all_gather_bytes, into `outs[0..size)` on `root` only (ignored, may be NULL, elsewhere). */
+DISTC_EXTERN(int) distc_gather_bytes(distc_buf *outs, distc_pg *pg, const void *data, size_t len, int32_t root,
                                      const distc_op_options *opts);
 
 /** `root`'s `len` bytes of `data` into `*out` on every rank (root included); `data` is ignored elsewhere. */

@@ -112,7 +112,7 @@ DISTC_EXTERN(int) distc_reducer_num_buckets(size_t *out, const distc_reducer *r)
  * life of the reducer. Write the gradient there before mark_ready; read the
  * average there after finalize. DISTC_ESTATE without the option.
  */
-DISTC_EXTERN(int) distc_reducer_grad_view(void **data, const distc_reducer *r, int32_t index);
+DISTC_EXTERN(int) distc_reducer_grad_view(void **view, const distc_reducer *r, int32_t index);
 
 /** The bucket of gradient `index`. */
 DISTC_EXTERN(int) distc_reducer_bucket_of(int32_t *out, const distc_reducer *r, int32_t index);

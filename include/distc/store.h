@@ -158,10 +158,10 @@ DISTC_EXTERN(int) distc_store_append(distc_store *store, const char *key, const 
 
 /**
  * Gets `n` keys at once, waiting for all of them as distc_store_get() does.
- * `out` is an array of `n` buffers filled in key order; on failure none is
- * left allocated.
+ * `values` is an array of `n` buffers filled in key order; on failure none
+ * is left allocated.
  */
-DISTC_EXTERN(int) distc_store_multi_get(distc_buf *out, distc_store *store, const char *const *keys, size_t n);
+DISTC_EXTERN(int) distc_store_multi_get(distc_buf *values, distc_store *store, const char *const *keys, size_t n);
 
 /** Sets `n` keys at once: `values[i]` of `lens[i]` bytes for `keys[i]`. */
 DISTC_EXTERN(int) distc_store_multi_set(distc_store *store, const char *const *keys,

@@ -1,0 +1,339 @@
+"""Process groups and their work handles."""
+import datetime
+import pickle
+
+from . import _distc
+from ._errors import error_for
+from ._store import as_store
+from ._types import ReduceOp, op_args, tensor_arg, tensor_list, timeout_ms, timeout_opts
+
+_INPROGRESS = 1
+
+
+class Work:
+    """An asynchronous operation (torch's Work).
+
+    It keeps the operation's buffers alive until the operation completes,
+    even when this object goes first."""
+
+    __slots__ = ("_h", "_result")
+
+    def __init__(self, handle, keep, result=None):
+        self._h = handle
+        self._result = result
+        _distc.pydistc_work_keep(handle, keep)
+
+    def wait(self, timeout=None):
+        """Waits for the operation and returns True, or raises its error. With `timeout`
+        (a timedelta or seconds) it raises DistcTimeoutError if the operation is still
+        running then (it goes on; is_completed() tells)."""
+        ms = timeout_ms(timeout)
+        _distc.distc_work_wait(self._h, -1 if ms is None else ms)
+        return True
+
+    def is_completed(self):
+        """True once the operation has finished, successfully or not."""
+        return _distc.distc_work_test(self._h) != _INPROGRESS
+
+    def is_success(self):
+        return _distc.distc_work_test(self._h) == 0
+
+    def exception(self):
+        """The operation's error as an exception, or None (running or successful)."""
+        code, message = _distc.distc_work_error(self._h)
+        return error_for(code, message) if code < 0 else None
+
+    def source_rank(self):
+        """The rank the data came from (receives from any source), the peer of other
+        point-to-point operations, -1 for collectives."""
+        return _distc.distc_work_source_rank(self._h)
+
+    def result(self):
+        """What the operation produced (torch: the output tensors), once waited for."""
+        return self._result
+
+    @property
+    def duration(self):
+        """How long the operation ran, as a timedelta (zero until complete)."""
+        return datetime.timedelta(microseconds=_distc.distc_work_duration_ns(self._h) / 1000)
+
+    @property
+    def seq(self):
+        """The group's sequence number of this collective (0 for point-to-point)."""
+        return _distc.distc_work_seq(self._h)
+
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h is not None:
+            _distc.distc_work_free(h)
+
+
+def _rank_list(n, what):
+    if n is None:
+        return None
+    return [int(x) for x in n]
+
+
+class ProcessGroup:
+    """A group of `size` ranks meeting in `store`, over a backend ("gloo", or a plugin:
+    "mpi", "nccl"). A context manager; close() releases it (pending work fails with
+    DistcAborted). Methods take group ranks; every collective takes `async_op`
+    (return a Work instead of blocking) and an optional per-operation `timeout`."""
+
+    def __init__(self, store, rank, size, backend="gloo", timeout=None, group_name=None, debug=None,
+                 device=None, _handle=None):
+        if _handle is None:
+            store = as_store(store)
+            _handle = _distc.distc_pg_new(store._handle, int(rank), int(size),
+                                          _pg_opts(backend, timeout, group_name, debug, device))
+        self._h = _handle
+        self._store = store  # a custom store's Python object must outlive its calls
+
+    @classmethod
+    def from_url(cls, url="env://", rank=None, world_size=None, backend="gloo", timeout=None, group_name=None,
+                 debug=None, device=None, store_timeout=None):
+        """Rendezvous through `url` (env://, tcp://host:port, file:///path) and create the group."""
+        rv = {}
+        if rank is not None and rank >= 0:
+            rv["rank"] = int(rank)
+        if world_size is not None and world_size >= 0:
+            rv["world_size"] = int(world_size)
+        if store_timeout is not None:
+            rv["timeout_ms"] = timeout_ms(store_timeout)
+        h = _distc.distc_pg_new_from_url(url, rv or None, _pg_opts(backend, timeout, group_name, debug, device))
+        return cls(None, 0, 0, _handle=h)
+
+    @property
+    def _handle(self):
+        if self._h is None:
+            raise ValueError("the process group was closed")
+        return self._h
+
+    def close(self):
+        h, self._h = self._h, None
+        if h is not None:
+            _distc.distc_pg_free(h)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def abort(self):
+        """Fails every operation in flight or queued on this rank with DistcAborted; never hangs."""
+        _distc.distc_pg_abort(self._handle)
+
+    # ---- queries
+    def rank(self):
+        return _distc.distc_pg_rank(self._handle)
+
+    def size(self):
+        return _distc.distc_pg_size(self._handle)
+
+    def backend(self):
+        return _distc.distc_pg_backend(self._handle)
+
+    def name(self):
+        return _distc.distc_pg_name(self._handle)
+
+    def store_prefix(self):
+        return _distc.distc_pg_store_prefix(self._handle)
+
+    def timeout(self):
+        return datetime.timedelta(milliseconds=_distc.distc_pg_timeout(self._handle))
+
+    def global_rank(self, group_rank):
+        """The root group's rank of this group's rank `group_rank`."""
+        return _distc.distc_pg_global_rank(self._handle, int(group_rank))
+
+    def group_rank(self, global_rank):
+        """This group's rank of the root group's rank `global_rank`; -1 when not a member."""
+        return _distc.distc_pg_group_rank(self._handle, int(global_rank))
+
+    # ---- subgroups
+    def new_subgroup(self, ranks, timeout=None, group_name=None, backend=None):
+        """c10d's new_group over this group's `ranks`; every rank calls it. None on a
+        rank that is not listed."""
+        h = _distc.distc_pg_new_subgroup(self._handle, _rank_list(ranks, "ranks"),
+                                         _pg_opts(backend, timeout, group_name, None, None))
+        return None if h is None else ProcessGroup(None, 0, 0, _handle=h)
+
+    def split(self, color, key=0, timeout=None, group_name=None):
+        """MPI_Comm_split: ranks with the same color >= 0 form a group ordered by key; a
+        negative color gives None."""
+        h = _distc.distc_pg_split(self._handle, int(color), int(key),
+                                  _pg_opts(None, timeout, group_name, None, None))
+        return None if h is None else ProcessGroup(None, 0, 0, _handle=h)
+
+    # ---- collectives
+    def _go(self, fn, async_op, keep, result, *args):
+        if not async_op:
+            fn(False, self._handle, *args)
+            return None
+        return Work(fn(True, self._handle, *args), keep, result)
+
+    def all_reduce(self, tensor, op=ReduceOp.SUM, async_op=False, timeout=None):
+        c_op, opts = op_args(op, timeout)
+        return self._go(_distc.distc_allreduce, async_op, (tensor,), [tensor], tensor_arg(tensor), c_op, opts)
+
+    def all_reduce_coalesced(self, tensors, op=ReduceOp.SUM, async_op=False, timeout=None):
+        c_op, opts = op_args(op, timeout)
+        return self._go(_distc.distc_allreduce_coalesced, async_op, tuple(tensors), list(tensors),
+                        tensor_list(tensors), c_op, opts)
+
+    def broadcast(self, tensor, src=0, async_op=False, timeout=None):
+        return self._go(_distc.distc_broadcast, async_op, (tensor,), [tensor], tensor_arg(tensor), int(src),
+                        timeout_opts(timeout))
+
+    def reduce(self, tensor, dst=0, op=ReduceOp.SUM, async_op=False, timeout=None):
+        c_op, opts = op_args(op, timeout)
+        return self._go(_distc.distc_reduce, async_op, (tensor,), [tensor], tensor_arg(tensor), int(dst), c_op,
+                        opts)
+
+    def all_gather(self, tensor_list_, tensor, async_op=False, timeout=None):
+        return self._go(_distc.distc_allgather, async_op, (tuple(tensor_list_), tensor), list(tensor_list_),
+                        tensor_list(tensor_list_), tensor_arg(tensor), timeout_opts(timeout))
+
+    def all_gather_into_tensor(self, output_tensor, input_tensor, async_op=False, timeout=None):
+        return self._go(_distc.distc_allgather_into_tensor, async_op, (output_tensor, input_tensor),
+                        [output_tensor], tensor_arg(output_tensor), tensor_arg(input_tensor), timeout_opts(timeout))
+
+    def gather(self, tensor, gather_list=None, dst=0, async_op=False, timeout=None):
+        if self.rank() == dst and gather_list is None:
+            raise ValueError("gather: the destination rank needs a gather_list")
+        if self.rank() != dst:
+            gather_list = None  # ignored off the root, as in torch
+        keep = (tensor, tuple(gather_list or ()))
+        return self._go(_distc.distc_gather, async_op, keep, gather_list, tensor_list(gather_list),
+                        tensor_arg(tensor), int(dst), timeout_opts(timeout))
+
+    def scatter(self, tensor, scatter_list=None, src=0, async_op=False, timeout=None):
+        if self.rank() == src and scatter_list is None:
+            raise ValueError("scatter: the source rank needs a scatter_list")
+        if self.rank() != src:
+            scatter_list = None
+        keep = (tensor, tuple(scatter_list or ()))
+        return self._go(_distc.distc_scatter, async_op, keep, [tensor], tensor_arg(tensor),
+                        tensor_list(scatter_list), int(src), timeout_opts(timeout))
+
+    def reduce_scatter(self, output, input_list, op=ReduceOp.SUM, async_op=False, timeout=None):
+        c_op, opts = op_args(op, timeout)
+        return self._go(_distc.distc_reduce_scatter, async_op, (output, tuple(input_list)), [output],
+                        tensor_arg(output), tensor_list(input_list), c_op, opts)
+
+    def reduce_scatter_tensor(self, output, input, op=ReduceOp.SUM, async_op=False, timeout=None):
+        c_op, opts = op_args(op, timeout)
+        return self._go(_distc.distc_reduce_scatter_tensor, async_op, (output, input), [output],
+                        tensor_arg(output), tensor_arg(input), c_op, opts)
+
+    def all_to_all(self, output_tensor_list, input_tensor_list, async_op=False, timeout=None):
+        keep = (tuple(output_tensor_list), tuple(input_tensor_list))
+        return self._go(_distc.distc_alltoall, async_op, keep, list(output_tensor_list),
+                        tensor_list(output_tensor_list), tensor_list(input_tensor_list), timeout_opts(timeout))
+
+    def all_to_all_single(self, output, input, output_split_sizes=None, input_split_sizes=None, async_op=False,
+                          timeout=None):
+        return self._go(_distc.distc_alltoall_single, async_op, (output, input), [output], tensor_arg(output),
+                        tensor_arg(input), _rank_list(output_split_sizes, "output_split_sizes"),
+                        _rank_list(input_split_sizes, "input_split_sizes"), timeout_opts(timeout))
+
+    def barrier(self, async_op=False, timeout=None):
+        return self._go(_distc.distc_barrier, async_op, (), None, timeout_opts(timeout))
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        """A barrier that names the ranks that did not arrive within `timeout` (DistcTimeoutError)."""
+        ms = timeout_ms(timeout)
+        _distc.distc_monitored_barrier(self._handle, -1 if ms is None else ms, int(bool(wait_all_ranks)))
+
+    # ---- point-to-point
+    def send(self, tensor, dst, tag=0, async_op=False, timeout=None):
+        return self._go(_distc.distc_send, async_op, (tensor,), None, tensor_arg(tensor), int(dst), int(tag),
+                        timeout_opts(timeout))
+
+    def recv(self, tensor, src=None, tag=0, async_op=False, timeout=None):
+        """Receives into `tensor` from `src` (None: any rank). Blocking, it returns the
+        sender's rank; with async_op, Work.source_rank() tells."""
+        src = -1 if src is None else int(src)
+        if async_op:
+            return self._go(_distc.distc_recv, True, (tensor,), [tensor], tensor_arg(tensor), src, int(tag),
+                            timeout_opts(timeout))
+        if src >= 0:
+            _distc.distc_recv(False, self._handle, tensor_arg(tensor), src, int(tag), timeout_opts(timeout))
+            return src
+        w = self._go(_distc.distc_recv, True, (tensor,), [tensor], tensor_arg(tensor), src, int(tag),
+                     timeout_opts(timeout))
+        w.wait()
+        return w.source_rank()
+
+    def batch_isend_irecv(self, ops, timeout=None):
+        """Posts every (kind, tensor, peer, tag) send and receive at once; one Work for all.
+        `ops` may also hold distc.P2POp objects."""
+        raw, keep = [], []
+        for o in ops:
+            kind, tensor, peer, tag = o if isinstance(o, tuple) else o.as_tuple(self)
+            raw.append((int(kind), tensor_arg(tensor), int(peer), int(tag)))
+            keep.append(tensor)
+        return Work(_distc.distc_batch_isend_irecv(True, self._handle, raw, timeout_opts(timeout)), tuple(keep))
+
+    # ---- bytes and objects
+    def all_gather_bytes(self, data, timeout=None):
+        """Every rank's `data` (bytes; sizes may differ), in rank order."""
+        return _distc.distc_all_gather_bytes(self._handle, data, timeout_opts(timeout))
+
+    def gather_bytes(self, data, dst=0, timeout=None):
+        """Every rank's `data` on `dst` (a list); None elsewhere."""
+        out = _distc.distc_gather_bytes(self._handle, data, int(dst), timeout_opts(timeout))
+        return out if self.rank() == dst else None
+
+    def broadcast_bytes(self, data, src=0, timeout=None):
+        """`src`'s `data` on every rank (`data` is ignored elsewhere)."""
+        return _distc.distc_broadcast_bytes(self._handle, data if self.rank() == src else None, int(src),
+                                            timeout_opts(timeout))
+
+    def scatter_bytes(self, data_list, src=0, timeout=None):
+        """`src`'s data_list[r] on rank r."""
+        return _distc.distc_scatter_bytes(self._handle, data_list if self.rank() == src else None, int(src),
+                                          timeout_opts(timeout))
+
+    def all_gather_object(self, obj, timeout=None):
+        return [pickle.loads(b) for b in self.all_gather_bytes(pickle.dumps(obj), timeout)]
+
+    def gather_object(self, obj, dst=0, timeout=None):
+        out = self.gather_bytes(pickle.dumps(obj), dst, timeout)
+        return None if out is None else [pickle.loads(b) for b in out]
+
+    def broadcast_object(self, obj, src=0, timeout=None):
+        data = pickle.dumps(obj) if self.rank() == src else None
+        return pickle.loads(self.broadcast_bytes(data, src, timeout))
+
+    def scatter_object(self, objs, src=0, timeout=None):
+        data = [pickle.dumps(o) for o in objs] if self.rank() == src else None
+        return pickle.loads(self.scatter_bytes(data, src, timeout))
+
+    def __repr__(self):
+        if self._h is None:
+            return "<distc.ProcessGroup (closed)>"
+        return f"<distc.ProcessGroup {self.name()!r} rank {self.rank()} of {self.size()} over {self.backend()}>"
+
+
+def _pg_opts(backend, timeout, group_name, debug, device):
+    o = {}
+    if backend is not None:
+        o["backend"] = str(backend).lower()
+    ms = timeout_ms(timeout)
+    if ms is not None:
+        o["timeout_ms"] = ms
+    if group_name:
+        o["group_name"] = str(group_name)
+    if debug is not None:
+        o["debug"] = int(bool(debug))
+    if device is not None:
+        o["device"] = int(device)
+    return o or None

@@ -1,0 +1,112 @@
+"""The DDP reducer: gradient bucketing with asynchronous, overlapped allreduces."""
+import ctypes
+
+from . import _distc
+from ._group import ProcessGroup
+from ._types import tensor_list
+
+_HOOKS = {None: 0, "allreduce": 0, "fp16": 1, "fp16_compress": 1, "bf16": 2, "bf16_compress": 2}
+
+
+class Reducer:
+    """c10d's Reducer for any training loop: per step, prepare_for_backward(), then
+    mark_ready(i) as gradient i is written, then finalize() (the gradients then hold
+    the average over ranks). `grads` (NumPy arrays or tensors, host memory) are
+    borrowed for the reducer's life; this object keeps them referenced."""
+
+    def __init__(self, group, grads, bucket_cap_mb=25, first_bucket_mb=1, bucket_of=None,
+                 find_unused_parameters=False, gradient_as_bucket_view=False, comm_hook=None):
+        if not isinstance(group, ProcessGroup):
+            raise TypeError(f"group must be a distc.ProcessGroup, not {type(group).__name__}")
+        if comm_hook not in _HOOKS:
+            raise ValueError(f"comm_hook must be one of {sorted(k for k in _HOOKS if k)} or None")
+        self._grads = list(grads)
+        opts = {"bucket_cap_bytes": int(bucket_cap_mb * 1024 * 1024),
+                "first_bucket_bytes": int(first_bucket_mb * 1024 * 1024),
+                "find_unused_parameters": int(bool(find_unused_parameters)),
+                "gradient_as_bucket_view": int(bool(gradient_as_bucket_view))}
+        if bucket_of is not None:
+            opts["bucket_of"] = [int(b) for b in bucket_of]
+            if len(opts["bucket_of"]) != len(self._grads):
+                raise ValueError(f"bucket_of has {len(opts['bucket_of'])} entries for {len(self._grads)} gradients")
+        self._group = group
+        self._h = _distc.distc_reducer_new(group._handle, tensor_list(self._grads), opts)
+        if _HOOKS[comm_hook]:
+            _distc.distc_reducer_register_builtin_hook(self._h, _HOOKS[comm_hook])
+
+    @property
+    def _handle(self):
+        if self._h is None:
+            raise ValueError("the reducer was closed")
+        return self._h
+
+    def close(self):
+        h, self._h = self._h, None
+        if h is not None:
+            _distc.distc_reducer_free(h)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def prepare_for_backward(self, unused=()):
+        """Starts an iteration; `unused` gradients will not be computed (they reduce as zeros)."""
+        _distc.distc_reducer_prepare_for_backward(self._handle, [int(i) for i in unused])
+
+    def mark_ready(self, index):
+        """Gradient `index` holds its value: copied into its bucket; full buckets start their allreduce."""
+        _distc.distc_reducer_mark_ready(self._handle, index)
+
+    def finalize(self):
+        """Waits for every bucket and writes the averages back (raises a failed allreduce's error)."""
+        _distc.distc_reducer_finalize(self._handle)
+
+    @property
+    def num_buckets(self):
+        return _distc.distc_reducer_num_buckets(self._handle)
+
+    def bucket_of(self, index):
+        return _distc.distc_reducer_bucket_of(self._handle, index)
+
+    def grad_view(self, index):
+        """With gradient_as_bucket_view: gradient `index`'s memory inside its bucket, as an
+        array (NumPy for NumPy gradients, a tensor for torch ones) of its shape and dtype.
+        It stays valid as long as this reducer."""
+        addr = _distc.distc_reducer_grad_view(self._handle, index)
+        g = self._grads[index]
+        raw = (ctypes.c_char * g.nbytes).from_address(addr) if hasattr(g, "nbytes") else None
+        if type(g).__module__ == "torch":
+            import torch
+            raw = (ctypes.c_char * (g.numel() * g.element_size())).from_address(addr)
+            raw._owner = self  # the bucket memory lives as long as the reducer
+            return torch.frombuffer(raw, dtype=g.dtype).view(g.shape)
+        import numpy as np
+        raw._owner = self
+        return np.frombuffer(raw, dtype=g.dtype).reshape(g.shape)
+
+    def ready_ns(self, index):
+        """When gradient `index` was marked in the last iteration (ns after prepare; -1: unused)."""
+        return _distc.distc_reducer_ready_ns(self._handle, index)
+
+    def bucket_stats(self, bucket):
+        """(bytes, launch_ns, reduce_ns) of `bucket` in the last iteration."""
+        return tuple(_distc.distc_reducer_bucket_stats(self._handle, bucket))
+
+
+def compute_bucket_assignment_by_size(tensors, bucket_size_limits, expect_sparse_gradient=None):
+    """c10d's function: the bucket of each tensor, buckets numbered by their smallest index."""
+    flags = None if expect_sparse_gradient is None else [int(bool(x)) for x in expect_sparse_gradient]
+    result = _distc.distc_compute_bucket_assignment_by_size(tensor_list(tensors), list(bucket_size_limits), flags)
+    bucket_of, n = result
+    buckets = [[] for _ in range(n)]
+    for i, b in enumerate(bucket_of):
+        buckets[b].append(i)
+    return buckets

@@ -1,0 +1,165 @@
+"""Key-value stores for rendezvous, with torch.distributed's store API."""
+import datetime
+
+from . import _distc
+from ._types import timeout_ms
+
+
+def _keys(keys):
+    if isinstance(keys, (str, bytes)):
+        raise TypeError("keys must be a list of str, not a single key")
+    return list(keys)
+
+
+class Store:
+    """A distc store handle. Subclasses create it; every method is thread-safe.
+
+    Values are bytes (str values are stored as UTF-8). The handle is released
+    by close(), by `with`, or when the object is garbage-collected; groups
+    made on a store keep their own reference, so the two may go in any order.
+    """
+
+    def __init__(self, handle):
+        self._h = handle
+
+    @property
+    def _handle(self):
+        if self._h is None:
+            raise ValueError("the store was closed")
+        return self._h
+
+    def close(self):
+        h, self._h = self._h, None
+        if h is not None:
+            _distc.distc_store_free(h)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def set(self, key, value):
+        _distc.distc_store_set(self._handle, key, value)
+
+    def get(self, key):
+        """The value of `key`, waiting up to the store's timeout for it (DistcTimeoutError)."""
+        return _distc.distc_store_get(self._handle, key)
+
+    def add(self, key, amount):
+        """Adds `amount` to the counter `key` (missing: 0) and returns the new value."""
+        return _distc.distc_store_add(self._handle, key, int(amount))
+
+    def compare_set(self, key, expected_value, desired_value):
+        """Sets `key` to `desired_value` if it holds `expected_value` (or is missing and
+        `expected_value` is empty); returns the value after the call."""
+        return _distc.distc_store_compare_set(self._handle, key, expected_value, desired_value)
+
+    def check(self, keys):
+        """True if every key exists (never waits)."""
+        return bool(_distc.distc_store_check(self._handle, _keys(keys)))
+
+    def wait(self, keys, timeout=None):
+        """Waits until every key exists, up to `timeout` (a timedelta or seconds; None: the store's)."""
+        ms = timeout_ms(timeout)
+        _distc.distc_store_wait(self._handle, _keys(keys), -1 if ms is None else ms)
+
+    def delete_key(self, key):
+        """Deletes `key`; True if it existed."""
+        return bool(_distc.distc_store_delete_key(self._handle, key))
+
+    def num_keys(self):
+        return _distc.distc_store_num_keys(self._handle)
+
+    def append(self, key, value):
+        _distc.distc_store_append(self._handle, key, value)
+
+    def multi_get(self, keys):
+        return _distc.distc_store_multi_get(self._handle, _keys(keys))
+
+    def multi_set(self, keys, values):
+        keys, values = _keys(keys), list(values)
+        if len(keys) != len(values):
+            raise ValueError(f"multi_set got {len(keys)} keys and {len(values)} values")
+        _distc.distc_store_multi_set(self._handle, list(zip(keys, values)))
+
+    def set_timeout(self, timeout):
+        _distc.distc_store_set_timeout(self._handle, timeout_ms(timeout))
+
+    @property
+    def timeout(self):
+        return datetime.timedelta(milliseconds=_distc.distc_store_get_timeout(self._handle))
+
+
+class HashStore(Store):
+    """An in-process store, shared by every thread that uses it."""
+
+    def __init__(self):
+        super().__init__(_distc.distc_store_new_hash())
+
+
+class FileStore(Store):
+    """A store in a file shared by processes on one machine (or a shared file system).
+    The last of `world_size` users removes the file; -1: never removed."""
+
+    def __init__(self, file_name, world_size=-1):
+        super().__init__(_distc.distc_store_new_file(str(file_name), int(world_size)))
+
+
+class TCPStore(Store):
+    """torch's TCPStore, wire-compatible with it: PyTorch processes may join as clients or serve.
+
+    `port=0` with `is_master=True` picks a free port (read it from `.port`)."""
+
+    PROTOCOLS = {"auto": 0, "distc": 1, "torch1": 2, "torch2": 3}
+
+    def __init__(self, host_name, port, world_size=None, is_master=False,
+                 timeout=datetime.timedelta(seconds=300), wait_for_workers=True, protocol="auto",
+                 connect_retries=-1):
+        if protocol not in self.PROTOCOLS:
+            raise ValueError(f"protocol must be one of {sorted(self.PROTOCOLS)}, not {protocol!r}")
+        opts = {"host": host_name, "port": int(port), "is_server": int(bool(is_master)),
+                "world_size": -1 if world_size is None else int(world_size),
+                "wait_for_workers": int(bool(wait_for_workers)), "timeout_ms": timeout_ms(timeout),
+                "protocol": self.PROTOCOLS[protocol], "connect_retries": int(connect_retries)}
+        super().__init__(_distc.distc_store_new_tcp(opts))
+
+    @property
+    def port(self):
+        return _distc.distc_store_tcp_port(self._handle)
+
+
+class PrefixStore(Store):
+    """Every key of `store` under `prefix` + "/" (c10d's PrefixStore)."""
+
+    def __init__(self, prefix, store):
+        if not isinstance(store, Store):
+            raise TypeError(f"store must be a distc store, not {type(store).__name__}")
+        super().__init__(_distc.distc_store_new_prefix(prefix, store._handle))
+        self.underlying_store = store
+
+
+class CustomStore(Store):
+    """A distc store backed by a Python object (a dict, etcd, Redis ...).
+
+    The object needs set(key, value), get(key, timeout) -> bytes (waiting up to
+    `timeout` seconds, else raising TimeoutError) and add(key, delta) -> int;
+    compare_set, check, wait, delete_key, num_keys and append are used when it
+    has them. Its methods may be called from distc's threads."""
+
+    def __init__(self, obj):
+        super().__init__(_distc.pydistc_store_new_object(obj))
+        self.obj = obj
+
+
+def as_store(store):
+    """A distc Store for `store`: itself, or a CustomStore around a Python object."""
+    if isinstance(store, Store):
+        return store
+    return CustomStore(store)

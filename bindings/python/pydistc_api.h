@@ -1,0 +1,25 @@
+/* The binding's own functions, wrapped by SWIG next to the C ABI (distc.i
+ * %includes this file). They exist because they need the Python C API. */
+#ifndef PYDISTC_API_H
+#define PYDISTC_API_H
+
+/* Registers {code: exception class}; the status typemap raises from it. */
+void pydistc_set_error_classes(PyObject *mapping);
+
+/*
+ * A distc store whose operations call methods of the Python object `obj`:
+ * set(key: str, value: bytes), get(key: str, timeout: float seconds) -> bytes,
+ * add(key: str, delta: int) -> int, and optionally compare_set(key, expected,
+ * desired) -> bytes, check(keys) -> bool, wait(keys, timeout), delete_key(key)
+ * -> bool, num_keys() -> int, append(key, value). Methods may be called from
+ * distc's threads; exceptions become status codes (TimeoutError: ETIMEOUT,
+ * ValueError: EINVAL, NotImplementedError: ENOTSUP, a DistcError: its code,
+ * anything else: EREMOTE) with the exception's text as the message.
+ */
+int pydistc_store_new_object(distc_store **out, PyObject *obj);
+
+/* Holds a reference to `objs` until `work` completes (the buffers of an
+ * asynchronous operation), even if every Python reference to the work goes. */
+int pydistc_work_keep(distc_work *work, PyObject *objs);
+
+#endif /* PYDISTC_API_H */
