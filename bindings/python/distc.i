@@ -123,6 +123,13 @@ DISTC_OUT_SCALAR(size_t, n_buckets, PyLong_FromSize_t)
     (const void *desired, size_t desired_len)
 };
 
+/* C strings (keys, URLs, paths): a NUL inside would silently cut them short. */
+%typemap(in) const char * (pydistc_bytes b = {0}) {
+    if (pydistc_cstr_get($input, &b, "$1_name") != 0) SWIG_fail;
+    $1 = ($1_ltype)b.data;
+}
+%typemap(freearg) const char * { pydistc_bytes_put(&b$argnum); }
+
 /* One value out. */
 %typemap(in, numinputs=0) distc_buf *out (distc_buf tmp = {NULL, 0}) { $1 = &tmp; }
 %typemap(argout) distc_buf *out {
@@ -167,7 +174,7 @@ DISTC_OUT_SCALAR(size_t, n_buckets, PyLong_FromSize_t)
 
 /* Keys. */
 %typemap(in) (const char *const *keys, size_t n) (pydistc_bytes_list l = {0}) {
-    if (pydistc_bytes_list_get($input, &l, 0, "keys") != 0) SWIG_fail;
+    if (pydistc_bytes_list_get($input, &l, 0, 1, "keys") != 0) SWIG_fail;
     $1 = ($1_ltype)l.ptrs;
     $2 = l.n;
 }
@@ -187,7 +194,7 @@ DISTC_OUT_SCALAR(size_t, n_buckets, PyLong_FromSize_t)
 
 /* distc_scatter_bytes: a list of values on the root, None elsewhere. */
 %typemap(in) (const void *const *data, const size_t *lens) (pydistc_bytes_list l = {0}) {
-    if (pydistc_bytes_list_get($input, &l, 1, "data") != 0) SWIG_fail;
+    if (pydistc_bytes_list_get($input, &l, 1, 0, "data") != 0) SWIG_fail;
     $1 = ($1_ltype)l.ptrs;
     $2 = l.lens;
 }

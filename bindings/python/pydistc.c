@@ -305,7 +305,7 @@ static int bytes_list_alloc(pydistc_bytes_list *l, size_t n, int keys) {
 }
 
 /* Keys are C strings: str or bytes without NUL. */
-static int key_get(PyObject *obj, pydistc_bytes *b, const char *what) {
+int pydistc_cstr_get(PyObject *obj, pydistc_bytes *b, const char *what) {
     if (!PyUnicode_Check(obj) && !PyBytes_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s must be a str, not %.100s", what, Py_TYPE(obj)->tp_name);
         return -1;
@@ -323,7 +323,7 @@ static int key_get(PyObject *obj, pydistc_bytes *b, const char *what) {
     return 0;
 }
 
-int pydistc_bytes_list_get(PyObject *seq, pydistc_bytes_list *l, int allow_none, const char *what) {
+int pydistc_bytes_list_get(PyObject *seq, pydistc_bytes_list *l, int allow_none, int keys, const char *what) {
     memset(l, 0, sizeof(*l));
     if (seq == Py_None && allow_none) return 0;
     if (PyUnicode_Check(seq) || PyBytes_Check(seq)) {
@@ -342,17 +342,8 @@ int pydistc_bytes_list_get(PyObject *seq, pydistc_bytes_list *l, int allow_none,
         snprintf(name, sizeof(name), "%s[%zu]", what, i);
         PyObject *item = PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i);
         l->n = i + 1;
-        rc = pydistc_bytes_get(item, &l->items[i], name);
-        /* Keys (str or bytes) are handed on as C strings: refuse embedded NULs. */
-        if (rc == 0 && (PyUnicode_Check(item) || PyBytes_Check(item))) {
-            if (PyBytes_Check(item)) {
-                l->items[i].data = PyBytes_AS_STRING(item);
-                l->items[i].len = (size_t)PyBytes_GET_SIZE(item);
-            }
-            l->ptrs[i] = l->items[i].data;
-        } else {
-            l->ptrs[i] = l->items[i].data;
-        }
+        rc = keys ? pydistc_cstr_get(item, &l->items[i], name) : pydistc_bytes_get(item, &l->items[i], name);
+        l->ptrs[i] = l->items[i].data ? l->items[i].data : "";
         l->lens[i] = l->items[i].len;
     }
     l->n = n;
@@ -380,7 +371,7 @@ int pydistc_pairs_get(PyObject *seq, pydistc_bytes_list *l, const char *what) {
             break;
         }
         snprintf(name, sizeof(name), "%s[%zu] key", what, i);
-        rc = key_get(PyTuple_GET_ITEM(pair, 0), &l->key_items[i], name);
+        rc = pydistc_cstr_get(PyTuple_GET_ITEM(pair, 0), &l->key_items[i], name);
         if (rc != 0) break;
         snprintf(name, sizeof(name), "%s[%zu] value", what, i);
         rc = pydistc_bytes_get(PyTuple_GET_ITEM(pair, 1), &l->items[i], name);
@@ -844,7 +835,7 @@ static int has_method(PyObject *obj, const char *name) {
 int pydistc_store_new_object(distc_store **out, PyObject *obj) {
     for (const char *const *m = (const char *const[]){"set", "get", "add", NULL}; *m; m++)
         if (!has_method(obj, *m)) {
-            PyErr_Format(PyExc_TypeError, "a %.100s cannot serve as a store: it has no %s() method",
+            PyErr_Format(PyExc_TypeError, "a %.100s cannot serve as a store: it has no %s() method (set, get and add are required)",
                          Py_TYPE(obj)->tp_name, *m);
             return -1;
         }

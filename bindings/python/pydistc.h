@@ -59,6 +59,8 @@ typedef struct pydistc_bytes {
 } pydistc_bytes;
 
 int pydistc_bytes_get(PyObject *obj, pydistc_bytes *b, const char *what);
+/* A C string argument (a key, a URL, a path): str or bytes without NUL. */
+int pydistc_cstr_get(PyObject *obj, pydistc_bytes *b, const char *what);
 void pydistc_bytes_put(pydistc_bytes *b);
 
 typedef struct pydistc_bytes_list {
@@ -70,8 +72,9 @@ typedef struct pydistc_bytes_list {
     size_t n;
 } pydistc_bytes_list;
 
-/* A sequence of str/bytes (keys) or of buffers (values); None gives n == 0, ptrs NULL. */
-int pydistc_bytes_list_get(PyObject *seq, pydistc_bytes_list *l, int allow_none, const char *what);
+/* A sequence of keys (str or bytes, no NUL: they become C strings) or of
+ * values (any buffer); None gives n == 0, ptrs NULL. */
+int pydistc_bytes_list_get(PyObject *seq, pydistc_bytes_list *l, int allow_none, int keys, const char *what);
 /* A sequence of (key, value) pairs, for multi_set. */
 int pydistc_pairs_get(PyObject *seq, pydistc_bytes_list *l, const char *what);
 void pydistc_bytes_list_put(pydistc_bytes_list *l);

@@ -1,0 +1,87 @@
+"""Runners for multi-rank tests: ranks as threads of this process (cheap; the
+GIL is released in every blocking call), or as spawned processes."""
+import multiprocessing as mp
+import os
+import sys
+import threading
+import traceback
+
+import pytest
+
+import distc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.environ.get("DISTC_BUILD", os.path.join(HERE, "../../build"))
+
+
+def run_threads(size, fn, timeout=10.0, join_s=120):
+    """fn(pg) on `size` ranks, each a thread with its group over one HashStore.
+    Returns the results in rank order; re-raises the first failure with its rank."""
+    store = distc.HashStore()
+    results, errors = [None] * size, [None] * size
+
+    def body(rank):
+        try:
+            with distc.ProcessGroup(store, rank, size, timeout=timeout) as pg:
+                results[rank] = fn(pg)
+        except BaseException as e:  # noqa: B902 - reported below
+            errors[rank] = (e, traceback.format_exc())
+
+    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_s)
+    if any(t.is_alive() for t in threads):
+        pytest.fail(f"ranks still running after {join_s} s (a hang)")
+    for rank, err in enumerate(errors):
+        if err:
+            raise AssertionError(f"rank {rank} of {size} failed:\n{err[1]}") from err[0]
+    return results
+
+
+def _proc_main(port, rank, size, fn, queue, timeout):
+    try:
+        store = distc.TCPStore("127.0.0.1", port, size + 1, False, timeout=30)
+        with distc.ProcessGroup(store, rank, size, timeout=timeout) as pg:
+            queue.put((rank, True, fn(pg)))
+    except BaseException:  # noqa: B902 - sent to the parent
+        queue.put((rank, False, traceback.format_exc()))
+
+
+def run_procs(size, fn, timeout=20.0, join_s=120):
+    """fn(pg) on `size` spawned processes meeting in a TCP store served here.
+    `fn` must be a module-level function (it is pickled by name)."""
+    ctx = mp.get_context("spawn")
+    server = distc.TCPStore("127.0.0.1", 0, size + 1, True, timeout=30, wait_for_workers=False)
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_proc_main, args=(server.port, r, size, fn, queue, timeout)) for r in range(size)]
+    for p in procs:
+        p.start()
+    out, failures = [None] * size, []
+    try:
+        for _ in range(size):
+            rank, ok, value = queue.get(timeout=join_s)
+            if ok:
+                out[rank] = value
+            else:
+                failures.append(f"rank {rank} of {size} failed:\n{value}")
+    except Exception as e:  # queue.Empty: a rank hung or died without reporting
+        failures.append(f"not every rank reported within {join_s} s: {e!r}")
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                failures.append(f"pid {p.pid} had to be killed")
+        server.close()
+    if failures:
+        raise AssertionError("\n".join(failures))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _no_default_group():
+    """Every test starts and ends without a default group."""
+    yield
+    distc.destroy_process_group()
