@@ -246,8 +246,9 @@ DISTC_OUT_SCALAR(size_t, n_buckets, PyLong_FromSize_t)
     if (!$1) { PyErr_NoMemory(); SWIG_fail; }
 }
 %typemap(argout) int32_t *bucket_of {
-    PyObject *o_ = PyList_New((Py_ssize_t)arg4);
-    for (size_t i_ = 0; o_ && i_ < arg4; i_++) PyList_SET_ITEM(o_, (Py_ssize_t)i_, PyLong_FromLong($1[i_]));
+    /* A tuple: SWIG would append the next output into a list. */
+    PyObject *o_ = PyTuple_New((Py_ssize_t)arg4);
+    for (size_t i_ = 0; o_ && i_ < arg4; i_++) PyTuple_SET_ITEM(o_, (Py_ssize_t)i_, PyLong_FromLong($1[i_]));
     if (!o_) SWIG_fail;
     $result = SWIG_Python_AppendOutput($result, o_);
 }

@@ -80,6 +80,50 @@ def run_procs(size, fn, timeout=20.0, join_s=120):
     return out
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env_main(env, rank, fn, queue):
+    try:
+        os.environ.update(env, RANK=str(rank))
+        queue.put((rank, True, fn()))
+    except BaseException:  # noqa: B902 - sent to the parent
+        queue.put((rank, False, traceback.format_exc()))
+
+
+def run_procs_env(size, fn, join_s=120):
+    """fn() in `size` spawned processes with torchrun's environment (RANK,
+    WORLD_SIZE, MASTER_ADDR, MASTER_PORT), for the functional API's env://."""
+    ctx = mp.get_context("spawn")
+    env = {"WORLD_SIZE": str(size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_env_main, args=(env, r, fn, queue)) for r in range(size)]
+    for p in procs:
+        p.start()
+    out, failures = [None] * size, []
+    try:
+        for _ in range(size):
+            rank, ok, value = queue.get(timeout=join_s)
+            if ok:
+                out[rank] = value
+            else:
+                failures.append(f"rank {rank} of {size} failed:\n{value}")
+    except Exception as e:
+        failures.append(f"not every rank reported within {join_s} s: {e!r}")
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+    if failures:
+        raise AssertionError("\n".join(failures))
+    return out
+
+
 @pytest.fixture(autouse=True)
 def _no_default_group():
     """Every test starts and ends without a default group."""
