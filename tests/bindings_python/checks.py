@@ -17,6 +17,19 @@ OPS = [ReduceOp.SUM, ReduceOp.AVG, ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX,
        ReduceOp.BXOR, ReduceOp.PREMUL_SUM]
 N = 7  # elements: odd, so chunked algorithms get uneven pieces
 
+# "numpy": arrays go to distc as they are (buffer protocol); "torch": as
+# torch.from_numpy views of the same memory (DLPack), so results are read
+# back from the arrays either way.
+MODE = "numpy"
+
+
+def T(x):
+    return torch.from_numpy(x) if MODE == "torch" else x
+
+
+def TL(xs):
+    return None if xs is None else [T(x) for x in xs]
+
 
 def inputs(rank, dtype, n=N, salt=0):
     i = np.arange(n)
@@ -96,12 +109,12 @@ def check_allreduce_every_dtype_and_op(pg):
             arg = distc.premul_sum(factor(dtype)) if op == ReduceOp.PREMUL_SUM else op
             if not supported(dtype, op):
                 try:
-                    pg.all_reduce(a, arg)
+                    pg.all_reduce(T(a), arg)
                 except distc.DistcInvalidArgument as e:
                     assert "allreduce" in str(e), str(e)
                     continue
                 raise AssertionError(f"allreduce {op.name} on {dtype} should be refused")
-            pg.all_reduce(a, arg)
+            pg.all_reduce(T(a), arg)
             close(a, expected(dtype, op, size), dtype, f"allreduce {op.name} {dtype} rank {r}")
 
 
@@ -125,7 +138,7 @@ def check_allreduce_torch_tensors(pg):
 def check_allreduce_coalesced(pg):
     r, size = pg.rank(), pg.size()
     ts = [inputs(r, "float32", n) for n in (1, 5, 9)]
-    pg.all_reduce_coalesced(ts, ReduceOp.SUM)
+    pg.all_reduce_coalesced(TL(ts), ReduceOp.SUM)
     for n, t in zip((1, 5, 9), ts):
         want = sum(inputs(q, "float32", n) for q in range(size))
         close(t, want, "float32", "allreduce_coalesced")
@@ -136,11 +149,11 @@ def check_broadcast_and_reduce(pg):
     for root in range(size):
         for dtype in ("int8", "float64", "complex64", "bool"):
             a = inputs(r, dtype)
-            pg.broadcast(a, root)
+            pg.broadcast(T(a), root)
             close(a, inputs(root, dtype), dtype, f"broadcast from {root}")
         for op in (ReduceOp.SUM, ReduceOp.MAX):
             a = inputs(r, "int32")
-            pg.reduce(a, root, op)
+            pg.reduce(T(a), root, op)
             want = expected("int32", op, size) if r == root else inputs(r, "int32")
             close(a, want, "int32", f"reduce {op.name} to {root}")
 
@@ -149,21 +162,21 @@ def check_gathers(pg):
     r, size = pg.rank(), pg.size()
     for dtype in ("uint8", "float32", "int64"):
         outs = [np.zeros(N, dtype) for _ in range(size)]
-        pg.all_gather(outs, inputs(r, dtype))
+        pg.all_gather(TL(outs), T(inputs(r, dtype)))
         for q in range(size):
             close(outs[q], inputs(q, dtype), dtype, f"all_gather[{q}]")
         flat = np.zeros(N * size, dtype)
-        pg.all_gather_into_tensor(flat, inputs(r, dtype))
+        pg.all_gather_into_tensor(T(flat), T(inputs(r, dtype)))
         close(flat, np.concatenate([inputs(q, dtype) for q in range(size)]), dtype, "all_gather_into_tensor")
         for root in range(size):
             outs = [np.zeros(N, dtype) for _ in range(size)] if r == root else None
-            pg.gather(inputs(r, dtype), outs, root)
+            pg.gather(T(inputs(r, dtype)), TL(outs), root)
             if r == root:
                 for q in range(size):
                     close(outs[q], inputs(q, dtype), dtype, f"gather to {root}")
             ins = [inputs(q, dtype, salt=root) for q in range(size)] if r == root else None
             out = np.zeros(N, dtype)
-            pg.scatter(out, ins, root)
+            pg.scatter(T(out), TL(ins), root)
             close(out, inputs(r, dtype, salt=root), dtype, f"scatter from {root}")
 
 
@@ -171,12 +184,12 @@ def check_reduce_scatter(pg):
     r, size = pg.rank(), pg.size()
     ins = [inputs(r, "int32", salt=q) for q in range(size)]
     out = np.zeros(N, np.int32)
-    pg.reduce_scatter(out, ins, ReduceOp.SUM)
+    pg.reduce_scatter(T(out), TL(ins), ReduceOp.SUM)
     want = sum(inputs(q, "int32", salt=r).astype(np.int64) for q in range(size)).astype(np.int32)
     close(out, want, "int32", "reduce_scatter")
     flat = np.concatenate(ins)
     out2 = np.zeros(N, np.int32)
-    pg.reduce_scatter_tensor(out2, flat, ReduceOp.SUM)
+    pg.reduce_scatter_tensor(T(out2), T(flat), ReduceOp.SUM)
     close(out2, want, "int32", "reduce_scatter_tensor")
 
 
@@ -184,13 +197,13 @@ def check_alltoall(pg):
     r, size = pg.rank(), pg.size()
     ins = [np.full(3, 10 * r + j, np.int64) for j in range(size)]
     outs = [np.zeros(3, np.int64) for _ in range(size)]
-    pg.all_to_all(outs, ins)
+    pg.all_to_all(TL(outs), TL(ins))
     for j in range(size):
         close(outs[j], np.full(3, 10 * j + r, np.int64), "int64", "all_to_all")
     # even splits
     inp = np.arange(2 * size, dtype=np.float32) + 100 * r
     out = np.zeros(2 * size, np.float32)
-    pg.all_to_all_single(out, inp)
+    pg.all_to_all_single(T(out), T(inp))
     want = np.concatenate([np.arange(2 * r, 2 * r + 2, dtype=np.float32) + 100 * j for j in range(size)])
     close(out, want, "float32", "all_to_all_single even")
     # uneven: rank r sends j+1 rows to rank j
@@ -198,7 +211,7 @@ def check_alltoall(pg):
     out_splits = [r + 1] * size
     inp = np.concatenate([np.full(j + 1, 10 * r + j, np.int32) for j in range(size)])
     out = np.zeros(sum(out_splits), np.int32)
-    pg.all_to_all_single(out, inp, out_splits, in_splits)
+    pg.all_to_all_single(T(out), T(inp), out_splits, in_splits)
     want = np.concatenate([np.full(r + 1, 10 * j + r, np.int32) for j in range(size)])
     close(out, want, "int32", "all_to_all_single uneven")
 
@@ -226,8 +239,8 @@ def check_point_to_point(pg):
     nxt, prv = (r + 1) % size, (r - 1) % size
     # a ring with isend/irecv
     buf = np.zeros(4, np.float64)
-    ws = pg.send(np.full(4, float(r)), nxt, tag=3, async_op=True)
-    wr = pg.recv(buf, prv, tag=3, async_op=True)
+    ws = pg.send(T(np.full(4, float(r))), nxt, tag=3, async_op=True)
+    wr = pg.recv(T(buf), prv, tag=3, async_op=True)
     wr.wait()
     ws.wait()
     close(buf, np.full(4, float(prv)), "float64", "isend/irecv ring")
@@ -237,15 +250,15 @@ def check_point_to_point(pg):
         seen = set()
         for _ in range(size - 1):
             x = np.zeros(1, np.int32)
-            src = pg.recv(x, None, tag=5)
+            src = pg.recv(T(x), None, tag=5)
             assert x[0] == 100 + src, f"any-source recv from {src} got {x[0]}"
             seen.add(src)
         assert seen == set(range(1, size))
     else:
-        pg.send(np.array([100 + r], np.int32), 0, tag=5)
+        pg.send(T(np.array([100 + r], np.int32)), 0, tag=5)
     # batched ring
     got = np.zeros(2, np.int16)
-    w = pg.batch_isend_irecv([(1, got, prv, 0), (0, np.full(2, r, np.int16), nxt, 0)])
+    w = pg.batch_isend_irecv([(1, T(got), prv, 0), (0, T(np.full(2, r, np.int16)), nxt, 0)])
     w.wait()
     close(got, np.full(2, prv, np.int16), "int16", "batch_isend_irecv")
 
@@ -255,14 +268,14 @@ def check_async_collectives(pg):
     works, arrays = [], []
     for k in range(5):
         a = np.full(3, r + k, np.float32)
-        works.append(pg.all_reduce(a, async_op=True))
+        works.append(pg.all_reduce(T(a), async_op=True))
         arrays.append(a)
     w = pg.barrier(async_op=True)
     for k, (wk, a) in enumerate(zip(works, arrays)):
         assert wk.wait() is True
         assert wk.is_completed() and wk.is_success() and wk.exception() is None
         assert wk.source_rank() == -1
-        assert wk.result()[0] is a
+        assert wk.result()[0] is a or MODE == "torch"
         close(a, np.full(3, sum(q + k for q in range(size)), np.float32), "float32", f"async allreduce {k}")
     w.wait()
     seqs = [wk.seq for wk in works]
@@ -293,7 +306,7 @@ def check_subgroups(pg):
             assert sub.size() == len(evens) and sub.rank() == evens.index(r)
             assert sub.global_rank(sub.rank()) == r
             a = np.array([r], np.int64)
-            sub.all_reduce(a)
+            sub.all_reduce(T(a))
             assert a[0] == sum(evens)
     half = pg.split(r % 2, key=-r)
     with half:
