@@ -202,7 +202,7 @@ DISTC_OUT_SCALAR(size_t, n_buckets, PyLong_FromSize_t)
     if ($1) {
         int32_t size_ = 0;
         if (distc_pg_size(&size_, arg2) == 0 && l$argnum.n != (size_t)size_) {
-            PyErr_Format(PyExc_ValueError, "data has %zu values; the group has %d ranks", l$argnum.n, (int)size_);
+            pydistc_invalid("data has %zu values; the group has %d ranks", l$argnum.n, (int)size_);
             SWIG_fail;
         }
     }
@@ -233,7 +233,7 @@ DISTC_OUT_SCALAR(size_t, n_buckets, PyLong_FromSize_t)
 %typemap(check) const int64_t *output_splits, const int64_t *input_splits {
     int32_t size_ = 0;
     if ($1 && distc_pg_size(&size_, arg2) == 0 && v$argnum.n != (size_t)size_) {
-        PyErr_Format(PyExc_ValueError, "$1_name has %zu entries; the group has %d ranks", v$argnum.n, (int)size_);
+        pydistc_invalid("$1_name has %zu entries; the group has %d ranks", v$argnum.n, (int)size_);
         SWIG_fail;
     }
 }
@@ -260,7 +260,7 @@ DISTC_OUT_SCALAR(size_t, n_buckets, PyLong_FromSize_t)
 }
 %typemap(check) const int32_t *expect_sparse {
     if ($1 && v$argnum.n != arg4) {
-        PyErr_Format(PyExc_ValueError, "expect_sparse has %zu entries for %zu tensors", v$argnum.n, (size_t)arg4);
+        pydistc_invalid("expect_sparse has %zu entries for %zu tensors", v$argnum.n, (size_t)arg4);
         SWIG_fail;
     }
 }

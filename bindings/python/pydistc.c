@@ -1,6 +1,7 @@
 /* Python objects to and from the C ABI's arguments (see pydistc.h). */
 #include "pydistc.h"
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -47,6 +48,19 @@ PyObject *pydistc_raise(int code) {
     return NULL;
 }
 
+/* A bad argument found here: DistcInvalidArgument (a ValueError and a
+ * DistcError, like the library's own EINVAL) with a formatted message. */
+PyObject *pydistc_invalid(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (!msg) return NULL;
+    distc_error_set(DISTC_EINVAL, PyUnicode_AsUTF8(msg));
+    Py_DECREF(msg);
+    return pydistc_raise(DISTC_EINVAL);
+}
+
 /* ------------------------------------------------------------------ tensors */
 
 /* The DLPack dtype of a buffer-protocol format ("<f", "Zd", "?"), or -1 with ValueError. */
@@ -54,7 +68,7 @@ static int dtype_from_format(const char *fmt, Py_ssize_t itemsize, DLDataType *d
     const char *f = fmt ? fmt : "B";
     if (*f == '@' || *f == '=' || *f == '<') f++;
     else if (*f == '>' || *f == '!') {
-        PyErr_Format(PyExc_ValueError, "%s: big-endian data (format '%s') is not supported", what, fmt);
+        pydistc_invalid("%s: big-endian data (format '%s') is not supported", what, fmt);
         return -1;
     }
     uint8_t bits = (uint8_t)(itemsize * 8);
@@ -73,7 +87,7 @@ static int dtype_from_format(const char *fmt, Py_ssize_t itemsize, DLDataType *d
         default: break;
         }
     }
-    PyErr_Format(PyExc_ValueError,
+    pydistc_invalid(
                  "%s: unsupported element format '%s' (supported: bool, int8, uint8, int16, int32, int64, "
                  "float16, float32, float64, complex64, complex128; bfloat16 through __dlpack__)",
                  what, fmt);
@@ -104,15 +118,15 @@ static int from_buffer(PyObject *obj, pydistc_tensor *t, int writable, const cha
             int contiguous = PyBuffer_IsContiguous(&probe, 'C');
             PyBuffer_Release(&probe);
             if (!contiguous)
-                PyErr_Format(PyExc_ValueError,
+                pydistc_invalid(
                              "%s is not contiguous: distc needs C-contiguous memory (use numpy.ascontiguousarray "
                              "or .contiguous(), and copy the result back)",
                              what);
             else
-                PyErr_Format(PyExc_ValueError, "%s is read-only, but this operation writes into it", what);
+                pydistc_invalid("%s is read-only, but this operation writes into it", what);
         } else {
             PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "%s: cannot read the buffer of a %.100s", what, Py_TYPE(obj)->tp_name);
+            pydistc_invalid("%s: cannot read the buffer of a %.100s", what, Py_TYPE(obj)->tp_name);
         }
         return -1;
     }
@@ -135,7 +149,7 @@ static int from_dlpack(PyObject *obj, pydistc_tensor *t, const char *what) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
         PyObject *s = value ? PyObject_Str(value) : NULL;
-        PyErr_Format(PyExc_ValueError, "%s: its __dlpack__() failed: %s", what, s ? PyUnicode_AsUTF8(s) : "?");
+        pydistc_invalid("%s: its __dlpack__() failed: %s", what, s ? PyUnicode_AsUTF8(s) : "?");
         Py_XDECREF(s);
         Py_XDECREF(type);
         Py_XDECREF(value);
@@ -145,7 +159,7 @@ static int from_dlpack(PyObject *obj, pydistc_tensor *t, const char *what) {
     DLManagedTensor *m = PyCapsule_GetPointer(t->capsule, "dltensor");
     if (!m) {
         PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "%s: __dlpack__() did not return an unused \"dltensor\" capsule", what);
+        pydistc_invalid("%s: __dlpack__() did not return an unused \"dltensor\" capsule", what);
         return -1;
     }
     /* The capsule keeps its name: dropping it (pydistc_tensor_put) calls the
@@ -158,7 +172,7 @@ static int from_dlpack(PyObject *obj, pydistc_tensor *t, const char *what) {
         int64_t expect = 1;
         for (int i = m->dl_tensor.ndim - 1; i >= 0; i--) {
             if (m->dl_tensor.shape[i] != 1 && m->dl_tensor.strides[i] != expect) {
-                PyErr_Format(PyExc_ValueError,
+                pydistc_invalid(
                              "%s is not contiguous: distc needs C-contiguous memory (call .contiguous() "
                              "and copy the result back)",
                              what);
@@ -174,7 +188,7 @@ static int from_dlpack(PyObject *obj, pydistc_tensor *t, const char *what) {
 int pydistc_tensor_get(PyObject *obj, pydistc_tensor *t, int writable, const char *what) {
     memset(t, 0, sizeof(*t));
     if (obj == NULL || obj == Py_None) {
-        PyErr_Format(PyExc_ValueError, "%s is None; a tensor or array is needed", what);
+        pydistc_invalid("%s is None; a tensor or array is needed", what);
         return -1;
     }
     /* (tensor, code, bits): the tensor's memory read as another dtype of the same width. */
@@ -184,7 +198,7 @@ int pydistc_tensor_get(PyObject *obj, pydistc_tensor *t, int writable, const cha
         if (!PyArg_ParseTuple(obj, "Oii", &inner, &code, &bits)) return -1;
         if (pydistc_tensor_get(inner, t, writable, what) != 0) return -1;
         if (t->dl.dtype.bits != bits) {
-            PyErr_Format(PyExc_ValueError, "%s: cannot read %d-bit elements as %d-bit ones", what, t->dl.dtype.bits,
+            pydistc_invalid("%s: cannot read %d-bit elements as %d-bit ones", what, t->dl.dtype.bits,
                          bits);
             return -1;
         }
@@ -193,7 +207,7 @@ int pydistc_tensor_get(PyObject *obj, pydistc_tensor *t, int writable, const cha
     }
     if (PyObject_CheckBuffer(obj)) return from_buffer(obj, t, writable, what);
     if (PyObject_HasAttrString(obj, "__dlpack__")) return from_dlpack(obj, t, what);
-    PyErr_Format(PyExc_ValueError,
+    pydistc_invalid(
                  "%s: a %.100s is not a tensor (expected a NumPy array, a buffer, or an object with __dlpack__)",
                  what, Py_TYPE(obj)->tp_name);
     return -1;
@@ -215,7 +229,7 @@ int pydistc_tensor_list_get(PyObject *seq, pydistc_tensor_list *l, int writable,
     }
     PyObject *fast = PySequence_Fast(seq, "");
     if (!fast) {
-        PyErr_Format(PyExc_ValueError, "%s must be a list of tensors, not a %.100s", what, Py_TYPE(seq)->tp_name);
+        pydistc_invalid("%s must be a list of tensors, not a %.100s", what, Py_TYPE(seq)->tp_name);
         return -1;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
@@ -253,7 +267,7 @@ int pydistc_check_list_len(const pydistc_tensor_list *l, distc_pg *pg, const cha
     int32_t size = 0;
     if (distc_pg_size(&size, pg) != 0) return 0; /* a bad group: the call itself says so */
     if (l->n != (size_t)size) {
-        PyErr_Format(PyExc_ValueError, "%s has %zu tensors; the group has %d ranks", what, l->n, (int)size);
+        pydistc_invalid("%s has %zu tensors; the group has %d ranks", what, l->n, (int)size);
         return -1;
     }
     return 0;
@@ -317,7 +331,7 @@ int pydistc_cstr_get(PyObject *obj, pydistc_bytes *b, const char *what) {
         return -1;
     }
     if (memchr(b->data, 0, b->len)) {
-        PyErr_Format(PyExc_ValueError, "%s contains a NUL character", what);
+        pydistc_invalid("%s contains a NUL character", what);
         return -1;
     }
     return 0;

@@ -16,6 +16,9 @@
  * with distc_error_last() as its message. Returns NULL. */
 PyObject *pydistc_raise(int code);
 
+/* Raises DistcInvalidArgument with a PyUnicode_FromFormat message. Returns NULL. */
+PyObject *pydistc_invalid(const char *fmt, ...);
+
 /* ---- tensors: anything with the buffer protocol (NumPy), anything with
  * __dlpack__ (PyTorch, CuPy), or a tuple (tensor, dlpack_code, bits) that
  * reinterprets a tensor's memory (torch 1.13 cannot export bool through

@@ -51,15 +51,16 @@ def program():
     for q in reqs:
         q.wait()
     assert got.tolist() == [prv, prv]
+    # tags keep the any-source receives apart from the ring's messages
     if r == 0:
-        srcs = sorted(dist.recv(np.zeros(1)) for _ in range(n - 1))
+        srcs = sorted(dist.recv(np.zeros(1), tag=2) for _ in range(n - 1))
         assert srcs == list(range(1, n))
     else:
-        dist.send(np.ones(1), dst=0)
-    req = dist.isend(np.full(3, 7), dst=nxt) if n > 1 else None
+        dist.send(np.ones(1), dst=0, tag=2)
+    req = dist.isend(np.full(3, 7), dst=nxt, tag=1) if n > 1 else None
     if n > 1:
         buf = np.zeros(3, dtype=np.int64)
-        dist.irecv(buf, src=prv).wait()
+        dist.irecv(buf, src=prv, tag=1).wait()
         req.wait()
         assert buf.tolist() == [7, 7, 7]
     # object collectives

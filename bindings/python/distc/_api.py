@@ -2,6 +2,7 @@
 
 Ranks given to these functions (src, dst, the ranks of new_group) are global
 ranks, as in torch; they are translated into the group's ranks here."""
+import atexit
 import datetime
 import warnings
 
@@ -26,6 +27,10 @@ class GroupMember:
 
 _default = None
 _groups = []  # groups made by new_group, closed with the default group
+
+# Close the default group while the interpreter is whole: pending work then
+# fails (and releases its buffers) before Python starts tearing down.
+atexit.register(lambda: destroy_process_group())
 
 
 def is_available():
@@ -253,6 +258,13 @@ def batch_isend_irecv(p2p_op_list):
     return [g.batch_isend_irecv(p2p_op_list)]
 
 
+def _fill(lst, values, name):
+    # As torch: one slot per rank, filled in place; slots past the world size are left alone.
+    if len(lst) < len(values):
+        raise ValueError(f"{name}: the list has {len(lst)} slots for {len(values)} ranks")
+    lst[:len(values)] = values
+
+
 # ---- object collectives (pickle: unpickling data from untrusted peers can run arbitrary code)
 
 def all_gather_object(object_list, obj, group=None):
@@ -260,7 +272,7 @@ def all_gather_object(object_list, obj, group=None):
     g = _group(group)
     if g is None:
         return _not_member("all_gather_object")
-    object_list[:] = g.all_gather_object(obj)
+    _fill(object_list, g.all_gather_object(obj), "all_gather_object")
 
 
 def gather_object(obj, object_gather_list=None, dst=0, group=None):
@@ -273,7 +285,7 @@ def gather_object(obj, object_gather_list=None, dst=0, group=None):
         raise ValueError("gather_object: the destination rank needs an object_gather_list")
     out = g.gather_object(obj, d)
     if out is not None:
-        object_gather_list[:] = out
+        _fill(object_gather_list, out, "gather_object")
 
 
 def broadcast_object_list(object_list, src=0, group=None, device=None):
