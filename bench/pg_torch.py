@@ -1,9 +1,13 @@
 #!/usr/bin/python3
 """torch.distributed (gloo) measured the way bench/pg_bench.c measures distc.
+With --lib distc the same script measures distc's Python package instead
+(`import distc as dist`, same torch tensors, same calls): what a Python user
+of either library pays per call.
 
     /usr/bin/python3 bench/pg_torch.py --nprocs N [--store-file PATH]
         [-o allreduce|broadcast|allgather|barrier|all[,...]] [-b 8] [-e 64M] [-f 2]
         [--iters N] [--warmup N] [--min-iters N] [--time-ms T] [--timeout-ms MS] [--json]
+        [--lib torch|distc]
     torchrun --nproc_per_node N bench/pg_torch.py [options]      (one rank per process, env://)
 
 With --nprocs the script forks N ranks itself (multiprocessing "fork", after
@@ -40,6 +44,18 @@ import torch
 import torch.distributed as dist
 
 OPS = ("allreduce", "broadcast", "allgather", "barrier")
+
+
+def LIB_VERSION():
+    return torch.__version__ if dist.__name__ == "torch.distributed" else dist.__version__
+
+
+def use_lib(name):
+    """Makes `dist` torch.distributed or distc (PYTHONPATH=build/python) for every rank."""
+    global dist
+    if name == "distc":
+        import distc
+        dist = distc
 
 
 class WrongResult(Exception):
@@ -198,7 +214,7 @@ class Bench:
                 "root": 0 if op == "broadcast" else -1, "iters": iters, "warmup": warmup,
                 "time_us": round(float(mm[0]) * 1e6, 3), "time_us_min": round(-float(mm[1]) * 1e6, 3),
                 "algbw_gbps": round(algbw, 6), "busbw_gbps": round(algbw * factor, 6),
-                "nproc": os.cpu_count(), "version": torch.__version__}
+                "nproc": os.cpu_count(), "version": LIB_VERSION(), "lib": dist.__name__}
 
 
 def rank_main(args, rank, n, store_file):
@@ -220,8 +236,9 @@ def rank_main(args, rank, n, store_file):
     b = Bench(args, rank, n)
     leader = rank == 0
     if leader and not args.json:
-        print("# pg_torch.py: torch %s, %d ranks over gloo (%s), joined in %.0f ms; nproc %d" %
-              (torch.__version__, n, "FileStore" if store_file else "env://", joined_ms, os.cpu_count()))
+        print("# pg_torch.py: %s %s, %d ranks over gloo (%s), joined in %.0f ms; nproc %d" %
+              (dist.__name__, LIB_VERSION(), n, "FileStore" if store_file else "env://", joined_ms,
+               os.cpu_count()))
         print("%-9s %12s %12s %8s %11s %11s %9s %9s" % ("op", "size(B)", "count", "iters", "time(us)", "min(us)",
                                                         "algbw", "busbw"))
         print("%-9s %12s %12s %8s %11s %11s %9s %9s" % ("", "", "(elements)", "", "slowest", "fastest", "(GB/s)",
@@ -268,7 +285,10 @@ def main():
     ap.add_argument("--time-ms", type=float, default=100.0, help="time box per size (default 100; 0: none)")
     ap.add_argument("--timeout-ms", type=int, default=120000)
     ap.add_argument("--json", action="store_true", help="one JSON object per row")
+    ap.add_argument("--lib", choices=("torch", "distc"), default="torch",
+                    help="torch: torch.distributed (default); distc: distc's Python package, same calls")
     args = ap.parse_args()
+    use_lib(args.lib)
     if (args.minbytes < 1 or args.maxbytes < args.minbytes or args.stepfactor < 2 or args.iters < 1
             or args.warmup < 0 or args.min_iters < 1 or args.time_ms < 0 or args.timeout_ms < 1):
         ap.error("bad sizes, counts or times")
