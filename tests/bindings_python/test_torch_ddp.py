@@ -1,0 +1,116 @@
+"""distc's reducer driven from PyTorch's gradient hooks (distc.torch_ddp)
+against torch.nn.parallel.DistributedDataParallel over gloo: the same model,
+data and seed, 2 ranks, the same weights after every step.
+
+Tolerance: both average the same float32 gradients; DDP sums them in gloo's
+order and divides, distc sums in rank order and divides once per bucket, so
+results may differ in the last bits of a step and drift by a few ulps over
+the steps: rtol 1e-5, atol 1e-6. With the fp16 hook on both sides the
+gradients travel as float16 (rounded identically, then summed in float16 by
+gloo and in float32 by distc): rtol 1e-3, atol 1e-4."""
+import datetime
+
+import pytest
+import torch
+import torch.distributed
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+import distc
+import distc.torch_ddp
+from conftest import free_port, run_procs
+
+STEPS = 8
+
+
+class Net(torch.nn.Module):
+    def __init__(self, unused_branch=False):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 4)
+        self.unused = torch.nn.Linear(4, 4) if unused_branch else None
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def data(rank, step):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+
+
+def train(model, rank, accumulate):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    snapshots = []
+    for step in range(STEPS):
+        opt.zero_grad()
+        if accumulate:
+            with model.no_sync():
+                x, y = data(rank + 10, step)
+                torch.nn.functional.mse_loss(model(x), y).backward()
+        x, y = data(rank, step)
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        snapshots.append([p.detach().clone() for p in model.parameters() if p.requires_grad])
+    return snapshots
+
+
+def compare(pg, variant):
+    rank, size = pg.rank(), pg.size()
+    torch.manual_seed(rank)  # ranks start different: both must broadcast rank 0's weights
+    port = pg.broadcast_object(free_port() if rank == 0 else None, 0)
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                         world_size=size, timeout=datetime.timedelta(seconds=30))
+    unused = variant == "unused"
+    ref = torch.nn.parallel.DistributedDataParallel(Net(unused), find_unused_parameters=unused)
+    if variant == "fp16":
+        ref.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    torch.manual_seed(rank)  # rank 0 starts where torch's rank 0 did; the others differ until broadcast
+    net = Net(unused)
+    ours = distc.torch_ddp.DistributedDataParallel(
+        net, group=pg, find_unused_parameters=unused, gradient_as_bucket_view=variant == "view",
+        comm_hook="fp16" if variant == "fp16" else None, bucket_cap_mb=0.0002 if variant == "small" else 25,
+        first_bucket_mb=0.0002 if variant == "small" else 1)
+    want = train(ref, rank, variant == "no_sync")
+    got = train(ours, rank, variant == "no_sync")
+    torch.distributed.destroy_process_group()
+    rtol, atol = (1e-3, 1e-4) if variant == "fp16" else (1e-5, 1e-6)
+    for step, (w, g) in enumerate(zip(want, got)):
+        for i, (a, b) in enumerate(zip(w, g)):
+            assert torch.allclose(a, b, rtol=rtol, atol=atol), \
+                f"{variant}: step {step} parameter {i}: max diff {(a - b).abs().max().item():.3g}"
+    # distc's ranks agree bit for bit
+    flat = torch.cat([p.flatten() for p in got[-1]]).numpy().tobytes()
+    assert len(set(pg.all_gather_object(flat))) == 1, "ranks disagree"
+    return ours.reducer.num_buckets
+
+
+def compare_plain(pg):
+    return compare(pg, "plain")
+
+
+def compare_small(pg):
+    return compare(pg, "small")
+
+
+def compare_view(pg):
+    return compare(pg, "view")
+
+
+def compare_unused(pg):
+    return compare(pg, "unused")
+
+
+def compare_no_sync(pg):
+    return compare(pg, "no_sync")
+
+
+def compare_fp16(pg):
+    return compare(pg, "fp16")
+
+
+@pytest.mark.parametrize("fn", [compare_plain, compare_small, compare_view, compare_unused, compare_no_sync,
+                                compare_fp16], ids=lambda f: f.__name__[len("compare_"):])
+def test_same_weights_as_torch_ddp(fn):
+    buckets = run_procs(2, fn, join_s=120)
+    if fn is compare_small:
+        assert buckets[0] > 1
