@@ -110,6 +110,12 @@ DISTC_OUT_SCALAR(size_t, n_buckets, PyLong_FromSize_t)
 %typemap(in, numinputs=0) void **view (void *tmp = NULL) { $1 = &tmp; }
 %typemap(argout) void **view { $result = SWIG_Python_AppendOutput($result, PyLong_FromVoidPtr(tmp$argnum)); }
 
+/* distc_work_wait_stream: a stream handle as an int (torch: stream.cuda_stream); None is the default stream. */
+%typemap(in) void *stream {
+    $1 = $input == Py_None ? NULL : PyLong_AsVoidPtr($input);
+    if (!$1 && PyErr_Occurred()) SWIG_fail;
+}
+
 /* ------------------------------------------------------------------ bytes */
 
 %typemap(in) (const void *value, size_t len) (pydistc_bytes b = {0}) {

@@ -53,6 +53,7 @@ def test_wait_with_timeout_then_completion():
             w.wait(timeout=0.05)
         assert not w.is_completed() and w.exception() is None
         pg.barrier()
+        w.wait_stream(None)  # a host backend: waits here
         assert w.wait() and w.is_success()
         assert w.duration.total_seconds() > 0.05
         assert a[0] == 2.0
@@ -206,3 +207,42 @@ def test_closed_group_and_double_close():
     with pytest.raises(ValueError, match="closed"):
         pg.all_reduce(np.zeros(1))
     assert "closed" in repr(pg)
+
+
+def test_close_while_another_thread_is_inside_a_call():
+    """The handle outlives close() until calls in flight return (no use after free)."""
+    for _ in range(20):
+        store = distc.HashStore()
+        store.set_timeout(0.2)
+        errors = []
+
+        def blocked():
+            try:
+                store.get("never-set")
+            except distc.DistcTimeoutError:
+                pass
+            except Exception as e:  # noqa: B902 - reported below
+                errors.append(e)
+
+        t = threading.Thread(target=blocked)
+        t.start()
+        time.sleep(0.01)
+        store.close()  # the waiting get keeps the handle until it returns
+        t.join(10)
+        assert not errors, errors
+        # a watchdog's abort racing the owner's close
+        pg = distc.ProcessGroup(distc.HashStore(), 0, 1)
+
+        def watchdog():
+            for _ in range(50):
+                try:
+                    pg.abort()
+                except ValueError:  # closed: the only error allowed here
+                    return
+
+        a = threading.Thread(target=watchdog)
+        a.start()
+        try:
+            pg.close()
+        finally:
+            a.join(10)

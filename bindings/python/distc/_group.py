@@ -4,6 +4,7 @@ import pickle
 
 from . import _distc
 from ._errors import error_for
+from ._handle import Owned
 from ._store import as_store
 from ._types import ReduceOp, op_args, tensor_arg, tensor_list, timeout_ms, timeout_opts
 
@@ -48,6 +49,13 @@ class Work:
         point-to-point operations, -1 for collectives."""
         return _distc.distc_work_source_rank(self._h)
 
+    def wait_stream(self, stream=None):
+        """Makes a device stream wait for the operation without blocking the host (nccl);
+        host backends wait here instead. `stream`: an int handle, an object with
+        .cuda_stream (torch) or .ptr (CuPy), or None for the default stream."""
+        handle = getattr(stream, "cuda_stream", None) or getattr(stream, "ptr", None) or stream
+        _distc.distc_work_wait_stream(self._h, handle)
+
     def result(self):
         """What the operation produced (torch: the output tensors), once waited for."""
         return self._result
@@ -74,7 +82,7 @@ def _rank_list(n, what):
     return [int(x) for x in n]
 
 
-class ProcessGroup:
+class ProcessGroup(Owned):
     """A group of `size` ranks meeting in `store`, over a backend ("gloo", or a plugin:
     "mpi", "nccl"). A context manager; close() releases it (pending work fails with
     DistcAborted). Methods take group ranks; every collective takes `async_op`
@@ -84,9 +92,9 @@ class ProcessGroup:
                  device=None, _handle=None):
         if _handle is None:
             store = as_store(store)
-            _handle = _distc.distc_pg_new(store._handle, int(rank), int(size),
-                                          _pg_opts(backend, timeout, group_name, debug, device))
-        self._h = _handle
+            _handle = store._call(_distc.distc_pg_new, int(rank), int(size),
+                                  _pg_opts(backend, timeout, group_name, debug, device))
+        self._own(_handle, _distc.distc_pg_free)
         self._store = store  # a custom store's Python object must outlive its calls
 
     @classmethod
@@ -103,81 +111,61 @@ class ProcessGroup:
         h = _distc.distc_pg_new_from_url(url, rv or None, _pg_opts(backend, timeout, group_name, debug, device))
         return cls(None, 0, 0, _handle=h)
 
-    @property
-    def _handle(self):
-        if self._h is None:
-            raise ValueError("the process group was closed")
-        return self._h
-
-    def close(self):
-        h, self._h = self._h, None
-        if h is not None:
-            _distc.distc_pg_free(h)
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    _what = "process group"
 
     def abort(self):
         """Fails every operation in flight or queued on this rank with DistcAborted; never hangs."""
-        _distc.distc_pg_abort(self._handle)
+        self._call(_distc.distc_pg_abort)
 
     # ---- queries
     def rank(self):
-        return _distc.distc_pg_rank(self._handle)
+        return self._call(_distc.distc_pg_rank)
 
     def size(self):
-        return _distc.distc_pg_size(self._handle)
+        return self._call(_distc.distc_pg_size)
 
     def backend(self):
-        return _distc.distc_pg_backend(self._handle)
+        return self._call(_distc.distc_pg_backend)
 
     def name(self):
-        return _distc.distc_pg_name(self._handle)
+        return self._call(_distc.distc_pg_name)
 
     def store_prefix(self):
-        return _distc.distc_pg_store_prefix(self._handle)
+        return self._call(_distc.distc_pg_store_prefix)
 
     def timeout(self):
-        return datetime.timedelta(milliseconds=_distc.distc_pg_timeout(self._handle))
+        return datetime.timedelta(milliseconds=self._call(_distc.distc_pg_timeout))
 
     def global_rank(self, group_rank):
         """The root group's rank of this group's rank `group_rank`."""
-        return _distc.distc_pg_global_rank(self._handle, int(group_rank))
+        return self._call(_distc.distc_pg_global_rank, int(group_rank))
 
     def group_rank(self, global_rank):
         """This group's rank of the root group's rank `global_rank`; -1 when not a member."""
-        return _distc.distc_pg_group_rank(self._handle, int(global_rank))
+        return self._call(_distc.distc_pg_group_rank, int(global_rank))
 
     # ---- subgroups
     def new_subgroup(self, ranks, timeout=None, group_name=None, backend=None):
         """c10d's new_group over this group's `ranks`; every rank calls it. None on a
         rank that is not listed."""
-        h = _distc.distc_pg_new_subgroup(self._handle, _rank_list(ranks, "ranks"),
+        h = self._call(_distc.distc_pg_new_subgroup, _rank_list(ranks, "ranks"),
                                          _pg_opts(backend, timeout, group_name, None, None))
         return None if h is None else ProcessGroup(None, 0, 0, _handle=h)
 
     def split(self, color, key=0, timeout=None, group_name=None):
         """MPI_Comm_split: ranks with the same color >= 0 form a group ordered by key; a
         negative color gives None."""
-        h = _distc.distc_pg_split(self._handle, int(color), int(key),
+        h = self._call(_distc.distc_pg_split, int(color), int(key),
                                   _pg_opts(None, timeout, group_name, None, None))
         return None if h is None else ProcessGroup(None, 0, 0, _handle=h)
 
     # ---- collectives
     def _go(self, fn, async_op, keep, result, *args):
+        h = self._hold()  # see Owned._call
         if not async_op:
-            fn(False, self._handle, *args)
+            fn(False, h.ptr, *args)
             return None
-        return Work(fn(True, self._handle, *args), keep, result)
+        return Work(fn(True, h.ptr, *args), keep, result)
 
     def all_reduce(self, tensor, op=ReduceOp.SUM, async_op=False, timeout=None):
         c_op, opts = op_args(op, timeout)
@@ -250,7 +238,7 @@ class ProcessGroup:
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
         """A barrier that names the ranks that did not arrive within `timeout` (DistcTimeoutError)."""
         ms = timeout_ms(timeout)
-        _distc.distc_monitored_barrier(self._handle, -1 if ms is None else ms, int(bool(wait_all_ranks)))
+        self._call(_distc.distc_monitored_barrier, -1 if ms is None else ms, int(bool(wait_all_ranks)))
 
     # ---- point-to-point
     def send(self, tensor, dst, tag=0, async_op=False, timeout=None):
@@ -265,7 +253,7 @@ class ProcessGroup:
             return self._go(_distc.distc_recv, True, (tensor,), [tensor], tensor_arg(tensor), src, int(tag),
                             timeout_opts(timeout))
         if src >= 0:
-            _distc.distc_recv(False, self._handle, tensor_arg(tensor), src, int(tag), timeout_opts(timeout))
+            self._go(_distc.distc_recv, False, None, None, tensor_arg(tensor), src, int(tag), timeout_opts(timeout))
             return src
         w = self._go(_distc.distc_recv, True, (tensor,), [tensor], tensor_arg(tensor), src, int(tag),
                      timeout_opts(timeout))
@@ -280,26 +268,26 @@ class ProcessGroup:
             kind, tensor, peer, tag = o if isinstance(o, tuple) else o.as_tuple(self)
             raw.append((int(kind), tensor_arg(tensor), int(peer), int(tag)))
             keep.append(tensor)
-        return Work(_distc.distc_batch_isend_irecv(True, self._handle, raw, timeout_opts(timeout)), tuple(keep))
+        return self._go(_distc.distc_batch_isend_irecv, True, tuple(keep), None, raw, timeout_opts(timeout))
 
     # ---- bytes and objects
     def all_gather_bytes(self, data, timeout=None):
         """Every rank's `data` (bytes; sizes may differ), in rank order."""
-        return _distc.distc_all_gather_bytes(self._handle, data, timeout_opts(timeout))
+        return self._call(_distc.distc_all_gather_bytes, data, timeout_opts(timeout))
 
     def gather_bytes(self, data, dst=0, timeout=None):
         """Every rank's `data` on `dst` (a list); None elsewhere."""
-        out = _distc.distc_gather_bytes(self._handle, data, int(dst), timeout_opts(timeout))
+        out = self._call(_distc.distc_gather_bytes, data, int(dst), timeout_opts(timeout))
         return out if self.rank() == dst else None
 
     def broadcast_bytes(self, data, src=0, timeout=None):
         """`src`'s `data` on every rank (`data` is ignored elsewhere)."""
-        return _distc.distc_broadcast_bytes(self._handle, data if self.rank() == src else None, int(src),
+        return self._call(_distc.distc_broadcast_bytes, data if self.rank() == src else None, int(src),
                                             timeout_opts(timeout))
 
     def scatter_bytes(self, data_list, src=0, timeout=None):
         """`src`'s data_list[r] on rank r."""
-        return _distc.distc_scatter_bytes(self._handle, data_list if self.rank() == src else None, int(src),
+        return self._call(_distc.distc_scatter_bytes, data_list if self.rank() == src else None, int(src),
                                           timeout_opts(timeout))
 
     def all_gather_object(self, obj, timeout=None):

@@ -3,12 +3,13 @@ import ctypes
 
 from . import _distc
 from ._group import ProcessGroup
+from ._handle import Owned
 from ._types import tensor_list
 
 _HOOKS = {None: 0, "allreduce": 0, "fp16": 1, "fp16_compress": 1, "bf16": 2, "bf16_compress": 2}
 
 
-class Reducer:
+class Reducer(Owned):
     """c10d's Reducer for any training loop: per step, prepare_for_backward(), then
     mark_ready(i) as gradient i is written, then finalize() (the gradients then hold
     the average over ranks). `grads` (NumPy arrays or tensors, host memory) are
@@ -30,57 +31,36 @@ class Reducer:
             if len(opts["bucket_of"]) != len(self._grads):
                 raise ValueError(f"bucket_of has {len(opts['bucket_of'])} entries for {len(self._grads)} gradients")
         self._group = group
-        self._h = _distc.distc_reducer_new(group._handle, tensor_list(self._grads), opts)
+        self._own(group._call(_distc.distc_reducer_new, tensor_list(self._grads), opts), _distc.distc_reducer_free)
         if _HOOKS[comm_hook]:
-            _distc.distc_reducer_register_builtin_hook(self._h, _HOOKS[comm_hook])
+            self._call(_distc.distc_reducer_register_builtin_hook, _HOOKS[comm_hook])
 
-    @property
-    def _handle(self):
-        if self._h is None:
-            raise ValueError("the reducer was closed")
-        return self._h
-
-    def close(self):
-        h, self._h = self._h, None
-        if h is not None:
-            _distc.distc_reducer_free(h)
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    _what = "reducer"
 
     def prepare_for_backward(self, unused=()):
         """Starts an iteration; `unused` gradients will not be computed (they reduce as zeros)."""
-        _distc.distc_reducer_prepare_for_backward(self._handle, [int(i) for i in unused])
+        self._call(_distc.distc_reducer_prepare_for_backward, [int(i) for i in unused])
 
     def mark_ready(self, index):
         """Gradient `index` holds its value: copied into its bucket; full buckets start their allreduce."""
-        _distc.distc_reducer_mark_ready(self._handle, index)
+        self._call(_distc.distc_reducer_mark_ready, index)
 
     def finalize(self):
         """Waits for every bucket and writes the averages back (raises a failed allreduce's error)."""
-        _distc.distc_reducer_finalize(self._handle)
+        self._call(_distc.distc_reducer_finalize)
 
     @property
     def num_buckets(self):
-        return _distc.distc_reducer_num_buckets(self._handle)
+        return self._call(_distc.distc_reducer_num_buckets)
 
     def bucket_of(self, index):
-        return _distc.distc_reducer_bucket_of(self._handle, index)
+        return self._call(_distc.distc_reducer_bucket_of, index)
 
     def grad_view(self, index):
         """With gradient_as_bucket_view: gradient `index`'s memory inside its bucket, as an
         array (NumPy for NumPy gradients, a tensor for torch ones) of its shape and dtype.
         It stays valid as long as this reducer."""
-        addr = _distc.distc_reducer_grad_view(self._handle, index)
+        addr = self._call(_distc.distc_reducer_grad_view, index)
         g = self._grads[index]
         raw = (ctypes.c_char * g.nbytes).from_address(addr) if hasattr(g, "nbytes") else None
         if type(g).__module__ == "torch":
@@ -94,11 +74,11 @@ class Reducer:
 
     def ready_ns(self, index):
         """When gradient `index` was marked in the last iteration (ns after prepare; -1: unused)."""
-        return _distc.distc_reducer_ready_ns(self._handle, index)
+        return self._call(_distc.distc_reducer_ready_ns, index)
 
     def bucket_stats(self, bucket):
         """(bytes, launch_ns, reduce_ns) of `bucket` in the last iteration."""
-        return tuple(_distc.distc_reducer_bucket_stats(self._handle, bucket))
+        return tuple(self._call(_distc.distc_reducer_bucket_stats, bucket))
 
 
 def compute_bucket_assignment_by_size(tensors, bucket_size_limits, expect_sparse_gradient=None):

@@ -2,6 +2,7 @@
 import datetime
 
 from . import _distc
+from ._handle import Owned
 from ._types import timeout_ms
 
 
@@ -11,7 +12,7 @@ def _keys(keys):
     return list(keys)
 
 
-class Store:
+class Store(Owned):
     """A distc store handle. Subclasses create it; every method is thread-safe.
 
     Values are bytes (str values are stored as UTF-8). The handle is released
@@ -19,82 +20,61 @@ class Store:
     made on a store keep their own reference, so the two may go in any order.
     """
 
+    _what = "store"
+
     def __init__(self, handle):
-        self._h = handle
-
-    @property
-    def _handle(self):
-        if self._h is None:
-            raise ValueError("the store was closed")
-        return self._h
-
-    def close(self):
-        h, self._h = self._h, None
-        if h is not None:
-            _distc.distc_store_free(h)
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        self._own(handle, _distc.distc_store_free)
 
     def set(self, key, value):
-        _distc.distc_store_set(self._handle, key, value)
+        self._call(_distc.distc_store_set, key, value)
 
     def get(self, key):
         """The value of `key`, waiting up to the store's timeout for it (DistcTimeoutError)."""
-        return _distc.distc_store_get(self._handle, key)
+        return self._call(_distc.distc_store_get, key)
 
     def add(self, key, amount):
         """Adds `amount` to the counter `key` (missing: 0) and returns the new value."""
-        return _distc.distc_store_add(self._handle, key, int(amount))
+        return self._call(_distc.distc_store_add, key, int(amount))
 
     def compare_set(self, key, expected_value, desired_value):
         """Sets `key` to `desired_value` if it holds `expected_value` (or is missing and
         `expected_value` is empty); returns the value after the call."""
-        return _distc.distc_store_compare_set(self._handle, key, expected_value, desired_value)
+        return self._call(_distc.distc_store_compare_set, key, expected_value, desired_value)
 
     def check(self, keys):
         """True if every key exists (never waits)."""
-        return bool(_distc.distc_store_check(self._handle, _keys(keys)))
+        return bool(self._call(_distc.distc_store_check, _keys(keys)))
 
     def wait(self, keys, timeout=None):
         """Waits until every key exists, up to `timeout` (a timedelta or seconds; None: the store's)."""
         ms = timeout_ms(timeout)
-        _distc.distc_store_wait(self._handle, _keys(keys), -1 if ms is None else ms)
+        self._call(_distc.distc_store_wait, _keys(keys), -1 if ms is None else ms)
 
     def delete_key(self, key):
         """Deletes `key`; True if it existed."""
-        return bool(_distc.distc_store_delete_key(self._handle, key))
+        return bool(self._call(_distc.distc_store_delete_key, key))
 
     def num_keys(self):
-        return _distc.distc_store_num_keys(self._handle)
+        return self._call(_distc.distc_store_num_keys)
 
     def append(self, key, value):
-        _distc.distc_store_append(self._handle, key, value)
+        self._call(_distc.distc_store_append, key, value)
 
     def multi_get(self, keys):
-        return _distc.distc_store_multi_get(self._handle, _keys(keys))
+        return self._call(_distc.distc_store_multi_get, _keys(keys))
 
     def multi_set(self, keys, values):
         keys, values = _keys(keys), list(values)
         if len(keys) != len(values):
             raise ValueError(f"multi_set got {len(keys)} keys and {len(values)} values")
-        _distc.distc_store_multi_set(self._handle, list(zip(keys, values)))
+        self._call(_distc.distc_store_multi_set, list(zip(keys, values)))
 
     def set_timeout(self, timeout):
-        _distc.distc_store_set_timeout(self._handle, timeout_ms(timeout))
+        self._call(_distc.distc_store_set_timeout, timeout_ms(timeout))
 
     @property
     def timeout(self):
-        return datetime.timedelta(milliseconds=_distc.distc_store_get_timeout(self._handle))
+        return datetime.timedelta(milliseconds=self._call(_distc.distc_store_get_timeout))
 
 
 class HashStore(Store):
@@ -132,7 +112,7 @@ class TCPStore(Store):
 
     @property
     def port(self):
-        return _distc.distc_store_tcp_port(self._handle)
+        return self._call(_distc.distc_store_tcp_port)
 
 
 class PrefixStore(Store):
@@ -141,7 +121,8 @@ class PrefixStore(Store):
     def __init__(self, prefix, store):
         if not isinstance(store, Store):
             raise TypeError(f"store must be a distc store, not {type(store).__name__}")
-        super().__init__(_distc.distc_store_new_prefix(prefix, store._handle))
+        inner = store._hold()
+        super().__init__(_distc.distc_store_new_prefix(prefix, inner.ptr))
         self.underlying_store = store
 
 
