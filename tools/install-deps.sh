@@ -11,6 +11,7 @@ pkgs=(
   libopenmpi-dev openmpi-bin           # the mpi backend plugin and mpirun for its tests
   python3 python3-pytest python3-numpy # Debian's /usr/bin/python3 test runner
   swig python3-dev                     # the Python bindings (bindings/python)
+  bindgen                              # regenerates and checks the Rust bindings (bindings/rust/distc-sys)
   python3-torch                        # the PyTorch peer for wire-compatibility tests and benchmarks
 )
 

@@ -1,0 +1,219 @@
+//! Element types of buffers, and the DLPack descriptors built over slices.
+use std::marker::PhantomData;
+use std::os::raw::c_void;
+
+use distc_sys as sys;
+
+// DLPack's type codes (fixed by the spec; kDLBool arrived in DLPack 0.8).
+const INT: u8 = 0;
+const UINT: u8 = 1;
+const FLOAT: u8 = 2;
+const BFLOAT: u8 = 4;
+const COMPLEX: u8 = 5;
+const BOOL: u8 = 6;
+
+/// An IEEE half-precision number, as its bits.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct F16(pub u16);
+
+/// A bfloat16 number, as its bits.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BF16(pub u16);
+
+impl F16 {
+    /// Rounds `x` to the nearest half (ties to even); overflow gives infinity.
+    pub fn from_f32(x: f32) -> F16 {
+        let b = x.to_bits();
+        let sign = ((b >> 16) & 0x8000) as u16;
+        let exp = ((b >> 23) & 0xff) as i32;
+        let man = b & 0x7f_ffff;
+        if exp == 0xff {
+            return F16(sign | 0x7c00 | if man != 0 { 0x200 } else { 0 });
+        }
+        let e = exp - 127 + 15;
+        if e >= 0x1f {
+            return F16(sign | 0x7c00);
+        }
+        if e <= 0 {
+            if e < -10 {
+                return F16(sign);
+            }
+            let m = man | 0x80_0000;
+            let shift = (14 - e) as u32;
+            let half = 1u32 << (shift - 1);
+            let rest = m & ((1 << shift) - 1);
+            let mut r = m >> shift;
+            if rest > half || (rest == half && r & 1 == 1) {
+                r += 1;
+            }
+            return F16(sign | r as u16);
+        }
+        let mut r = ((e as u32) << 10) | (man >> 13);
+        let rest = man & 0x1fff;
+        if rest > 0x1000 || (rest == 0x1000 && r & 1 == 1) {
+            r += 1;
+        }
+        F16(sign | r as u16)
+    }
+
+    pub fn to_f32(self) -> f32 {
+        let h = self.0 as u32;
+        let sign = (h & 0x8000) << 16;
+        let exp = (h >> 10) & 0x1f;
+        let man = h & 0x3ff;
+        let bits = if exp == 0 {
+            if man == 0 {
+                sign
+            } else {
+                // subnormal: normalise
+                let mut e = 127 - 15 + 1;
+                let mut m = man;
+                while m & 0x400 == 0 {
+                    m <<= 1;
+                    e -= 1;
+                }
+                sign | ((e as u32) << 23) | ((m & 0x3ff) << 13)
+            }
+        } else if exp == 0x1f {
+            sign | 0x7f80_0000 | (man << 13)
+        } else {
+            sign | ((exp + 127 - 15) << 23) | (man << 13)
+        };
+        f32::from_bits(bits)
+    }
+}
+
+impl BF16 {
+    /// Rounds `x` to the nearest bfloat16 (ties to even).
+    pub fn from_f32(x: f32) -> BF16 {
+        let b = x.to_bits();
+        if x.is_nan() {
+            return BF16(((b >> 16) | 0x40) as u16);
+        }
+        let round = 0x7fff + ((b >> 16) & 1);
+        BF16(((b + round) >> 16) as u16)
+    }
+
+    pub fn to_f32(self) -> f32 {
+        f32::from_bits((self.0 as u32) << 16)
+    }
+}
+
+/// A complex number of two f32 (DLPack complex64).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Complex32 {
+    pub re: f32,
+    pub im: f32,
+}
+
+/// A complex number of two f64 (DLPack complex128).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Complex64 {
+    pub re: f64,
+    pub im: f64,
+}
+
+/// A type distc can reduce and move: its DLPack dtype.
+///
+/// # Safety
+/// `DTYPE` must describe the type's memory exactly (size and representation).
+pub unsafe trait Element: Copy + Send + Sync + 'static {
+    const CODE: u8;
+    const BITS: u8;
+}
+
+macro_rules! element {
+    ($($t:ty => $code:expr, $bits:expr;)*) => {
+        $(unsafe impl Element for $t {
+            const CODE: u8 = $code;
+            const BITS: u8 = $bits;
+        })*
+    };
+}
+
+element! {
+    bool => BOOL, 8;
+    i8 => INT, 8;
+    u8 => UINT, 8;
+    i16 => INT, 16;
+    i32 => INT, 32;
+    i64 => INT, 64;
+    F16 => FLOAT, 16;
+    BF16 => BFLOAT, 16;
+    f32 => FLOAT, 32;
+    f64 => FLOAT, 64;
+    Complex32 => COMPLEX, 64;
+    Complex64 => COMPLEX, 128;
+}
+
+/// A one-dimensional DLTensor over a slice, valid for the borrow `'a`.
+/// Boxed so that `shape` can point into it wherever the value moves.
+pub(crate) struct Desc<'a> {
+    shape: Box<i64>,
+    pub(crate) dl: sys::DLTensor,
+    _borrow: PhantomData<&'a [u8]>,
+}
+
+impl<'a> Desc<'a> {
+    /// A buffer the library only reads.
+    pub(crate) fn of<T: Element>(s: &'a [T]) -> Desc<'a> {
+        Desc::raw(s.as_ptr() as *mut c_void, s.len(), T::CODE, T::BITS)
+    }
+
+    /// A buffer the library writes (its pointer comes from the unique borrow).
+    pub(crate) fn of_mut<T: Element>(s: &'a mut [T]) -> Desc<'a> {
+        Desc::raw(s.as_mut_ptr() as *mut c_void, s.len(), T::CODE, T::BITS)
+    }
+
+    fn raw(data: *mut c_void, len: usize, code: u8, bits: u8) -> Desc<'a> {
+        let mut shape = Box::new(len as i64);
+        let dl = sys::DLTensor {
+            data,
+            device: sys::DLDevice { device_type: sys::kDLCPU, device_id: 0 },
+            ndim: 1,
+            dtype: sys::DLDataType { code, bits, lanes: 1 },
+            shape: &mut *shape,
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        };
+        Desc { shape, dl, _borrow: PhantomData }
+    }
+
+    pub(crate) fn ptr(&mut self) -> *mut sys::DLTensor {
+        debug_assert!(std::ptr::eq(self.dl.shape, &*self.shape));
+        &mut self.dl
+    }
+}
+
+/// Descriptors of `parts` (one per rank, say), and the array of pointers the C API takes.
+pub(crate) struct DescList<'a> {
+    descs: Vec<Desc<'a>>,
+    ptrs: Vec<*mut sys::DLTensor>,
+}
+
+impl<'a> DescList<'a> {
+    pub(crate) fn of<T: Element>(parts: impl Iterator<Item = &'a [T]>) -> DescList<'a> {
+        DescList::from(parts.map(Desc::of).collect())
+    }
+
+    pub(crate) fn of_mut<T: Element>(parts: impl Iterator<Item = &'a mut [T]>) -> DescList<'a> {
+        DescList::from(parts.map(Desc::of_mut).collect())
+    }
+
+    fn from(mut descs: Vec<Desc<'a>>) -> DescList<'a> {
+        let ptrs = descs.iter_mut().map(|d| d.ptr()).collect();
+        DescList { descs, ptrs }
+    }
+
+    pub(crate) fn as_ptr(&self) -> *const *mut sys::DLTensor {
+        self.ptrs.as_ptr()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.descs.len()
+    }
+}

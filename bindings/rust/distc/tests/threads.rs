@@ -1,0 +1,286 @@
+//! Multi-rank tests with ranks as threads over one hash store (the GIL-free
+//! equivalent of processes for everything but crashes: tests/processes.rs).
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use distc::{Complex32, ErrorKind, GroupOptions, ProcessGroup, ReduceOp, Reducer, ReducerOptions, Store, BF16, F16};
+
+fn ranks<R: Send + 'static>(size: i32, f: impl Fn(ProcessGroup) -> R + Send + Sync + 'static) -> Vec<R> {
+    let store = Arc::new(Store::hash().unwrap());
+    let f = Arc::new(f);
+    let hs: Vec<_> = (0..size)
+        .map(|r| {
+            let (store, f) = (store.clone(), f.clone());
+            thread::spawn(move || {
+                let opts = GroupOptions { timeout: Some(Duration::from_secs(20)), ..Default::default() };
+                f(ProcessGroup::new(&store, r, size, &opts).unwrap())
+            })
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().expect("a rank panicked")).collect()
+}
+
+#[test]
+fn store_operations_and_errors() {
+    let s = Store::hash().unwrap();
+    s.set("k", b"v\0w").unwrap();
+    assert_eq!(s.get("k").unwrap(), b"v\0w");
+    assert_eq!(s.add("n", 5).unwrap(), 5);
+    assert_eq!(s.add("n", -2).unwrap(), 3);
+    assert_eq!(s.compare_set("c", b"", b"x").unwrap(), b"x");
+    assert_eq!(s.compare_set("c", b"y", b"z").unwrap(), b"x");
+    assert!(s.check(&["k", "n"]).unwrap());
+    assert!(!s.check(&["k", "missing"]).unwrap());
+    s.append("a", b"12").unwrap();
+    s.append("a", b"34").unwrap();
+    assert_eq!(s.get("a").unwrap(), b"1234");
+    s.multi_set(&["m1", "m2"], &[b"1", b"22"]).unwrap();
+    assert_eq!(s.multi_get(&["m1", "m2"]).unwrap(), vec![b"1".to_vec(), b"22".to_vec()]);
+    assert!(s.delete_key("k").unwrap());
+    assert!(!s.delete_key("k").unwrap());
+    assert!(s.num_keys().unwrap() >= 4);
+    s.set_timeout(Duration::from_millis(100)).unwrap();
+    assert_eq!(s.timeout().unwrap(), Duration::from_millis(100));
+    let t0 = Instant::now();
+    let e = s.get("never").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout);
+    assert!(e.message.contains("never"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let e = s.wait(&["nope"], Some(Duration::from_millis(50))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout);
+    assert_eq!(s.set("bad\0key", b"").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    s.set("txt", b"abc").unwrap();
+    assert_eq!(s.add("txt", 1).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert!(s.multi_set(&["a"], &[]).is_err());
+    let p = Store::prefix("pre", &s).unwrap();
+    p.set("x", b"1").unwrap();
+    drop(s); // the prefix store holds its own reference
+    assert_eq!(p.get("x").unwrap(), b"1");
+    assert!(Store::file("/nonexistent-dir/x/y", 1).is_err());
+}
+
+#[test]
+fn tcp_store_server_and_client() {
+    let server = Store::tcp(&distc::TcpStoreOptions { is_server: true, wait_for_workers: false, ..Default::default() })
+        .unwrap();
+    let port = server.port().unwrap();
+    let client = Store::tcp(&distc::TcpStoreOptions { port, timeout: Duration::from_secs(10), ..Default::default() })
+        .unwrap();
+    client.set("from-client", b"hi").unwrap();
+    assert_eq!(server.get("from-client").unwrap(), b"hi");
+}
+
+#[test]
+fn collectives_on_every_element_type() {
+    for size in 1..=4 {
+        ranks(size, move |pg| {
+            let r = pg.rank();
+            let n = pg.size();
+            let tri = n * (n + 1) / 2;
+            let mut f = vec![(r + 1) as f32; 5];
+            pg.all_reduce(&mut f, ReduceOp::Sum).unwrap();
+            assert_eq!(f, vec![tri as f32; 5]);
+            let mut d = vec![(r + 1) as f64; 3];
+            pg.all_reduce(&mut d, ReduceOp::Avg).unwrap();
+            assert_eq!(d, vec![tri as f64 / n as f64; 3]);
+            let mut i = vec![r as i64; 2];
+            pg.all_reduce(&mut i, ReduceOp::Max).unwrap();
+            assert_eq!(i, vec![(n - 1) as i64; 2]);
+            let mut u = vec![1u8 << r; 2];
+            pg.all_reduce(&mut u, ReduceOp::Bor).unwrap();
+            assert_eq!(u, vec![((1u32 << n) - 1) as u8; 2]);
+            let mut b = vec![r == 0, true];
+            pg.all_reduce(&mut b, ReduceOp::Band).unwrap();
+            assert_eq!(b, vec![n == 1, true]);
+            let mut h = vec![F16::from_f32(r as f32 + 0.5); 3];
+            pg.all_reduce(&mut h, ReduceOp::Sum).unwrap();
+            assert_eq!(h[0].to_f32(), (0..n).map(|q| q as f32 + 0.5).sum::<f32>());
+            let mut bf = vec![BF16::from_f32(2.0); 3];
+            pg.all_reduce(&mut bf, ReduceOp::Product).unwrap();
+            assert_eq!(bf[2].to_f32(), 2f32.powi(n));
+            let mut c = vec![Complex32 { re: r as f32, im: 1.0 }; 2];
+            pg.all_reduce(&mut c, ReduceOp::PremulSum(2.0)).unwrap();
+            assert_eq!(c[1], Complex32 { re: 2.0 * (tri - n) as f32, im: 2.0 * n as f32 });
+            let mut i8s = vec![-(r as i8); 2];
+            pg.all_reduce(&mut i8s, ReduceOp::Min).unwrap();
+            assert_eq!(i8s, vec![-(n as i8 - 1); 2]);
+            let mut i16s = vec![r as i16 + 1; 2];
+            pg.all_reduce(&mut i16s, ReduceOp::Product).unwrap();
+            assert_eq!(i16s[0], (1..=n as i16).product::<i16>());
+            let mut i32s = vec![1i32 << r; 1];
+            pg.all_reduce(&mut i32s, ReduceOp::Bxor).unwrap();
+            assert_eq!(i32s[0], (1 << n) - 1);
+            // refused combinations say so
+            let e = pg.all_reduce(&mut vec![1.0f32], ReduceOp::Band).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+            assert!(e.message.contains("BAND"), "{e}");
+        });
+    }
+}
+
+#[test]
+fn rooted_gathers_scatters_and_all_to_all() {
+    for size in 1..=4 {
+        ranks(size, move |pg| {
+            let (r, n) = (pg.rank(), pg.size());
+            for root in 0..n {
+                let mut x = vec![r * 10; 3];
+                pg.broadcast(&mut x, root).unwrap();
+                assert_eq!(x, vec![root * 10; 3]);
+                let mut y = vec![r + 1; 2];
+                pg.reduce(&mut y, root, ReduceOp::Sum).unwrap();
+                assert_eq!(y, if r == root { vec![n * (n + 1) / 2; 2] } else { vec![r + 1; 2] });
+                let mut g = vec![0i32; 2 * n as usize];
+                pg.gather(if r == root { Some(&mut g) } else { None }, &[r, -r], root).unwrap();
+                if r == root {
+                    assert_eq!(g, (0..n).flat_map(|q| [q, -q]).collect::<Vec<_>>());
+                }
+                let input: Vec<i32> = (0..n).flat_map(|q| [q * 100 + root; 2]).collect();
+                let mut out = vec![0i32; 2];
+                pg.scatter(&mut out, if r == root { Some(&input) } else { None }, root).unwrap();
+                assert_eq!(out, vec![r * 100 + root; 2]);
+            }
+            let mut all = vec![0f32; 2 * n as usize];
+            pg.all_gather(&mut all, &[r as f32, 0.5]).unwrap();
+            assert_eq!(all, (0..n).flat_map(|q| [q as f32, 0.5]).collect::<Vec<_>>());
+            let input: Vec<i64> = (0..n as i64).map(|j| j + 1).collect();
+            let mut rs = vec![0i64; 1];
+            pg.reduce_scatter(&mut rs, &input, ReduceOp::Sum).unwrap();
+            assert_eq!(rs[0], (r as i64 + 1) * n as i64);
+            let input: Vec<i32> = (0..n).map(|j| 10 * r + j).collect();
+            let mut out = vec![0i32; n as usize];
+            pg.all_to_all(&mut out, &input).unwrap();
+            assert_eq!(out, (0..n).map(|j| 10 * j + r).collect::<Vec<_>>());
+            // uneven: rank r sends j + 1 elements to rank j
+            let in_splits: Vec<i64> = (0..n as i64).map(|j| j + 1).collect();
+            let out_splits = vec![r as i64 + 1; n as usize];
+            let input: Vec<i32> = (0..n).flat_map(|j| vec![10 * r + j; j as usize + 1]).collect();
+            let mut out = vec![0i32; (n * (r + 1)) as usize];
+            pg.all_to_all_v(&mut out, &input, Some(&out_splits), Some(&in_splits)).unwrap();
+            assert_eq!(out, (0..n).flat_map(|j| vec![10 * j + r; r as usize + 1]).collect::<Vec<_>>());
+            assert!(pg.all_gather(&mut [0f32; 1], &[1.0, 2.0]).is_err());
+            pg.barrier().unwrap();
+        });
+    }
+}
+
+#[test]
+fn point_to_point_bytes_subgroups() {
+    ranks(3, |pg| {
+        let (r, n) = (pg.rank(), pg.size());
+        if r == 0 {
+            let mut seen = vec![];
+            for _ in 1..n {
+                let mut x = [0i32];
+                let src = pg.recv(&mut x, None, 7).unwrap();
+                assert_eq!(x[0], 100 + src);
+                seen.push(src);
+            }
+            seen.sort();
+            assert_eq!(seen, vec![1, 2]);
+        } else {
+            pg.send(&[100 + r], 0, 7).unwrap();
+        }
+        let all = pg.all_gather_bytes(&vec![b'x'; r as usize]).unwrap();
+        assert_eq!(all, (0..n).map(|q| vec![b'x'; q as usize]).collect::<Vec<_>>());
+        assert_eq!(pg.broadcast_bytes(if r == 1 { b"one" } else { b"" }, 1).unwrap(), b"one");
+        let sub = pg.new_subgroup(&[0, 2]).unwrap();
+        assert_eq!(sub.is_some(), r != 1);
+        if let Some(s) = sub {
+            let mut x = [r];
+            s.all_reduce(&mut x, ReduceOp::Sum).unwrap();
+            assert_eq!(x[0], 2);
+            assert_eq!(s.global_rank(s.rank()).unwrap(), r);
+        }
+        let half = pg.split(if r == 0 { -1 } else { 0 }, -r).unwrap();
+        assert_eq!(half.is_some(), r != 0);
+        if let Some(h) = half {
+            assert_eq!(h.rank(), if r == 2 { 0 } else { 1 });
+        }
+    });
+}
+
+#[test]
+fn scoped_async_work() {
+    ranks(2, |pg| {
+        let r = pg.rank();
+        let mut a = vec![r as f64; 1000];
+        let mut b = vec![0f32; 4];
+        let mut ring = [0i64; 2];
+        let send = [r as i64; 2];
+        let mine = [r as f32 + 1.0, 0.0];
+        let (seq_a, seq_b) = pg
+            .scope(|s| -> distc::Result<(u64, u64)> {
+                let wa = s.all_reduce(&mut a, ReduceOp::Sum)?;
+                let wb = s.all_gather(&mut b, &mine)?;
+                let _rv = s.recv(&mut ring, Some(1 - r), 3)?;
+                let _sd = s.send(&send, 1 - r, 3)?;
+                wa.wait(None)?;
+                assert!(wa.test()?);
+                Ok((wa.seq(), wb.seq()))
+            })
+            .unwrap();
+        // the scope waited for every operation: the buffers are final now
+        assert_eq!(a, vec![1.0; 1000]);
+        assert_eq!(b, vec![1.0, 0.0, 2.0, 0.0]);
+        assert_eq!(ring, [1 - r as i64; 2]);
+        assert!(seq_b > seq_a);
+    });
+}
+
+#[test]
+fn timeout_and_abort() {
+    ranks(2, |pg| {
+        if pg.rank() == 0 {
+            let t0 = Instant::now();
+            let mut x = [1f32];
+            let e = pg.scope(|s| -> distc::Result<()> {
+                let w = s.all_reduce(&mut x, ReduceOp::Sum)?;
+                assert_eq!(w.wait(Some(Duration::from_millis(50))).unwrap_err().kind(), ErrorKind::Timeout);
+                pg.abort()?;
+                w.wait(None)
+            });
+            assert_eq!(e.unwrap_err().kind(), ErrorKind::Aborted);
+            assert!(t0.elapsed() < Duration::from_secs(10));
+            assert_eq!(pg.barrier().unwrap_err().kind(), ErrorKind::Aborted);
+        } else {
+            thread::sleep(Duration::from_millis(300));
+        }
+    });
+}
+
+#[test]
+fn reducer_averages_with_and_without_views() {
+    for views in [false, true] {
+        ranks(3, move |pg| {
+            let r = pg.rank() as f32;
+            let opts = ReducerOptions {
+                bucket_cap_bytes: 64,
+                first_bucket_bytes: 64,
+                gradient_as_bucket_view: views,
+                ..Default::default()
+            };
+            let lens = [20usize, 3, 40];
+            let mut red = Reducer::<f32>::new(&pg, &lens, &opts).unwrap();
+            assert!(red.num_buckets() >= 2);
+            for step in 0..3 {
+                red.prepare_for_backward(&[]).unwrap();
+                for i in (0..lens.len()).rev() {
+                    red.grad_mut(i).fill(r + step as f32 + i as f32);
+                    red.mark_ready(i).unwrap();
+                }
+                red.finalize().unwrap();
+                for i in 0..lens.len() {
+                    assert!(red.grad(i).iter().all(|&g| g == 1.0 + step as f32 + i as f32), "views {views}");
+                }
+            }
+            let (bytes, _, _) = red.bucket_stats(0).unwrap();
+            assert!(bytes > 0);
+            red.prepare_for_backward(&[]).unwrap();
+            red.mark_ready(0).unwrap();
+            assert_eq!(red.mark_ready(0).unwrap_err().kind(), ErrorKind::State);
+            assert_eq!(red.mark_ready(9).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        });
+    }
+}
