@@ -20,8 +20,8 @@ using .LibDistc
 const L = LibDistc
 
 export DistcError, Store, HashStore, FileStore, TCPStore, PrefixStore, ProcessGroup, Reducer
-export rank, nranks, backend, allreduce!, broadcast!, reduce!, allgather!, reducescatter!, alltoall!,
-       barrier, send, recv!, allgather_bytes, new_subgroup, split, abort!, setkey!, getkey, addkey!,
+export rank, nranks, backend, allreduce!, bcast!, reduce!, allgather!, reducescatter!, alltoall!,
+       barrier, send, recv!, allgather_bytes, new_subgroup, split_group, abort!, setkey!, getkey, addkey!,
        waitkeys, checkkeys, deletekey!, numkeys, prepare!, mark_ready!, finalize!
 const DistcError = L.DistcError
 
@@ -45,7 +45,8 @@ const Buffer = Union{Array, SubArray}
 
 function contiguous(A)
     A isa Array && return A
-    Base.iscontiguous(A) || throw(ArgumentError("distc needs contiguous memory; copy the view first"))
+    dense = A isa StridedArray && strides(A) == Base.size_to_strides(1, size(A)...)
+    dense || throw(ArgumentError("distc needs contiguous memory; copy the view first"))
     return A
 end
 
@@ -247,7 +248,7 @@ function new_subgroup(pg::ProcessGroup, ranks::AbstractVector{<:Integer})
 end
 
 """MPI_Comm_split: ranks of one color (>= 0) form a group ordered by key; a negative color gets `nothing`."""
-function split(pg::ProcessGroup, color::Integer, key::Integer = 0)
+function split_group(pg::ProcessGroup, color::Integer, key::Integer = 0)
     out = Ref{Ptr{L.distc_pg}}(C_NULL)
     L.distc_pg_split(out, pg, color, key, C_NULL)
     return out[] == C_NULL ? nothing : ProcessGroup(out[], pg.store)
@@ -266,7 +267,7 @@ function allreduce!(pg::ProcessGroup, A::Buffer; op::ReduceOp = SUM)
 end
 
 """Copies `root`'s `A` into every rank's `A`."""
-function broadcast!(pg::ProcessGroup, A::Buffer; root::Integer = 0)
+function bcast!(pg::ProcessGroup, A::Buffer; root::Integer = 0)
     shape = Ref{Int64}(0)
     GC.@preserve A shape begin
         t = Ref(dltensor(A, shape))

@@ -38,7 +38,7 @@ end
                  B = zeros(Int64, 2n)
                  allgather!(pg, B, Int64[r, -r])
                  C = [r == 1 ? 7.5 : 0.0]
-                 broadcast!(pg, C; root = 1)
+                 bcast!(pg, C; root = 1)
                  results[r + 1] = (A, B, C)
                  close(pg)
              end for r in 0:n-1]
