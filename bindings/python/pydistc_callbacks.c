@@ -1,0 +1,241 @@
+/* Calls from distc's threads into Python: releasing an asynchronous
+ * operation's buffers when it completes, and a store implemented by a Python
+ * object (pydistc_api.h). They take the GIL themselves. */
+#include "pydistc.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------------ callbacks from distc's threads */
+
+/* At interpreter exit the GIL can no longer be taken; references are then leaked on purpose. */
+static int python_alive(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+    return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
+static void release_ref(void *obj) {
+    if (!python_alive()) return;
+    PyGILState_STATE s = PyGILState_Ensure();
+    Py_DECREF((PyObject *)obj);
+    PyGILState_Release(s);
+}
+
+static void keep_done(distc_work *work, void *payload) {
+    (void)work;
+    release_ref(payload);
+}
+
+int pydistc_work_keep(distc_work *work, PyObject *objs) {
+    Py_INCREF(objs);
+    int rc = distc_work_on_complete(work, keep_done, objs);
+    if (rc != 0) {
+        Py_DECREF(objs);
+        pydistc_raise(rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ a store in Python */
+
+/* The status code for the Python exception now set; records its text as distc's message. */
+static int store_failure(const char *op) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    int code = DISTC_EREMOTE;
+    PyObject *c = value ? PyObject_GetAttrString(value, "code") : NULL;
+    if (c && PyLong_Check(c)) code = (int)PyLong_AsLong(c);
+    else if (type && PyErr_GivenExceptionMatches(type, PyExc_TimeoutError)) code = DISTC_ETIMEOUT;
+    else if (type && PyErr_GivenExceptionMatches(type, PyExc_NotImplementedError)) code = DISTC_ENOTSUP;
+    else if (type && PyErr_GivenExceptionMatches(type, PyExc_ValueError)) code = DISTC_EINVAL;
+    if (code >= 0) code = DISTC_EREMOTE;
+    PyErr_Clear();
+    Py_XDECREF(c);
+    PyObject *s = value ? PyObject_Str(value) : NULL;
+    const char *text = s ? PyUnicode_AsUTF8(s) : NULL;
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "the Python store's %s raised %s: %s", op,
+             type ? ((PyTypeObject *)type)->tp_name : "an exception", text ? text : "");
+    PyErr_Clear();
+    Py_XDECREF(s);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return distc_error_set(code, msg);
+}
+
+/* Calls obj.<name>(args...) with the GIL; NULL with the failure recorded. */
+#define STORE_CALL(result, op, fmt, ...)                                                      \
+    PyGILState_STATE gil_ = PyGILState_Ensure();                                              \
+    PyObject *result = PyObject_CallMethod((PyObject *)payload, op, fmt, __VA_ARGS__);        \
+    int rc_ = 0;                                                                              \
+    if (!result) rc_ = store_failure(op)
+
+#define STORE_RETURN()            \
+    PyGILState_Release(gil_);     \
+    return rc_
+
+static int bytes_result(PyObject *r, distc_buf *out, const char *op) {
+    if (r == Py_None) return distc_error_set(DISTC_ENOTFOUND, "the Python store's get returned None");
+    Py_buffer v;
+    if (PyUnicode_Check(r)) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(r, &n);
+        if (!s) return store_failure(op);
+        return distc_buf_set(out, s, (size_t)n);
+    }
+    if (PyObject_GetBuffer(r, &v, PyBUF_C_CONTIGUOUS) != 0) {
+        PyErr_Clear();
+        char msg[256];
+        snprintf(msg, sizeof(msg), "the Python store's %s returned a %.100s, not bytes", op, Py_TYPE(r)->tp_name);
+        return distc_error_set(DISTC_EPROTO, msg);
+    }
+    int rc = distc_buf_set(out, v.buf, (size_t)v.len);
+    PyBuffer_Release(&v);
+    return rc;
+}
+
+static PyObject *keys_tuple(const char *const *keys, size_t n) {
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    for (size_t i = 0; t && i < n; i++) {
+        PyObject *k = PyUnicode_DecodeUTF8(keys[i], (Py_ssize_t)strlen(keys[i]), "surrogateescape");
+        if (!k) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, k);
+    }
+    return t;
+}
+
+static int int_result(PyObject *r, int64_t *out, const char *op) {
+    long long v = PyLong_AsLongLong(r);
+    if (v == -1 && PyErr_Occurred()) return store_failure(op);
+    if (out) *out = v;
+    return 0;
+}
+
+static int py_set(void *payload, const char *key, const void *value, size_t len) {
+    STORE_CALL(r, "set", "sy#", key, (const char *)value, (Py_ssize_t)len);
+    Py_XDECREF(r);
+    STORE_RETURN();
+}
+
+static int py_get(void *payload, const char *key, int64_t timeout_ms, distc_buf *out) {
+    STORE_CALL(r, "get", "sd", key, (double)timeout_ms / 1000.0);
+    if (r) rc_ = bytes_result(r, out, "get");
+    Py_XDECREF(r);
+    STORE_RETURN();
+}
+
+static int py_add(void *payload, const char *key, int64_t delta, int64_t *out) {
+    STORE_CALL(r, "add", "sL", key, (long long)delta);
+    if (r) rc_ = int_result(r, out, "add");
+    Py_XDECREF(r);
+    STORE_RETURN();
+}
+
+static int py_compare_set(void *payload, const char *key, const void *expected, size_t expected_len,
+                          const void *desired, size_t desired_len, distc_buf *out) {
+    STORE_CALL(r, "compare_set", "sy#y#", key, (const char *)expected, (Py_ssize_t)expected_len,
+               (const char *)desired, (Py_ssize_t)desired_len);
+    if (r) rc_ = bytes_result(r, out, "compare_set");
+    Py_XDECREF(r);
+    STORE_RETURN();
+}
+
+static int py_check(void *payload, const char *const *keys, size_t n, int32_t *out) {
+    PyGILState_STATE gil_ = PyGILState_Ensure();
+    int rc_ = 0;
+    PyObject *k = keys_tuple(keys, n);
+    PyObject *r = k ? PyObject_CallMethod((PyObject *)payload, "check", "(O)", k) : NULL;
+    if (!r) rc_ = store_failure("check");
+    else {
+        int t = PyObject_IsTrue(r);
+        if (t < 0) rc_ = store_failure("check");
+        else *out = t;
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(k);
+    STORE_RETURN();
+}
+
+static int py_wait(void *payload, const char *const *keys, size_t n, int64_t timeout_ms) {
+    PyGILState_STATE gil_ = PyGILState_Ensure();
+    int rc_ = 0;
+    PyObject *k = keys_tuple(keys, n);
+    PyObject *r = k ? PyObject_CallMethod((PyObject *)payload, "wait", "(Od)", k, (double)timeout_ms / 1000.0) : NULL;
+    if (!r) rc_ = store_failure("wait");
+    Py_XDECREF(r);
+    Py_XDECREF(k);
+    STORE_RETURN();
+}
+
+static int py_delete_key(void *payload, const char *key, int32_t *out) {
+    STORE_CALL(r, "delete_key", "(s)", key);
+    if (r) {
+        int t = PyObject_IsTrue(r);
+        if (t < 0) rc_ = store_failure("delete_key");
+        else if (out) *out = t;
+    }
+    Py_XDECREF(r);
+    STORE_RETURN();
+}
+
+static int py_num_keys(void *payload, int64_t *out) {
+    STORE_CALL(r, "num_keys", NULL, NULL);
+    if (r) rc_ = int_result(r, out, "num_keys");
+    Py_XDECREF(r);
+    STORE_RETURN();
+}
+
+static int py_append(void *payload, const char *key, const void *value, size_t len) {
+    STORE_CALL(r, "append", "sy#", key, (const char *)value, (Py_ssize_t)len);
+    Py_XDECREF(r);
+    STORE_RETURN();
+}
+
+static int has_method(PyObject *obj, const char *name) {
+    PyObject *m = PyObject_GetAttrString(obj, name);
+    if (!m) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = PyCallable_Check(m);
+    Py_DECREF(m);
+    return ok;
+}
+
+int pydistc_store_new_object(distc_store **out, PyObject *obj) {
+    for (const char *const *m = (const char *const[]){"set", "get", "add", NULL}; *m; m++)
+        if (!has_method(obj, *m)) {
+            PyErr_Format(PyExc_TypeError, "a %.100s cannot serve as a store: it has no %s() method (set, get and add are required)",
+                         Py_TYPE(obj)->tp_name, *m);
+            return -1;
+        }
+    distc_store_vtable vt;
+    memset(&vt, 0, sizeof(vt));
+    vt.version = DISTC_STORE_VTABLE_VERSION;
+    vt.set = py_set;
+    vt.get = py_get;
+    vt.add = py_add;
+    vt.compare_set = has_method(obj, "compare_set") ? py_compare_set : NULL;
+    vt.check = has_method(obj, "check") ? py_check : NULL;
+    vt.wait = has_method(obj, "wait") ? py_wait : NULL;
+    vt.delete_key = has_method(obj, "delete_key") ? py_delete_key : NULL;
+    vt.num_keys = has_method(obj, "num_keys") ? py_num_keys : NULL;
+    vt.append = has_method(obj, "append") ? py_append : NULL;
+    vt.free = release_ref;
+    Py_INCREF(obj);
+    int rc = distc_store_new_custom(out, &vt, obj);
+    if (rc != 0) {
+        Py_DECREF(obj);
+        pydistc_raise(rc);
+        return -1;
+    }
+    return 0;
+}
