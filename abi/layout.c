@@ -103,6 +103,7 @@ int main(void) {
     OFF(distc_reducer_options, bucket_of);
     OFF(distc_reducer_options, find_unused_parameters);
     OFF(distc_reducer_options, gradient_as_bucket_view);
+    OFF(distc_reducer_options, expect_sparse);
     OFF(distc_work_hooks, version);
     OFF(distc_work_hooks, wait_stream);
     OFF(distc_work_hooks, release);

@@ -350,7 +350,7 @@ static void rank_errors(distc_pg *pg, int rank, int size, void *arg) {
     RK_ERR(distc_reducer_bucket_of(&b, r, 99), DISTC_EINVAL, "outside");
     void *view = NULL;
     RK_ERR(distc_reducer_grad_view(&view, r, 0), DISTC_ESTATE, "gradient_as_bucket_view");
-    RK_ERR(distc_reducer_grad_view(NULL, r, 0), DISTC_EINVAL, "data");
+    RK_ERR(distc_reducer_grad_view(NULL, r, 0), DISTC_EINVAL, "view");
     RK_ERR(distc_reducer_num_buckets(NULL, r), DISTC_EINVAL, "out");
     RK_ERR(distc_reducer_finalize(NULL), DISTC_EINVAL, "r");
     distc_reducer_free(r);

@@ -116,6 +116,15 @@ DISTC_OUT_SCALAR(size_t, n_buckets, PyLong_FromSize_t)
     if (!$1 && PyErr_Occurred()) SWIG_fail;
 }
 
+/* distc_reducer_sparse_grad: addresses of the reducer's rows, for the package to copy. */
+%typemap(in, numinputs=0) const int64_t **indices_out (const int64_t *tmp = NULL), const void **values_out (const void *tmp = NULL) {
+    $1 = ($1_ltype)&tmp;
+}
+%typemap(argout) const int64_t **indices_out, const void **values_out {
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromVoidPtr((void *)tmp$argnum));
+}
+DISTC_OUT_SCALAR(size_t, nnz, PyLong_FromSize_t)
+
 /* ------------------------------------------------------------------ bytes */
 
 %typemap(in) (const void *value, size_t len) (pydistc_bytes b = {0}) {

@@ -113,7 +113,8 @@ typedef struct pydistc_field {
 } pydistc_field;
 
 typedef struct pydistc_options {
-    pydistc_ints array; /* the one array field an options struct may have */
+    pydistc_ints arrays[2]; /* the array fields an options struct may have (the reducer's two) */
+    int n_arrays;
 } pydistc_options;
 
 int pydistc_options_get(PyObject *dict, void *opts, const pydistc_field *fields, pydistc_options *keep,

@@ -526,7 +526,8 @@ const pydistc_field pydistc_op_fields[] = {
 const pydistc_field pydistc_reducer_fields[] = {
     FIELD(distc_reducer_options, bucket_cap_bytes, 'u'), FIELD(distc_reducer_options, first_bucket_bytes, 'u'),
     FIELD(distc_reducer_options, bucket_of, 'a'), FIELD(distc_reducer_options, find_unused_parameters, 'i'),
-    FIELD(distc_reducer_options, gradient_as_bucket_view, 'i'), {NULL, 0, 0}};
+    FIELD(distc_reducer_options, gradient_as_bucket_view, 'i'), FIELD(distc_reducer_options, expect_sparse, 'a'),
+    {NULL, 0, 0}};
 #undef FIELD
 
 static int set_field(void *opts, const pydistc_field *f, PyObject *v, pydistc_options *keep, const char *what) {
@@ -544,9 +545,13 @@ static int set_field(void *opts, const pydistc_field *f, PyObject *v, pydistc_op
     if (f->kind == 'a') {
         const int32_t *a = NULL;
         if (v != Py_None) {
-            pydistc_ints_put(&keep->array);
-            if (pydistc_ints_get(v, &keep->array, f->name) != 0) return -1;
-            a = keep->array.i32;
+            if (keep->n_arrays >= 2) {
+                PyErr_Format(PyExc_TypeError, "%s has more array fields than distc's options have", what);
+                return -1;
+            }
+            pydistc_ints *slot = &keep->arrays[keep->n_arrays++];
+            if (pydistc_ints_get(v, slot, f->name) != 0) return -1;
+            a = slot->i32;
         }
         memcpy(p, &a, sizeof a);
         return 0;
@@ -615,7 +620,10 @@ int pydistc_options_get(PyObject *dict, void *opts, const pydistc_field *fields,
     return 0;
 }
 
-void pydistc_options_put(pydistc_options *keep) { pydistc_ints_put(&keep->array); }
+void pydistc_options_put(pydistc_options *keep) {
+    for (int k = 0; k < keep->n_arrays; k++) pydistc_ints_put(&keep->arrays[k]);
+    keep->n_arrays = 0;
+}
 
 /* ------------------------------------------------------------------ byte results */
 

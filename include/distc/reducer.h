@@ -23,8 +23,10 @@
  * finalize in the accumulating iterations and keep adding into the
  * gradients; the next reduced iteration averages the sums. Communication
  * hooks replace the bucket allreduce (compression, ...). Buckets made by size
- * are rebuilt once, in the order gradients arrived. Still to come (c10d has
- * them): sparse gradients and device memory.
+ * are rebuilt once, in the order gradients arrived. Sparse gradients (an
+ * embedding's rows, as COO indices and values) get buckets of their own and
+ * are reduced by row (distc_reducer_mark_ready_sparse). Still to come (c10d
+ * has it): device memory.
  *
  * Thread-safety: one iteration at a time; mark_ready may be called from
  * several threads of one backward pass.
@@ -67,7 +69,8 @@ DISTC_EXTERN(int) distc_compute_bucket_assignment_by_size(int32_t *bucket_of, si
 /** An opaque reducer; it holds a reference to its group. */
 typedef struct distc_reducer distc_reducer;
 
-#define DISTC_REDUCER_OPTIONS_VERSION 1
+/** Version 2 added `expect_sparse`. Structs of version 1 are still accepted. */
+#define DISTC_REDUCER_OPTIONS_VERSION 2
 
 /** Options of a reducer; NULL means defaults. */
 typedef struct distc_reducer_options {
@@ -88,11 +91,16 @@ typedef struct distc_reducer_options {
                                         (distc_reducer_grad_view): the backward pass writes it
                                         there, mark_ready copies nothing and finalize leaves
                                         the average there; `grads` only give shapes and dtypes */
+    const int32_t *expect_sparse;  /**< (version 2) per gradient, nonzero: its gradients are
+                                        sparse (rows of grads[i] along its first dimension, as
+                                        an embedding's): it gets a bucket of its own, is marked
+                                        with distc_reducer_mark_ready_sparse and read with
+                                        distc_reducer_sparse_grad; NULL: none */
 } distc_reducer_options;
 
-#define DISTC_REDUCER_OPTIONS_INIT { DISTC_REDUCER_OPTIONS_VERSION, 0, 0, NULL, 0, 0 }
+#define DISTC_REDUCER_OPTIONS_INIT { DISTC_REDUCER_OPTIONS_VERSION, 0, 0, NULL, 0, 0, NULL }
 
-/** Fills `opts` with the defaults above. */
+/** Fills `opts` with the defaults above; `version` 1 fills the fields of version 1 only. */
 DISTC_EXTERN(int) distc_reducer_options_init(distc_reducer_options *opts, unsigned int version);
 
 /**
@@ -131,6 +139,31 @@ DISTC_EXTERN(int) distc_reducer_prepare_for_backward(distc_reducer *r, const int
  * this iteration, or no iteration was prepared.
  */
 DISTC_EXTERN(int) distc_reducer_mark_ready(distc_reducer *r, int32_t index);
+
+/**
+ * Sparse gradient `index` (declared in opts->expect_sparse) holds its value
+ * for this iteration: `values` rows (nnz x the row of grads[index], its dtype)
+ * at the row numbers `indices` (int64, nnz of them, each below grads[index]'s
+ * first dimension; repeats are summed). Both are copied. The reduction, once
+ * every bucket before it has started: the union of every rank's rows, rows
+ * with the same index summed in rank order, then divided by the group size
+ * (c10d's sparse allreduce and DDP's division). It runs on the calling thread
+ * (an exchange of variable-size byte messages), so it does not overlap the
+ * rest of the backward pass. DISTC_EINVAL for a dense gradient or a malformed
+ * pair, DISTC_ESTATE as mark_ready.
+ */
+DISTC_EXTERN(int) distc_reducer_mark_ready_sparse(distc_reducer *r, int32_t index, const DLTensor *indices,
+                                                  const DLTensor *values);
+
+/**
+ * After finalize: sparse gradient `index` averaged over ranks, as `*nnz`
+ * distinct row numbers in increasing order (`*indices_out`) and their rows
+ * (`*values_out`, nnz x the row of grads[index], its dtype). The memory is the
+ * reducer's, valid until the next prepare_for_backward or free. A sparse
+ * gradient no rank marked (unused) has nnz 0. DISTC_EINVAL for a dense gradient.
+ */
+DISTC_EXTERN(int) distc_reducer_sparse_grad(const int64_t **indices_out, const void **values_out, size_t *nnz,
+                                            const distc_reducer *r, int32_t index);
 
 /**
  * Ends the iteration: starts what is left, waits for every bucket and

@@ -1,6 +1,9 @@
 // C shims for distc/reducer.h.
 #include <algorithm>
 
+#include <cstddef>
+#include <cstring>
+
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/tensor_args.hpp"
@@ -77,9 +80,12 @@ DISTC_EXTERN(int) distc_compute_bucket_assignment_by_size(int32_t *bucket_of, si
 DISTC_EXTERN(int) distc_reducer_options_init(distc_reducer_options *opts, unsigned int version) {
     return guard(__func__, [&] {
         require_ptr(opts, "opts");
-        if (version != DISTC_REDUCER_OPTIONS_VERSION)
+        if (version < 1 || version > DISTC_REDUCER_OPTIONS_VERSION)
             fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
-        *opts = DISTC_REDUCER_OPTIONS_INIT;
+        distc_reducer_options d = DISTC_REDUCER_OPTIONS_INIT;
+        d.version = version;
+        // A caller built against version 1 has a struct that ends before expect_sparse.
+        std::memcpy(opts, &d, version == 1 ? offsetof(distc_reducer_options, expect_sparse) : sizeof d);
         return 0;
     });
 }
@@ -92,11 +98,15 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
         require(n > 0, "n is 0 (no gradients)");
         distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
         if (opts) {
-            if (opts->version != DISTC_REDUCER_OPTIONS_VERSION)
-                fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected " +
+            if (opts->version < 1 || opts->version > DISTC_REDUCER_OPTIONS_VERSION)
+                fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected 1.." +
                                        std::to_string(DISTC_REDUCER_OPTIONS_VERSION));
-            o = *opts;
+            // Version 1 structs end before expect_sparse: read only what they have.
+            std::memcpy(&o, opts, opts->version == 1 ? offsetof(distc_reducer_options, expect_sparse) : sizeof o);
         }
+        std::vector<char> sparse(n, 0);
+        if (o.version >= 2 && o.expect_sparse)
+            for (size_t i = 0; i < n; ++i) sparse[i] = o.expect_sparse[i] != 0;
         std::vector<Tensor> ts = capi::tensor_list_arg(*pg->impl, grads, n, "grads");
         for (size_t i = 0; i < n; ++i)
             if (ts[i].device_type != kDLCPU && ts[i].device_type != kDLCUDAHost)
@@ -117,7 +127,7 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
             std::vector<BucketTensor> bt;
             for (size_t i = 0; i < n; ++i)
                 bt.push_back(BucketTensor{grads[i]->dtype.code, grads[i]->dtype.bits, ts[i].device_type,
-                                          ts[i].device_id, ts[i].nbytes(), false});
+                                          ts[i].device_id, ts[i].nbytes(), sparse[i] != 0});
             uint64_t first = o.first_bucket_bytes ? o.first_bucket_bytes : DISTC_FIRST_BUCKET_BYTES;
             uint64_t cap = o.bucket_cap_bytes ? o.bucket_cap_bytes : DISTC_BUCKET_CAP_BYTES;
             buckets = compute_bucket_assignment_by_size(bt, {first, cap});
@@ -127,7 +137,8 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
         }
         *out = new distc_reducer{std::make_shared<Reducer>(pg->impl, std::move(ts), buckets,
                                                            o.find_unused_parameters != 0,
-                                                           o.gradient_as_bucket_view != 0, rebuild),
+                                                           o.gradient_as_bucket_view != 0, rebuild,
+                                                           std::move(sparse)),
                                  pg->impl};
         return 0;
     });
@@ -174,11 +185,11 @@ DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reduc
     });
 }
 
-DISTC_EXTERN(int) distc_reducer_grad_view(void **data, const distc_reducer *r, int32_t index) {
+DISTC_EXTERN(int) distc_reducer_grad_view(void **view, const distc_reducer *r, int32_t index) {
     return guard(__func__, [&] {
-        require_ptr(data, "data");
+        require_ptr(view, "view");
         Reducer &rd = reducer_arg(r);
-        *data = rd.grad_view(index_arg(rd, index, "index"));
+        *view = rd.grad_view(index_arg(rd, index, "index"));
         return 0;
     });
 }
@@ -207,6 +218,33 @@ DISTC_EXTERN(int) distc_reducer_mark_ready(distc_reducer *r, int32_t index) {
     return guard(__func__, [&] {
         Reducer &rd = reducer_arg(r);
         rd.mark_ready(index_arg(rd, index, "index"));
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_mark_ready_sparse(distc_reducer *r, int32_t index, const DLTensor *indices,
+                                                  const DLTensor *values) {
+    return guard(__func__, [&] {
+        Reducer &rd = reducer_arg(r);
+        size_t i = index_arg(rd, index, "index");
+        Tensor ix = capi::tensor_arg(*r->pg, indices, "indices");
+        Tensor vs = capi::tensor_arg(*r->pg, values, "values");
+        rd.mark_ready_sparse(i, ix, vs);
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_sparse_grad(const int64_t **indices_out, const void **values_out, size_t *nnz,
+                                            const distc_reducer *r, int32_t index) {
+    return guard(__func__, [&] {
+        require_ptr(indices_out, "indices_out");
+        require_ptr(values_out, "values_out");
+        require_ptr(nnz, "nnz");
+        Reducer &rd = reducer_arg(r);
+        Reducer::SparseGrad g = rd.sparse_grad(index_arg(rd, index, "index"));
+        *indices_out = g.indices;
+        *values_out = g.values;
+        *nnz = g.nnz;
         return 0;
     });
 }

@@ -91,3 +91,42 @@ def test_bucket_assignment_matches_pytorch(limits):
     assert distc.compute_bucket_assignment_by_size(ts, limits, sparse) == want
     want, _ = torch.distributed._compute_bucket_assignment_by_size(ts, limits)
     assert distc.compute_bucket_assignment_by_size(ts, limits) == want
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_sparse_gradient_rows(size):
+    """An embedding's rows: the union over ranks, repeated rows summed, divided by the size."""
+    def body(pg):
+        r = pg.rank()
+        emb, dense = np.zeros((8, 2), np.float32), np.zeros(3, np.float32)
+        with distc.Reducer(pg, [emb, dense], expect_sparse=[True, False]) as red:
+            assert red.num_buckets == 2
+            red.prepare_for_backward()
+            red.mark_ready_sparse(0, np.array([r, 7, r], np.int64), np.full((3, 2), r + 1.0, np.float32))
+            dense[:] = r
+            red.mark_ready(1)
+            red.finalize()
+            idx, rows = red.sparse_grad(0)
+            want = {}
+            for q in range(pg.size()):
+                for i in (q, 7, q):
+                    want[i] = want.get(i, 0.0) + (q + 1.0)
+            assert idx.tolist() == sorted(want)
+            assert np.allclose(rows[:, 0], [want[i] / pg.size() for i in sorted(want)])
+            assert np.allclose(dense, (pg.size() - 1) / 2)
+            with pytest.raises(distc.DistcInvalidArgument, match="sparse"):
+                red.mark_ready(0)
+            red.prepare_for_backward()
+            with pytest.raises(distc.DistcInvalidArgument, match="outside"):
+                red.mark_ready_sparse(0, np.array([8], np.int64), np.zeros((1, 2), np.float32))
+            with pytest.raises(distc.DistcInvalidArgument, match="dense"):
+                red.mark_ready_sparse(1, np.array([0], np.int64), np.zeros((1, 3), np.float32))
+            red.mark_ready_sparse(0, np.zeros(0, np.int64), np.zeros((0, 2), np.float32))
+            red.mark_ready(1)
+            red.finalize()
+            assert red.sparse_grad(0)[0].tolist() == []
+            with pytest.raises(ValueError, match="expect_sparse"):
+                distc.Reducer(pg, [emb], expect_sparse=[True, False])
+        return True
+
+    assert run_threads(size, body) == [True] * size

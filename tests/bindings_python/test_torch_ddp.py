@@ -1,6 +1,7 @@
 """distc's reducer driven from PyTorch's gradient hooks (distc.torch_ddp)
 against torch.nn.parallel.DistributedDataParallel over gloo: the same model,
-data and seed, 2 ranks, the same weights after every step.
+data and seed, 2 ranks, the same weights after every step (an embedding
+with sparse=True gives a sparse gradient, reduced by row on both sides).
 
 Tolerance: both average the same float32 gradients; DDP sums them in gloo's
 order and divides, distc sums in rank order and divides once per bucket, so
@@ -23,13 +24,17 @@ STEPS = 8
 
 
 class Net(torch.nn.Module):
-    def __init__(self, unused_branch=False):
+    def __init__(self, unused_branch=False, embedding=False):
         super().__init__()
         self.fc1 = torch.nn.Linear(16, 32)
         self.fc2 = torch.nn.Linear(32, 4)
         self.unused = torch.nn.Linear(4, 4) if unused_branch else None
+        # a sparse gradient: only the rows looked up in this step
+        self.emb = torch.nn.Embedding(50, 16, sparse=True) if embedding else None
 
     def forward(self, x):
+        if self.emb is not None:
+            x = x + self.emb((x.abs() * 10).long().clamp(0, 49)[:, 0])
         return self.fc2(torch.relu(self.fc1(x)))
 
 
@@ -60,12 +65,12 @@ def compare(pg, variant):
     port = pg.broadcast_object(free_port() if rank == 0 else None, 0)
     torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                          world_size=size, timeout=datetime.timedelta(seconds=30))
-    unused = variant == "unused"
-    ref = torch.nn.parallel.DistributedDataParallel(Net(unused), find_unused_parameters=unused)
+    unused, emb = variant == "unused", variant == "sparse"
+    ref = torch.nn.parallel.DistributedDataParallel(Net(unused, emb), find_unused_parameters=unused)
     if variant == "fp16":
         ref.register_comm_hook(None, default_hooks.fp16_compress_hook)
     torch.manual_seed(rank)  # rank 0 starts where torch's rank 0 did; the others differ until broadcast
-    net = Net(unused)
+    net = Net(unused, emb)
     ours = distc.torch_ddp.DistributedDataParallel(
         net, group=pg, find_unused_parameters=unused, gradient_as_bucket_view=variant == "view",
         comm_hook="fp16" if variant == "fp16" else None, bucket_cap_mb=0.0002 if variant == "small" else 25,
@@ -108,8 +113,12 @@ def compare_fp16(pg):
     return compare(pg, "fp16")
 
 
+def compare_sparse(pg):
+    return compare(pg, "sparse")
+
+
 @pytest.mark.parametrize("fn", [compare_plain, compare_small, compare_view, compare_unused, compare_no_sync,
-                                compare_fp16], ids=lambda f: f.__name__[len("compare_"):])
+                                compare_fp16, compare_sparse], ids=lambda f: f.__name__[len("compare_"):])
 def test_same_weights_as_torch_ddp(fn):
     buckets = run_procs(2, fn, join_s=120)
     if fn is compare_small:

@@ -4,7 +4,7 @@ import ctypes
 from . import _distc
 from ._group import ProcessGroup
 from ._handle import Owned
-from ._types import tensor_list
+from ._types import tensor_arg, tensor_list
 
 _HOOKS = {None: 0, "allreduce": 0, "fp16": 1, "fp16_compress": 1, "bf16": 2, "bf16_compress": 2}
 
@@ -16,7 +16,7 @@ class Reducer(Owned):
     borrowed for the reducer's life; this object keeps them referenced."""
 
     def __init__(self, group, grads, bucket_cap_mb=25, first_bucket_mb=1, bucket_of=None,
-                 find_unused_parameters=False, gradient_as_bucket_view=False, comm_hook=None):
+                 find_unused_parameters=False, gradient_as_bucket_view=False, comm_hook=None, expect_sparse=None):
         if not isinstance(group, ProcessGroup):
             raise TypeError(f"group must be a distc.ProcessGroup, not {type(group).__name__}")
         if comm_hook not in _HOOKS:
@@ -26,6 +26,10 @@ class Reducer(Owned):
                 "first_bucket_bytes": int(first_bucket_mb * 1024 * 1024),
                 "find_unused_parameters": int(bool(find_unused_parameters)),
                 "gradient_as_bucket_view": int(bool(gradient_as_bucket_view))}
+        if expect_sparse is not None:
+            opts["expect_sparse"] = [int(bool(x)) for x in expect_sparse]
+            if len(opts["expect_sparse"]) != len(self._grads):
+                raise ValueError(f"expect_sparse has {len(opts['expect_sparse'])} entries for {len(self._grads)} gradients")
         if bucket_of is not None:
             opts["bucket_of"] = [int(b) for b in bucket_of]
             if len(opts["bucket_of"]) != len(self._grads):
@@ -44,6 +48,31 @@ class Reducer(Owned):
     def mark_ready(self, index):
         """Gradient `index` holds its value: copied into its bucket; full buckets start their allreduce."""
         self._call(_distc.distc_reducer_mark_ready, index)
+
+    def mark_ready_sparse(self, index, indices, values):
+        """Sparse gradient `index` (see expect_sparse): `values` rows at row numbers
+        `indices` (int64); both are copied. Repeated indices add up."""
+        self._call(_distc.distc_reducer_mark_ready_sparse, index, tensor_arg(indices), tensor_arg(values))
+
+    def sparse_grad(self, index):
+        """After finalize: (indices, values) of sparse gradient `index` averaged over ranks,
+        indices distinct and increasing, values one row each; copies, as NumPy arrays for
+        NumPy gradients and tensors for torch ones."""
+        idx_addr, val_addr, nnz = self._call(_distc.distc_reducer_sparse_grad, index)
+        g = self._grads[index]
+        row_shape = tuple(g.shape[1:])
+        idx = ctypes.string_at(idx_addr, nnz * 8) if nnz else b""
+        if type(g).__module__ == "torch":
+            import torch
+            rows = ctypes.string_at(val_addr, nnz * (g.numel() // max(g.shape[0], 1)) * g.element_size()) if nnz else b""
+            i = torch.frombuffer(bytearray(idx), dtype=torch.int64) if nnz else torch.zeros(0, dtype=torch.int64)
+            v = (torch.frombuffer(bytearray(rows), dtype=g.dtype) if nnz else torch.zeros(0, dtype=g.dtype))
+            return i, v.reshape((nnz,) + row_shape)
+        import numpy as np
+        row_bytes = (g.nbytes // g.shape[0]) if g.shape[0] else 0
+        rows = ctypes.string_at(val_addr, nnz * row_bytes) if nnz else b""
+        return (np.frombuffer(idx, dtype=np.int64).copy(),
+                np.frombuffer(rows, dtype=g.dtype).reshape((nnz,) + row_shape).copy())
 
     def finalize(self):
         """Waits for every bucket and writes the averages back (raises a failed allreduce's error)."""

@@ -9,7 +9,8 @@ A small adapter, and the way any framework drives the reducer: a gradient
 hook per parameter copies the gradient into the reducer (mark_ready), whose
 buckets start their allreduce while the rest of the backward pass runs; a
 callback queued on autograd's engine calls finalize when backward ends and
-puts the averages into `param.grad`. Like torch's DDP it broadcasts rank 0's
+puts the averages into `param.grad` (sparse for embeddings made with
+sparse=True, reduced by row). Like torch's DDP it broadcasts rank 0's
 parameters and buffers at construction (and buffers before every forward
 with broadcast_buffers), and `no_sync()` skips the reduction while gradients
 accumulate. Needs PyTorch; distc itself does not.
@@ -40,12 +41,17 @@ class DistributedDataParallel(torch.nn.Module):
             for t in list(module.parameters()) + list(module.buffers()):
                 self.group.broadcast(t.data, 0)
         grads = [torch.zeros_like(p, memory_format=torch.contiguous_format) for p in self._params]
+        # As torch's DDP: embeddings created with sparse=True produce sparse gradients.
+        sparse_params = {id(m.weight) for m in module.modules()
+                         if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse}
+        self._sparse = [id(p) in sparse_params for p in self._params]
         self.reducer = Reducer(self.group, grads, bucket_cap_mb=bucket_cap_mb, first_bucket_mb=first_bucket_mb,
                                find_unused_parameters=find_unused_parameters,
-                               gradient_as_bucket_view=gradient_as_bucket_view, comm_hook=comm_hook)
+                               gradient_as_bucket_view=gradient_as_bucket_view, comm_hook=comm_hook,
+                               expect_sparse=self._sparse)
         # Where each gradient goes before mark_ready (its bucket, with views).
-        self._grads = ([self.reducer.grad_view(i) for i in range(len(grads))] if gradient_as_bucket_view
-                       else grads)
+        self._grads = ([None if self._sparse[i] else self.reducer.grad_view(i) for i in range(len(grads))]
+                       if gradient_as_bucket_view else grads)
         self._sync = True
         self._active = False   # an iteration was prepared and not finalized
         self._queued = False
@@ -61,8 +67,13 @@ class DistributedDataParallel(torch.nn.Module):
                 self._queued = True
             # What param.grad will hold once autograd accumulates `grad` (no_sync sums included).
             acc = self._params[i].grad
-            self._grads[i].copy_(grad if acc is None else grad + acc)
-            self.reducer.mark_ready(i)
+            total = grad if acc is None else grad + acc
+            if self._sparse[i]:
+                total = total.coalesce()
+                self.reducer.mark_ready_sparse(i, total.indices()[0].contiguous(), total.values().contiguous())
+            else:
+                self._grads[i].copy_(total)
+                self.reducer.mark_ready(i)
             return grad
         return hook
 
@@ -71,8 +82,11 @@ class DistributedDataParallel(torch.nn.Module):
         self._active = False
         self.reducer.finalize()
         with torch.no_grad():
-            for p, g in zip(self._params, self._grads):
-                if p.grad is None:
+            for i, (p, g) in enumerate(zip(self._params, self._grads)):
+                if self._sparse[i]:
+                    idx, rows = self.reducer.sparse_grad(i)
+                    p.grad = torch.sparse_coo_tensor(idx.unsqueeze(0), rows, p.shape).coalesce()
+                elif p.grad is None:
                     p.grad = g.clone()
                 else:
                     p.grad.copy_(g)

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/reducer/bucket_assignment.hpp"
+#include "core/reducer/sparse.hpp"
 
 #include "core/util/error.hpp"
 
@@ -11,10 +12,11 @@ namespace distc {
 
 Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
                  const std::vector<std::vector<size_t>> &buckets, bool find_unused, bool views,
-                 std::vector<uint64_t> rebuild_limits)
-    : pg_(std::move(pg)), grads_(std::move(grads)), find_unused_(find_unused), views_(views),
-      rebuild_limits_(std::move(rebuild_limits)) {
+                 std::vector<uint64_t> rebuild_limits, std::vector<char> sparse)
+    : pg_(std::move(pg)), grads_(std::move(grads)), sparse_(std::move(sparse)), find_unused_(find_unused),
+      views_(views), rebuild_limits_(std::move(rebuild_limits)) {
     size_t n = grads_.size();
+    sparse_.resize(n, 0);
     ready_.assign(n, 0);
     ready_at_.assign(n, Clock::time_point{});
     last_ready_ns_.assign(n, -1);
@@ -30,6 +32,11 @@ void Reducer::set_buckets(const std::vector<std::vector<size_t>> &buckets) {
         Bucket bk;
         bk.members = buckets[b];
         if (bk.members.empty()) fail(DISTC_EINVAL, "bucket " + std::to_string(b) + " is empty");
+        for (size_t i : bk.members)
+            if (sparse_[i] && bk.members.size() > 1)
+                fail(DISTC_EINVAL, "bucket " + std::to_string(b) + " holds sparse gradient " + std::to_string(i) +
+                                       " with others; a sparse gradient needs a bucket of its own");
+        bk.sparse = sparse_[bk.members[0]] != 0;
         DType dt = grads_[bk.members[0]].dtype;
         size_t numel = 0;
         for (size_t i : bk.members) {
@@ -41,7 +48,7 @@ void Reducer::set_buckets(const std::vector<std::vector<size_t>> &buckets) {
             offset_of_[i] = numel * dtype_size(dt);
             numel += grads_[i].numel;
         }
-        bk.buf = std::make_unique<Scratch>(dt, numel);
+        bk.buf = std::make_unique<Scratch>(dt, bk.sparse ? 0 : numel);  // sparse rows live elsewhere
         if (views_ && bk.buf->t.nbytes()) std::memset(bk.buf->t.data, 0, bk.buf->t.nbytes());  // views start at zero
         bk.last.bytes = numel * dtype_size(dt);
         made.push_back(std::move(bk));
@@ -75,7 +82,7 @@ void Reducer::rebuild_locked() {
     std::vector<BucketTensor> bt;
     for (size_t i : pos)
         bt.push_back(BucketTensor{static_cast<int>(grads_[i].dtype), 0, grads_[i].device_type, grads_[i].device_id,
-                                  grads_[i].nbytes(), false});
+                                  grads_[i].nbytes(), sparse_[i] != 0});
     // Positions in arrival order map back to gradient indices; bucket 0 fills first.
     auto by_pos = compute_bucket_assignment_by_size(bt, rebuild_limits_);
     std::vector<std::vector<size_t>> buckets;
@@ -94,6 +101,7 @@ Reducer::~Reducer() {
 
 void *Reducer::grad_view(size_t i) const {
     if (!views_) fail(DISTC_ESTATE, "gradients are not bucket views (set gradient_as_bucket_view)");
+    if (sparse_[i]) fail(DISTC_EINVAL, "gradient " + std::to_string(i) + " is sparse: it has no view");
     return buckets_[bucket_of_[i]].buf->t.bytes() + offset_of_[i];
 }
 
@@ -128,6 +136,10 @@ void Reducer::prepare(const std::vector<size_t> &unused) {
     for (auto &b : buckets_) {
         b.pending = b.members.size();
         b.work.reset();
+        b.code = 0;
+        b.message.clear();
+        b.indices.clear();
+        b.rows.clear();
     }
     try {
         for (size_t u : unused) {
@@ -143,6 +155,13 @@ void Reducer::prepare(const std::vector<size_t> &unused) {
 
 void Reducer::ready_locked(size_t i, bool zero) {
     Bucket &b = buckets_[bucket_of_[i]];
+    if (b.sparse) {  // unused: no rows from this rank (mark_ready_sparse packs the used case)
+        if (zero) b.local = pack_sparse(nullptr, 0, nullptr, 0);
+        ready_[i] = 1;
+        if (!zero) ready_at_[i] = Clock::now();
+        --b.pending;
+        return;
+    }
     uint8_t *dst = b.buf->t.bytes() + offset_of_[i];
     size_t nb = grads_[i].nbytes();
     if (zero)
@@ -166,7 +185,9 @@ void Reducer::launch_complete_locked() {
         Bucket &b = buckets_[next_bucket_];
         b.launched = Clock::now();
         b.wire.reset();
-        if (hook_) {
+        if (b.sparse) {
+            launch_sparse_locked(b);
+        } else if (hook_) {
             b.work = hook_(b.buf->t);
             if (!b.work) fail(DISTC_EINTERNAL, "the communication hook gave no work");
         } else if (compress_ != DType::Float32 && b.buf->t.dtype == DType::Float32) {
@@ -184,10 +205,66 @@ void Reducer::launch_complete_locked() {
     }
 }
 
+void Reducer::launch_sparse_locked(Bucket &b) {
+    // A blocking exchange of variable-size messages, issued in bucket order like the
+    // dense buckets' allreduces (so every rank runs the same collectives in the same order).
+    size_t i = b.members[0];
+    const Tensor &g = grads_[i];
+    auto t0 = Clock::now();
+    try {
+        auto parts = pg_->all_gather_bytes(ByteView(b.local), OpOptions{});
+        reduce_sparse(parts, g.dtype, g.row_numel(), 1.0 / pg_->size(), b.indices, b.rows);
+    } catch (const Error &e) {
+        b.code = e.code();
+        b.message = e.what();
+    }
+    b.exchange_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+}
+
+void Reducer::mark_ready_sparse(size_t i, const Tensor &indices, const Tensor &values) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (i >= grads_.size())
+        fail(DISTC_EINVAL, "index " + std::to_string(i) + " is outside 0.." + std::to_string(grads_.size() - 1));
+    if (!sparse_[i])
+        fail(DISTC_EINVAL, "gradient " + std::to_string(i) +
+                               " is dense (not in opts->expect_sparse): use distc_reducer_mark_ready");
+    if (!in_iteration_) fail(DISTC_ESTATE, "no iteration: call distc_reducer_prepare_for_backward first");
+    if (ready_[i])
+        fail(DISTC_ESTATE, "gradient " + std::to_string(i) +
+                               " was marked ready twice in one iteration (or was listed as unused)");
+    const Tensor &g = grads_[i];
+    if (indices.dtype != DType::Int64) fail(DISTC_EINVAL, std::string("indices are ") + dtype_name(indices.dtype) + ", not int64");
+    if (values.dtype != g.dtype)
+        fail(DISTC_EINVAL, std::string("values are ") + dtype_name(values.dtype) + " but gradient " +
+                               std::to_string(i) + " is " + dtype_name(g.dtype));
+    size_t nnz = indices.numel, row = g.row_numel();
+    if (values.numel != nnz * row)
+        fail(DISTC_EINVAL, "values hold " + std::to_string(values.numel) + " elements; " + std::to_string(nnz) +
+                               " rows of " + std::to_string(row) + " expected");
+    const int64_t *idx = static_cast<const int64_t *>(indices.data);
+    for (size_t k = 0; k < nnz; ++k)
+        if (idx[k] < 0 || idx[k] >= g.dim0)
+            fail(DISTC_EINVAL, "indices[" + std::to_string(k) + "] = " + std::to_string(idx[k]) + " is outside 0.." +
+                                   std::to_string(g.dim0 - 1));
+    buckets_[bucket_of_[i]].local = pack_sparse(idx, nnz, values.data, row * dtype_size(g.dtype));
+    ready_locked(i, false);
+    arrival_.push_back(i);
+    launch_complete_locked();
+}
+
+Reducer::SparseGrad Reducer::sparse_grad(size_t i) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!sparse_[i]) fail(DISTC_EINVAL, "gradient " + std::to_string(i) + " is dense: read it in its buffer");
+    const Bucket &b = buckets_[bucket_of_[i]];
+    return SparseGrad{b.indices.data(), b.rows.data(), b.indices.size()};
+}
+
 void Reducer::mark_ready(size_t i) {
     std::lock_guard<std::mutex> lk(mu_);
     if (i >= grads_.size())
         fail(DISTC_EINVAL, "index " + std::to_string(i) + " is outside 0.." + std::to_string(grads_.size() - 1));
+    if (sparse_[i])
+        fail(DISTC_EINVAL, "gradient " + std::to_string(i) + " is sparse: use distc_reducer_mark_ready_sparse");
     if (!in_iteration_) fail(DISTC_ESTATE, "no iteration: call distc_reducer_prepare_for_backward first");
     if (ready_[i])
         fail(DISTC_ESTATE, "gradient " + std::to_string(i) +
@@ -239,6 +316,14 @@ void Reducer::finalize() {
     };
     for (size_t i = 0; i < grads_.size(); ++i) last_ready_ns_[i] = since(ready_at_[i]);
     for (size_t k = 0; k < buckets_.size(); ++k) {
+        Bucket &sb = buckets_[k];
+        if (sb.sparse) {  // exchanged at launch
+            if (sb.code && !code) code = sb.code, msg = "bucket " + std::to_string(k) + " (sparse): " + sb.message;
+            sb.last.launch_ns = since(sb.launched);
+            sb.last.reduce_ns = sb.exchange_ns;
+            sb.last.bytes = sb.rows.size();
+            continue;
+        }
         works[k]->wait(Millis(-1));
         if (works[k]->status() != 0) {
             if (!code) code = works[k]->status(), msg = "bucket " + std::to_string(k) + ": " + works[k]->message();

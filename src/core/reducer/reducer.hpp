@@ -11,6 +11,7 @@
 
 #include "core/pg/process_group.hpp"
 #include "core/pg/tensor.hpp"
+#include "core/store/store.hpp"
 
 namespace distc {
 
@@ -20,8 +21,9 @@ public:
     // `views`: gradients live in the buckets (grad_view), nothing is copied in or out.
     // `rebuild_limits` (non-empty): after the first iteration, rebuild the buckets
     // by size in the order gradients arrived on rank 0 (c10d's bucket rebuild).
+    // `sparse` (per gradient, may be empty): rows exchanged by index, each alone in its bucket.
     Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads, const std::vector<std::vector<size_t>> &buckets,
-            bool find_unused, bool views, std::vector<uint64_t> rebuild_limits = {});
+            bool find_unused, bool views, std::vector<uint64_t> rebuild_limits = {}, std::vector<char> sparse = {});
     ~Reducer();
     Reducer(const Reducer &) = delete;
     Reducer &operator=(const Reducer &) = delete;
@@ -47,7 +49,17 @@ public:
 
     void prepare(const std::vector<size_t> &unused);
     void mark_ready(size_t i);
+    // A sparse gradient's rows: `indices` (int64, nnz) and `values` (nnz rows of grads[i]).
+    void mark_ready_sparse(size_t i, const Tensor &indices, const Tensor &values);
     void finalize();
+    bool is_sparse(size_t i) const { return sparse_[i] != 0; }
+    // After finalize: the averaged rows of sparse gradient i (valid until the next prepare).
+    struct SparseGrad {
+        const int64_t *indices;
+        const void *values;
+        size_t nnz;
+    };
+    SparseGrad sparse_grad(size_t i) const;
 
 private:
     struct Bucket {
@@ -58,7 +70,17 @@ private:
         std::unique_ptr<Scratch> wire;  // the compressed copy in flight, if any
         Clock::time_point launched{};
         BucketStats last{0, -1, -1};  // of the last finalized iteration
+        // A sparse gradient's bucket (one member): this rank's rows, packed, then the
+        // reduced rows; the exchange runs at launch and its failure waits for finalize.
+        bool sparse = false;
+        Bytes local;
+        std::vector<int64_t> indices;
+        Bytes rows;
+        int code = 0;
+        std::string message;
+        int64_t exchange_ns = -1;
     };
+    void launch_sparse_locked(Bucket &b);   // the blocking exchange of a sparse bucket
     void ready_locked(size_t i, bool zero);  // copies (or zeroes) gradient i into its bucket
     void set_buckets(const std::vector<std::vector<size_t>> &buckets);
     void rebuild_locked();                   // a collective: every rank is in prepare()
@@ -66,6 +88,7 @@ private:
 
     std::shared_ptr<ProcessGroup> pg_;
     std::vector<Tensor> grads_;
+    std::vector<char> sparse_;
     std::vector<Bucket> buckets_;
     std::vector<size_t> bucket_of_, offset_of_;  // per gradient: bucket, byte offset in it
     std::vector<char> ready_;

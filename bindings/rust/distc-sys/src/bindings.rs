@@ -25,7 +25,7 @@ pub const DISTC_BACKEND_STREAM_ORDERED: u32 = 1;
 pub const DISTC_WORK_HOOKS_VERSION: u32 = 1;
 pub const DISTC_BUCKET_CAP_BYTES: u32 = 26214400;
 pub const DISTC_FIRST_BUCKET_BYTES: u32 = 1048576;
-pub const DISTC_REDUCER_OPTIONS_VERSION: u32 = 1;
+pub const DISTC_REDUCER_OPTIONS_VERSION: u32 = 2;
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __uint16_t = ::std::os::raw::c_ushort;
 pub type __int32_t = ::std::os::raw::c_int;
@@ -1435,9 +1435,15 @@ pub struct distc_reducer_options {
     #[doc = "there, mark_ready copies nothing and finalize leaves"]
     #[doc = "the average there; `grads` only give shapes and dtypes"]
     pub gradient_as_bucket_view: i32,
+    #[doc = "< (version 2) per gradient, nonzero: its gradients are"]
+    #[doc = "sparse (rows of grads[i] along its first dimension, as"]
+    #[doc = "an embedding's): it gets a bucket of its own, is marked"]
+    #[doc = "with distc_reducer_mark_ready_sparse and read with"]
+    #[doc = "distc_reducer_sparse_grad; NULL: none"]
+    pub expect_sparse: *const i32,
 }
 extern "C" {
-    #[doc = " Fills `opts` with the defaults above."]
+    #[doc = " Fills `opts` with the defaults above; `version` 1 fills the fields of version 1 only."]
     pub fn distc_reducer_options_init(
         opts: *mut distc_reducer_options,
         version: ::std::os::raw::c_uint,
@@ -1497,6 +1503,38 @@ extern "C" {
     #[doc = " allreduce. DISTC_ESTATE when it was marked (or listed unused) already in"]
     #[doc = " this iteration, or no iteration was prepared."]
     pub fn distc_reducer_mark_ready(r: *mut distc_reducer, index: i32) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    #[doc = " Sparse gradient `index` (declared in opts->expect_sparse) holds its value"]
+    #[doc = " for this iteration: `values` rows (nnz x the row of grads[index], its dtype)"]
+    #[doc = " at the row numbers `indices` (int64, nnz of them, each below grads[index]'s"]
+    #[doc = " first dimension; repeats are summed). Both are copied. The reduction, once"]
+    #[doc = " every bucket before it has started: the union of every rank's rows, rows"]
+    #[doc = " with the same index summed in rank order, then divided by the group size"]
+    #[doc = " (c10d's sparse allreduce and DDP's division). It runs on the calling thread"]
+    #[doc = " (an exchange of variable-size byte messages), so it does not overlap the"]
+    #[doc = " rest of the backward pass. DISTC_EINVAL for a dense gradient or a malformed"]
+    #[doc = " pair, DISTC_ESTATE as mark_ready."]
+    pub fn distc_reducer_mark_ready_sparse(
+        r: *mut distc_reducer,
+        index: i32,
+        indices: *const DLTensor,
+        values: *const DLTensor,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    #[doc = " After finalize: sparse gradient `index` averaged over ranks, as `*nnz`"]
+    #[doc = " distinct row numbers in increasing order (`*indices`) and their rows"]
+    #[doc = " (`*values`, nnz x the row of grads[index], its dtype). The memory is the"]
+    #[doc = " reducer's, valid until the next prepare_for_backward or free. A sparse"]
+    #[doc = " gradient no rank marked (unused) has nnz 0. DISTC_EINVAL for a dense gradient."]
+    pub fn distc_reducer_sparse_grad(
+        indices: *mut *const i64,
+        values: *mut *const ::std::os::raw::c_void,
+        nnz: *mut usize,
+        r: *const distc_reducer,
+        index: i32,
+    ) -> ::std::os::raw::c_int;
 }
 extern "C" {
     #[doc = " Ends the iteration: starts what is left, waits for every bucket and"]
