@@ -191,7 +191,7 @@ impl<'a> Desc<'a> {
 
 /// Descriptors of `parts` (one per rank, say), and the array of pointers the C API takes.
 pub(crate) struct DescList<'a> {
-    descs: Vec<Desc<'a>>,
+    _descs: Vec<Desc<'a>>, // owns what `ptrs` point to
     ptrs: Vec<*mut sys::DLTensor>,
 }
 
@@ -206,14 +206,10 @@ impl<'a> DescList<'a> {
 
     fn from(mut descs: Vec<Desc<'a>>) -> DescList<'a> {
         let ptrs = descs.iter_mut().map(|d| d.ptr()).collect();
-        DescList { descs, ptrs }
+        DescList { _descs: descs, ptrs }
     }
 
     pub(crate) fn as_ptr(&self) -> *const *mut sys::DLTensor {
         self.ptrs.as_ptr()
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.descs.len()
     }
 }

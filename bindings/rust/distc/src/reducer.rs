@@ -3,7 +3,7 @@ use std::ptr::{self, NonNull};
 
 use distc_sys as sys;
 
-use crate::element::{DescList, Element};
+use crate::element::Element;
 use crate::error::{check, Error, Result};
 use crate::group::ProcessGroup;
 
@@ -17,6 +17,9 @@ pub struct ReducerOptions {
     pub find_unused_parameters: bool,
     /// Gradients live in their buckets: nothing is copied in or out.
     pub gradient_as_bucket_view: bool,
+    /// Per gradient: its gradients are sparse rows (an embedding's), marked with
+    /// [`Reducer::mark_ready_sparse`] and read with [`Reducer::sparse_grad`].
+    pub expect_sparse: Option<Vec<bool>>,
 }
 
 /// c10d's Reducer. It owns the gradient buffers: write gradient `i` through
@@ -26,13 +29,24 @@ pub struct Reducer<T: Element> {
     raw: NonNull<sys::distc_reducer>,
     grads: Vec<Vec<T>>,
     views: Option<Vec<(*mut T, usize)>>,
+    rows: Vec<Option<usize>>, // sparse gradients: elements per row
 }
 
 unsafe impl<T: Element> Send for Reducer<T> {}
 
 impl<T: Element + Default> Reducer<T> {
     /// A reducer over gradients of the given lengths (every rank passes the same).
+    /// Sparse gradients (opts.expect_sparse) are one row long unless given with
+    /// [`Reducer::new_with_rows`].
     pub fn new(pg: &ProcessGroup, lens: &[usize], opts: &ReducerOptions) -> Result<Reducer<T>> {
+        let shapes: Vec<(usize, usize)> = lens.iter().map(|&n| (n, 1)).collect();
+        Reducer::new_with_rows(pg, &shapes, opts)
+    }
+
+    /// As `new`, each gradient given as (rows, elements per row): the shape sparse gradients need.
+    pub fn new_with_rows(pg: &ProcessGroup, shapes: &[(usize, usize)], opts: &ReducerOptions) -> Result<Reducer<T>> {
+        let lens: Vec<usize> = shapes.iter().map(|&(r, c)| r * c).collect();
+        let lens = &lens[..];
         if lens.is_empty() {
             return Err(Error::invalid("Reducer::new: no gradients"));
         }
@@ -43,22 +57,52 @@ impl<T: Element + Default> Reducer<T> {
         o.first_bucket_bytes = opts.first_bucket_bytes;
         o.find_unused_parameters = opts.find_unused_parameters as i32;
         o.gradient_as_bucket_view = opts.gradient_as_bucket_view as i32;
+        let sparse: Option<Vec<i32>> = opts.expect_sparse.as_ref().map(|v| v.iter().map(|&x| x as i32).collect());
+        if let Some(s) = &sparse {
+            if s.len() != lens.len() {
+                return Err(Error::invalid(format!("expect_sparse has {} entries for {} gradients", s.len(), lens.len())));
+            }
+            o.expect_sparse = s.as_ptr();
+        }
         if let Some(b) = &opts.bucket_of {
             if b.len() != lens.len() {
                 return Err(Error::invalid(format!("bucket_of has {} entries for {} gradients", b.len(), lens.len())));
             }
             o.bucket_of = b.as_ptr();
         }
-        let list = DescList::of_mut(grads.iter_mut().map(|g| g.as_mut_slice()));
+        // Two-dimensional descriptors: a sparse gradient's rows are its first dimension.
+        let mut dims: Vec<[i64; 2]> = shapes.iter().map(|&(r, c)| [r as i64, c as i64]).collect();
+        let mut dls: Vec<sys::DLTensor> = grads
+            .iter_mut()
+            .zip(dims.iter_mut())
+            .map(|(g, d)| sys::DLTensor {
+                data: g.as_mut_ptr() as *mut std::os::raw::c_void,
+                device: sys::DLDevice { device_type: sys::kDLCPU, device_id: 0 },
+                ndim: 2,
+                dtype: sys::DLDataType { code: T::CODE, bits: T::BITS, lanes: 1 },
+                shape: d.as_mut_ptr(),
+                strides: ptr::null_mut(),
+                byte_offset: 0,
+            })
+            .collect();
+        let ptrs: Vec<*mut sys::DLTensor> = dls.iter_mut().map(|d| d as *mut _).collect();
         let mut out = ptr::null_mut();
         // The Vecs' memory never moves: they are never resized.
-        check(unsafe { sys::distc_reducer_new(&mut out, pg.as_ptr(), list.as_ptr(), list.len(), &o) })?;
-        drop(list);
+        check(unsafe { sys::distc_reducer_new(&mut out, pg.as_ptr(), ptrs.as_ptr(), ptrs.len(), &o) })?;
         let raw = NonNull::new(out).ok_or_else(|| Error::invalid("no reducer returned"))?;
-        let mut r = Reducer { raw, grads, views: None };
+        let rows = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, c))| sparse.as_ref().is_some_and(|s| s[i] != 0).then_some(c))
+            .collect();
+        let mut r = Reducer { raw, grads, views: None, rows };
         if opts.gradient_as_bucket_view {
             let mut views = Vec::new();
             for (i, g) in r.grads.iter().enumerate() {
+                if sparse.as_ref().is_some_and(|s| s[i] != 0) {
+                    views.push((ptr::null_mut(), 0)); // a sparse gradient has no view
+                    continue;
+                }
                 let mut p = ptr::null_mut();
                 check(unsafe { sys::distc_reducer_grad_view(&mut p, r.raw.as_ptr(), i as i32) })?;
                 views.push((p as *mut T, g.len()));
@@ -75,6 +119,10 @@ impl<T: Element> Reducer<T> {
             return Err(Error::invalid(format!("gradient {i} is out of range (0..{})", self.grads.len())));
         }
         Ok(i as i32)
+    }
+
+    fn rows_of(&self, i: usize) -> Option<usize> {
+        self.rows[i]
     }
 
     /// Gradient `i`'s memory, to write before mark_ready (the bucket itself with views).
@@ -112,6 +160,53 @@ impl<T: Element> Reducer<T> {
         let i = self.index(i)?;
         check(unsafe { sys::distc_reducer_mark_ready(self.raw.as_ptr(), i) })?;
         Ok(())
+    }
+
+    /// Sparse gradient `i`: `values` rows (each as long as a row of the gradient, whose
+    /// first dimension is its length / row) at row numbers `indices`; both are copied.
+    pub fn mark_ready_sparse(&mut self, i: usize, indices: &[i64], values: &[T], row: usize) -> Result<()> {
+        let idx = self.index(i)?;
+        if row == 0 || values.len() != indices.len() * row {
+            return Err(Error::invalid(format!("{} values are not {} rows of {row}", values.len(), indices.len())));
+        }
+        let mut ishape = Box::new(indices.len() as i64);
+        let mut vshape = Box::new([indices.len() as i64, row as i64]);
+        let it = sys::DLTensor {
+            data: indices.as_ptr() as *mut _,
+            device: sys::DLDevice { device_type: sys::kDLCPU, device_id: 0 },
+            ndim: 1,
+            dtype: sys::DLDataType { code: 0, bits: 64, lanes: 1 },
+            shape: &mut *ishape,
+            strides: ptr::null_mut(),
+            byte_offset: 0,
+        };
+        let vt = sys::DLTensor {
+            data: values.as_ptr() as *mut _,
+            device: sys::DLDevice { device_type: sys::kDLCPU, device_id: 0 },
+            ndim: 2,
+            dtype: sys::DLDataType { code: T::CODE, bits: T::BITS, lanes: 1 },
+            shape: vshape.as_mut_ptr(),
+            strides: ptr::null_mut(),
+            byte_offset: 0,
+        };
+        check(unsafe { sys::distc_reducer_mark_ready_sparse(self.raw.as_ptr(), idx, &it, &vt) })?;
+        Ok(())
+    }
+
+    /// After finalize: sparse gradient `i` averaged over ranks, as distinct increasing row
+    /// numbers and their rows, back to back (copied).
+    pub fn sparse_grad(&self, i: usize) -> Result<(Vec<i64>, Vec<T>)> {
+        let idx = self.index(i)?;
+        let (mut ip, mut vp, mut nnz) = (ptr::null(), ptr::null(), 0usize);
+        check(unsafe { sys::distc_reducer_sparse_grad(&mut ip, &mut vp, &mut nnz, self.raw.as_ptr(), idx) })?;
+        if nnz == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        // Rows are as long as the gradient's rows: its length over the rows it was given.
+        let indices = unsafe { std::slice::from_raw_parts(ip, nnz) }.to_vec();
+        let n_values = self.rows_of(i).map(|row| nnz * row).unwrap_or(0);
+        let values = unsafe { std::slice::from_raw_parts(vp as *const T, n_values) }.to_vec();
+        Ok((indices, values))
     }
 
     /// Waits for every bucket and writes the averages back (a failed allreduce's error here).

@@ -284,3 +284,23 @@ fn reducer_averages_with_and_without_views() {
         });
     }
 }
+
+#[test]
+fn reducer_sparse_rows() {
+    ranks(2, |pg| {
+        let r = pg.rank() as i64;
+        let opts = ReducerOptions { expect_sparse: Some(vec![false, true]), ..Default::default() };
+        let mut red = Reducer::<f32>::new_with_rows(&pg, &[(3, 1), (8, 2)], &opts).unwrap();
+        red.prepare_for_backward(&[]).unwrap();
+        red.grad_mut(0).fill(r as f32);
+        red.mark_ready(0).unwrap();
+        assert_eq!(red.mark_ready(1).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        red.mark_ready_sparse(1, &[r, 7], &[1.0, 1.0, 2.0, 2.0], 2).unwrap();
+        red.finalize().unwrap();
+        let (idx, rows) = red.sparse_grad(1).unwrap();
+        assert_eq!(idx, vec![0, 1, 7]);
+        assert_eq!(rows, vec![0.5, 0.5, 0.5, 0.5, 2.0, 2.0]);
+        assert_eq!(red.grad(0), &[0.5, 0.5, 0.5]);
+        assert!(red.mark_ready_sparse(1, &[0], &[1.0], 2).is_err());
+    });
+}
