@@ -1524,13 +1524,13 @@ extern "C" {
 }
 extern "C" {
     #[doc = " After finalize: sparse gradient `index` averaged over ranks, as `*nnz`"]
-    #[doc = " distinct row numbers in increasing order (`*indices`) and their rows"]
-    #[doc = " (`*values`, nnz x the row of grads[index], its dtype). The memory is the"]
+    #[doc = " distinct row numbers in increasing order (`*indices_out`) and their rows"]
+    #[doc = " (`*values_out`, nnz x the row of grads[index], its dtype). The memory is the"]
     #[doc = " reducer's, valid until the next prepare_for_backward or free. A sparse"]
     #[doc = " gradient no rank marked (unused) has nnz 0. DISTC_EINVAL for a dense gradient."]
     pub fn distc_reducer_sparse_grad(
-        indices: *mut *const i64,
-        values: *mut *const ::std::os::raw::c_void,
+        indices_out: *mut *const i64,
+        values_out: *mut *const ::std::os::raw::c_void,
         nnz: *mut usize,
         r: *const distc_reducer,
         index: i32,
