@@ -145,7 +145,7 @@ end
 function withkeys(f, keys)
     ks = [Base.cconvert(Cstring, k) for k in keys]
     GC.@preserve ks begin
-        ptrs = [pointer(k) for k in ks]
+        ptrs = Ptr{Cchar}[Base.unsafe_convert(Ptr{Cchar}, k) for k in ks]
         return f(ptrs)
     end
 end
@@ -231,7 +231,7 @@ rank(pg::ProcessGroup) = Int(query(L.distc_pg_rank, Int32, pg))
 nranks(pg::ProcessGroup) = Int(query(L.distc_pg_size, Int32, pg))
 
 function backend(pg::ProcessGroup)
-    p = Ref{Cstring}(C_NULL)
+    p = Ref{Ptr{Cchar}}(C_NULL)
     L.distc_pg_backend(p, pg)
     return unsafe_string(p[])
 end
@@ -375,7 +375,9 @@ mutable struct Reducer
             ts = [dltensor(g, s) for (g, s) in zip(grads, shapes)]
             GC.@preserve ts begin
                 ptrs = [pointer(ts, i) for i in eachindex(ts)]
-                opts = Ref(L.distc_reducer_options(L.DISTC_REDUCER_OPTIONS_VERSION, bucket_cap_bytes, 0, C_NULL, 0, 0))
+                # version, bucket cap, first bucket, bucket_of, find_unused, views, expect_sparse
+                opts = Ref(L.distc_reducer_options(L.DISTC_REDUCER_OPTIONS_VERSION, bucket_cap_bytes, 0, C_NULL, 0, 0,
+                                                   C_NULL))
                 L.distc_reducer_new(out, pg, ptrs, length(ptrs), opts)
             end
         end
