@@ -4,6 +4,8 @@ of include/distc.h (`swig -xml`): no hand-written C parser, one source.
 
     julia_gen.py [--check]      (--check: fail on any difference from the committed file)
     julia_gen.py --complete LIB (every distc_* function LIB exports has a wrapper, and no more)
+    julia_gen.py --calls FILE.jl (every LibDistc function and struct FILE calls as L.name(...) gets
+                                  as many arguments as it takes: the Julia layer cannot run here)
 
 From the tree it emits: every #define constant and enum value as a Julia
 const; every struct as an isbits `struct` with the same fields in the same
@@ -248,9 +250,59 @@ def complete(lib):
     print(f"julia_gen: all {len(exported)} exported functions have a wrapper")
 
 
+def arities(text):
+    """{name: argument count} of the generated wrappers and struct constructors."""
+    out = {m.group(1): len([a for a in m.group(2).split(",") if a.strip()])
+           for m in re.finditer(r"^(distc_\w+)\((.*?)\) = ", text, re.M)}
+    for m in re.finditer(r"^struct (\w+)\n((?:    \w+::.*\n)*)end", text, re.M):
+        out[m.group(1)] = len(m.group(2).splitlines())
+    return out
+
+
+def call_args(text, start):
+    """The number of top-level arguments of the call whose "(" is at `start`."""
+    depth, n, empty, i = 0, 1, True, start
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            i = text.index('"', i + 1)
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return 0 if empty else n
+        elif c == "," and depth == 1:
+            n += 1
+        elif depth >= 1 and not c.isspace():
+            empty = False
+        i += 1
+    raise SystemExit("julia_gen: unbalanced call")
+
+
+def calls(path):
+    known = arities(open(OUT).read())
+    text = open(path).read()
+    bad, seen = [], 0
+    for m in re.finditer(r"\bL\.(\w+)\(", text):
+        name = m.group(1)
+        if name not in known:
+            continue
+        seen += 1
+        got = call_args(text, m.end() - 1)
+        if got != known[name]:
+            line = text.count("\n", 0, m.start()) + 1
+            bad.append(f"{path}:{line}: L.{name} takes {known[name]} arguments, called with {got}")
+    if bad:
+        sys.exit("\n".join(bad))
+    print(f"julia_gen: {seen} calls into LibDistc in {os.path.basename(path)} have the right number of arguments")
+
+
 def main():
     if sys.argv[1:2] == ["--complete"]:
         return complete(sys.argv[2])
+    if sys.argv[1:2] == ["--calls"]:
+        return calls(sys.argv[2])
     text, names = generate()
     if "--check" in sys.argv[1:]:
         old = open(OUT).read() if os.path.exists(OUT) else ""
