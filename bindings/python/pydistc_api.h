@@ -19,7 +19,9 @@ void pydistc_set_error_classes(PyObject *mapping);
 int pydistc_store_new_object(distc_store **out, PyObject *obj);
 
 /* Holds a reference to `objs` until `work` completes (the buffers of an
- * asynchronous operation), even if every Python reference to the work goes. */
+ * asynchronous operation), even if every Python reference to the work goes.
+ * When `objs` is a tuple whose first item is callable, that item is called
+ * first with (status, message), from the thread that completed the work. */
 int pydistc_work_keep(distc_work *work, PyObject *objs);
 
 #endif /* PYDISTC_API_H */

@@ -23,9 +23,21 @@ static void release_ref(void *obj) {
     PyGILState_Release(s);
 }
 
+/* Completion: `payload` is (on_done, buffers...). on_done(status, message) runs
+ * first (it resolves futures), then the buffers are released. */
 static void keep_done(distc_work *work, void *payload) {
-    (void)work;
-    release_ref(payload);
+    if (!python_alive()) return;
+    PyGILState_STATE s = PyGILState_Ensure();
+    PyObject *objs = (PyObject *)payload;
+    if (PyTuple_Check(objs) && PyTuple_GET_SIZE(objs) > 0 && PyCallable_Check(PyTuple_GET_ITEM(objs, 0))) {
+        const char *msg = "";
+        int status = distc_work_error(work, &msg);
+        PyObject *r = PyObject_CallFunction(PyTuple_GET_ITEM(objs, 0), "is", status, msg ? msg : "");
+        if (!r) PyErr_WriteUnraisable(PyTuple_GET_ITEM(objs, 0));
+        Py_XDECREF(r);
+    }
+    Py_DECREF(objs);
+    PyGILState_Release(s);
 }
 
 int pydistc_work_keep(distc_work *work, PyObject *objs) {

@@ -246,3 +246,25 @@ def test_close_while_another_thread_is_inside_a_call():
             pg.close()
         finally:
             a.join(10)
+
+
+def test_futures_resolve_with_results_and_errors():
+    def rank0(pg):
+        a = np.ones(3)
+        w = pg.all_reduce(a, async_op=True)
+        f = w.get_future()
+        seen = []
+        f.add_done_callback(lambda fut: seen.append(fut.result()[0][0]))
+        assert f.result(timeout=10)[0] is a and a[0] == 2.0
+        assert seen == [2.0]
+        assert w.get_future().result(timeout=1)[0] is a  # after completion: resolved at once
+        # a failing operation: the future carries its exception
+        w2 = pg.all_reduce(np.ones(2), async_op=True, timeout=0.2)
+        e = w2.get_future().exception(timeout=10)
+        assert isinstance(e, distc.DistcTimeoutError) and "allreduce" in str(e)
+
+    def rank1(pg):
+        pg.all_reduce(np.ones(3))
+        time.sleep(0.5)
+
+    two_ranks(rank0, rank1)

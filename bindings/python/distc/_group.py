@@ -1,6 +1,8 @@
 """Process groups and their work handles."""
+import concurrent.futures
 import datetime
 import pickle
+import threading
 
 from . import _distc
 from ._errors import error_for
@@ -11,18 +13,54 @@ from ._types import ReduceOp, op_args, tensor_arg, tensor_list, timeout_ms, time
 _INPROGRESS = 1
 
 
+class _Completion:
+    """Called once, from the thread that completes the work: resolves its futures."""
+
+    __slots__ = ("lock", "status", "message", "futures", "result")
+
+    def __init__(self, result):
+        self.lock = threading.Lock()
+        self.status, self.message, self.futures, self.result = None, "", [], result
+
+    def __call__(self, status, message):
+        with self.lock:
+            self.status, self.message = status, message
+            futures, self.futures = self.futures, []
+        for f in futures:
+            self.resolve(f)
+
+    def resolve(self, f):
+        if self.status == 0:
+            f.set_result(self.result)
+        else:
+            f.set_exception(error_for(self.status, self.message))
+
+
 class Work:
     """An asynchronous operation (torch's Work).
 
     It keeps the operation's buffers alive until the operation completes,
     even when this object goes first."""
 
-    __slots__ = ("_h", "_result")
+    __slots__ = ("_h", "_result", "_done")
 
     def __init__(self, handle, keep, result=None):
         self._h = handle
         self._result = result
-        _distc.pydistc_work_keep(handle, keep)
+        self._done = _Completion(result)
+        _distc.pydistc_work_keep(handle, (self._done,) + tuple(keep))
+
+    def get_future(self):
+        """A concurrent.futures.Future completed with result() (the output tensors) or
+        the operation's exception; its callbacks run on the completing thread."""
+        f = concurrent.futures.Future()
+        with self._done.lock:
+            pending = self._done.status is None
+            if pending:
+                self._done.futures.append(f)
+        if not pending:
+            self._done.resolve(f)
+        return f
 
     def wait(self, timeout=None):
         """Waits for the operation and returns True, or raises its error. With `timeout`
