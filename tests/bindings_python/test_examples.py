@@ -90,3 +90,13 @@ def test_train_linear_example():
     # it goes down over the first steps (later it sits at the noise level)
     early = losses[:4]
     assert all(a > b for a, b in zip(early, early[1:])), f"not decreasing at first: {early}"
+
+
+def test_torch_ddp_example():
+    pytest.importorskip("torch")
+    out = run_example("torch_ddp.py")
+    assert out.count("identical on all ranks: True") == RANKS, out
+    losses = [float(m) for m in re.findall(r"step +0 loss ([0-9.]+)", out)]
+    final = [float(m) for m in re.findall(r"step 200 loss ([0-9.]+)", out)]
+    assert len(losses) == RANKS and len(final) == RANKS, out
+    assert max(final) < min(losses) / 4, f"the loss did not fall: {losses} -> {final}"
