@@ -187,14 +187,14 @@ class ProcessGroup(Owned):
         """c10d's new_group over this group's `ranks`; every rank calls it. None on a
         rank that is not listed."""
         h = self._call(_distc.distc_pg_new_subgroup, _rank_list(ranks, "ranks"),
-                                         _pg_opts(backend, timeout, group_name, None, None))
+                       _pg_opts(backend, timeout, group_name, None, None))
         return None if h is None else ProcessGroup(None, 0, 0, _handle=h)
 
     def split(self, color, key=0, timeout=None, group_name=None):
         """MPI_Comm_split: ranks with the same color >= 0 form a group ordered by key; a
         negative color gives None."""
         h = self._call(_distc.distc_pg_split, int(color), int(key),
-                                  _pg_opts(None, timeout, group_name, None, None))
+                       _pg_opts(None, timeout, group_name, None, None))
         return None if h is None else ProcessGroup(None, 0, 0, _handle=h)
 
     # ---- collectives
@@ -321,12 +321,12 @@ class ProcessGroup(Owned):
     def broadcast_bytes(self, data, src=0, timeout=None):
         """`src`'s `data` on every rank (`data` is ignored elsewhere)."""
         return self._call(_distc.distc_broadcast_bytes, data if self.rank() == src else None, int(src),
-                                            timeout_opts(timeout))
+                          timeout_opts(timeout))
 
     def scatter_bytes(self, data_list, src=0, timeout=None):
         """`src`'s data_list[r] on rank r."""
         return self._call(_distc.distc_scatter_bytes, data_list if self.rank() == src else None, int(src),
-                                          timeout_opts(timeout))
+                          timeout_opts(timeout))
 
     def all_gather_object(self, obj, timeout=None):
         return [pickle.loads(b) for b in self.all_gather_bytes(pickle.dumps(obj), timeout)]
