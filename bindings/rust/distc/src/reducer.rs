@@ -100,7 +100,7 @@ impl<T: Element + Default> Reducer<T> {
             let mut views = Vec::new();
             for (i, g) in r.grads.iter().enumerate() {
                 if sparse.as_ref().is_some_and(|s| s[i] != 0) {
-                    views.push((ptr::null_mut(), 0)); // a sparse gradient has no view
+                    views.push((NonNull::<T>::dangling().as_ptr(), 0)); // a sparse gradient has no view
                     continue;
                 }
                 let mut p = ptr::null_mut();
