@@ -1,9 +1,12 @@
 // Argument translation shared by the C shims of several headers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
+#include "capi/guard.hpp"
 #include "core/store/rendezvous.hpp"
 #include "distc/store.h"
 
@@ -20,5 +23,24 @@ inline Millis clamp_ms(int64_t ms) {
 // A checked distc_rendezvous_options (NULL: defaults) for `url`; `name` is the
 // argument's name in messages ("opts", "rv").
 RendezvousRequest rendezvous_request(const char *url, const distc_rendezvous_options *opts, const std::string &name);
+
+// Options structs grow by appending fields; `version` says how far a caller's
+// struct goes, and `v1_size` is where version 1's ends.
+
+// The version check of an options struct a caller passed (`name`: "opts", ...).
+inline void check_options_version(unsigned version, unsigned current, const char *name = "opts") {
+    if (version < 1 || version > current)
+        fail(DISTC_EINVAL, std::string(name) + "->version is " + std::to_string(version) + ", expected 1.." +
+                               std::to_string(current));
+}
+
+// distc_x_options_init: `defaults` written as far as a struct of `version` goes.
+template <class T>
+void init_options(T *opts, unsigned version, unsigned current, T defaults, size_t v1_size) {
+    require_ptr(opts, "opts");
+    if (version < 1 || version > current) fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
+    defaults.version = version;
+    std::memcpy(opts, &defaults, version == 1 ? v1_size : sizeof defaults);
+}
 
 }  // namespace distc::capi

@@ -37,9 +37,7 @@ const ProcessGroup &pg_arg(const distc_pg *pg) {
 PgOptions pg_options(const distc_pg_options *opts) {
     PgOptions o;
     if (!opts) return o;
-    if (opts->version < 1 || opts->version > DISTC_PG_OPTIONS_VERSION)
-        fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected 1.." +
-                               std::to_string(DISTC_PG_OPTIONS_VERSION));
+    capi::check_options_version(opts->version, DISTC_PG_OPTIONS_VERSION);
     if (opts->backend) o.backend = opts->backend;
     require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
     if (opts->timeout_ms > 0) o.timeout = capi::clamp_ms(opts->timeout_ms);
@@ -59,9 +57,7 @@ PgOptions pg_options(const distc_pg_options *opts) {
 OpOptions op_options(const distc_op_options *opts) {
     OpOptions o;
     if (!opts) return o;
-    if (opts->version < 1 || opts->version > DISTC_OP_OPTIONS_VERSION)
-        fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected 1.." +
-                               std::to_string(DISTC_OP_OPTIONS_VERSION));
+    capi::check_options_version(opts->version, DISTC_OP_OPTIONS_VERSION);
     require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
     if (opts->timeout_ms > 0) o.timeout = capi::clamp_ms(opts->timeout_ms);
     o.premul_factor = opts->premul_factor;
@@ -115,25 +111,16 @@ extern "C" {
 
 DISTC_EXTERN(int) distc_pg_options_init(distc_pg_options *opts, unsigned int version) {
     return guard(__func__, [&] {
-        require_ptr(opts, "opts");
-        if (version < 1 || version > DISTC_PG_OPTIONS_VERSION)
-            fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
-        distc_pg_options d = DISTC_PG_OPTIONS_INIT;
-        d.version = version;
-        // A version-1 struct ends before `device`: write only what it has.
-        std::memcpy(opts, &d, version == 1 ? offsetof(distc_pg_options, device) : sizeof d);
+        capi::init_options(opts, version, DISTC_PG_OPTIONS_VERSION, distc_pg_options DISTC_PG_OPTIONS_INIT,
+                           offsetof(distc_pg_options, device));
         return 0;
     });
 }
 
 DISTC_EXTERN(int) distc_op_options_init(distc_op_options *opts, unsigned int version) {
     return guard(__func__, [&] {
-        require_ptr(opts, "opts");
-        if (version < 1 || version > DISTC_OP_OPTIONS_VERSION)
-            fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
-        distc_op_options d = DISTC_OP_OPTIONS_INIT;
-        d.version = version;
-        std::memcpy(opts, &d, version == 1 ? offsetof(distc_op_options, stream) : sizeof d);
+        capi::init_options(opts, version, DISTC_OP_OPTIONS_VERSION, distc_op_options DISTC_OP_OPTIONS_INIT,
+                           offsetof(distc_op_options, stream));
         return 0;
     });
 }

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "capi/args.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/tensor_args.hpp"
@@ -79,13 +80,9 @@ DISTC_EXTERN(int) distc_compute_bucket_assignment_by_size(int32_t *bucket_of, si
 
 DISTC_EXTERN(int) distc_reducer_options_init(distc_reducer_options *opts, unsigned int version) {
     return guard(__func__, [&] {
-        require_ptr(opts, "opts");
-        if (version < 1 || version > DISTC_REDUCER_OPTIONS_VERSION)
-            fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
-        distc_reducer_options d = DISTC_REDUCER_OPTIONS_INIT;
-        d.version = version;
-        // A caller built against version 1 has a struct that ends before expect_sparse.
-        std::memcpy(opts, &d, version == 1 ? offsetof(distc_reducer_options, expect_sparse) : sizeof d);
+        capi::init_options(opts, version, DISTC_REDUCER_OPTIONS_VERSION,
+                           distc_reducer_options DISTC_REDUCER_OPTIONS_INIT,
+                           offsetof(distc_reducer_options, expect_sparse));
         return 0;
     });
 }
@@ -98,9 +95,7 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
         require(n > 0, "n is 0 (no gradients)");
         distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
         if (opts) {
-            if (opts->version < 1 || opts->version > DISTC_REDUCER_OPTIONS_VERSION)
-                fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected 1.." +
-                                       std::to_string(DISTC_REDUCER_OPTIONS_VERSION));
+            capi::check_options_version(opts->version, DISTC_REDUCER_OPTIONS_VERSION);
             // Version 1 structs end before expect_sparse: read only what they have.
             std::memcpy(&o, opts, opts->version == 1 ? offsetof(distc_reducer_options, expect_sparse) : sizeof o);
         }
