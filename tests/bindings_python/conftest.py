@@ -49,13 +49,12 @@ def _proc_main(port, rank, size, fn, queue, timeout):
         queue.put((rank, False, traceback.format_exc()))
 
 
-def run_procs(size, fn, timeout=20.0, join_s=120):
-    """fn(pg) on `size` spawned processes meeting in a TCP store served here.
-    `fn` must be a module-level function (it is pickled by name)."""
+def _spawn(size, target, args_of, join_s):
+    """Runs target(*args_of(rank), queue) in `size` spawned processes; each puts
+    (rank, ok, value). Returns the values in rank order, or raises with every failure."""
     ctx = mp.get_context("spawn")
-    server = distc.TCPStore("127.0.0.1", 0, size + 1, True, timeout=30, wait_for_workers=False)
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_proc_main, args=(server.port, r, size, fn, queue, timeout)) for r in range(size)]
+    procs = [ctx.Process(target=target, args=(*args_of(r), queue)) for r in range(size)]
     for p in procs:
         p.start()
     out, failures = [None] * size, []
@@ -74,10 +73,28 @@ def run_procs(size, fn, timeout=20.0, join_s=120):
             if p.is_alive():
                 p.kill()
                 failures.append(f"pid {p.pid} had to be killed")
-        server.close()
     if failures:
         raise AssertionError("\n".join(failures))
     return out
+
+
+def _proc_main(port, rank, size, fn, timeout, queue):
+    try:
+        store = distc.TCPStore("127.0.0.1", port, size + 1, False, timeout=30)
+        with distc.ProcessGroup(store, rank, size, timeout=timeout) as pg:
+            queue.put((rank, True, fn(pg)))
+    except BaseException:  # noqa: B902 - sent to the parent
+        queue.put((rank, False, traceback.format_exc()))
+
+
+def run_procs(size, fn, timeout=20.0, join_s=120):
+    """fn(pg) on `size` spawned processes meeting in a TCP store served here.
+    `fn` must be a module-level function (it is pickled by name)."""
+    server = distc.TCPStore("127.0.0.1", 0, size + 1, True, timeout=30, wait_for_workers=False)
+    try:
+        return _spawn(size, _proc_main, lambda r: (server.port, r, size, fn, timeout), join_s)
+    finally:
+        server.close()
 
 
 def free_port():
@@ -98,30 +115,8 @@ def _env_main(env, rank, fn, queue):
 def run_procs_env(size, fn, join_s=120):
     """fn() in `size` spawned processes with torchrun's environment (RANK,
     WORLD_SIZE, MASTER_ADDR, MASTER_PORT), for the functional API's env://."""
-    ctx = mp.get_context("spawn")
     env = {"WORLD_SIZE": str(size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_env_main, args=(env, r, fn, queue)) for r in range(size)]
-    for p in procs:
-        p.start()
-    out, failures = [None] * size, []
-    try:
-        for _ in range(size):
-            rank, ok, value = queue.get(timeout=join_s)
-            if ok:
-                out[rank] = value
-            else:
-                failures.append(f"rank {rank} of {size} failed:\n{value}")
-    except Exception as e:
-        failures.append(f"not every rank reported within {join_s} s: {e!r}")
-    finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-    if failures:
-        raise AssertionError("\n".join(failures))
-    return out
+    return _spawn(size, _env_main, lambda r: (env, r, fn), join_s)
 
 
 @pytest.fixture(autouse=True)
