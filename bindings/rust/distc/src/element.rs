@@ -5,7 +5,7 @@ use std::os::raw::c_void;
 use distc_sys as sys;
 
 // DLPack's type codes (fixed by the spec; kDLBool arrived in DLPack 0.8).
-const INT: u8 = 0;
+pub(crate) const INT: u8 = 0;
 const UINT: u8 = 1;
 const FLOAT: u8 = 2;
 const BFLOAT: u8 = 4;
@@ -150,6 +150,19 @@ element! {
     Complex64 => COMPLEX, 128;
 }
 
+/// A compact host-memory DLTensor of `shape` at `data`; `shape` must outlive its use.
+pub(crate) fn host_tensor(data: *mut c_void, shape: &mut [i64], code: u8, bits: u8) -> sys::DLTensor {
+    sys::DLTensor {
+        data,
+        device: sys::DLDevice { device_type: sys::kDLCPU, device_id: 0 },
+        ndim: shape.len() as i32,
+        dtype: sys::DLDataType { code, bits, lanes: 1 },
+        shape: shape.as_mut_ptr(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    }
+}
+
 /// A one-dimensional DLTensor over a slice, valid for the borrow `'a`.
 /// Boxed so that `shape` can point into it wherever the value moves.
 pub(crate) struct Desc<'a> {
@@ -171,15 +184,7 @@ impl<'a> Desc<'a> {
 
     fn raw(data: *mut c_void, len: usize, code: u8, bits: u8) -> Desc<'a> {
         let mut shape = Box::new(len as i64);
-        let dl = sys::DLTensor {
-            data,
-            device: sys::DLDevice { device_type: sys::kDLCPU, device_id: 0 },
-            ndim: 1,
-            dtype: sys::DLDataType { code, bits, lanes: 1 },
-            shape: &mut *shape,
-            strides: std::ptr::null_mut(),
-            byte_offset: 0,
-        };
+        let dl = host_tensor(data, std::slice::from_mut(&mut *shape), code, bits);
         Desc { shape, dl, _borrow: PhantomData }
     }
 

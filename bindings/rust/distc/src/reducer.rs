@@ -3,7 +3,7 @@ use std::ptr::{self, NonNull};
 
 use distc_sys as sys;
 
-use crate::element::Element;
+use crate::element::{host_tensor, Element, INT};
 use crate::error::{check, Error, Result};
 use crate::group::ProcessGroup;
 
@@ -75,15 +75,7 @@ impl<T: Element + Default> Reducer<T> {
         let mut dls: Vec<sys::DLTensor> = grads
             .iter_mut()
             .zip(dims.iter_mut())
-            .map(|(g, d)| sys::DLTensor {
-                data: g.as_mut_ptr() as *mut std::os::raw::c_void,
-                device: sys::DLDevice { device_type: sys::kDLCPU, device_id: 0 },
-                ndim: 2,
-                dtype: sys::DLDataType { code: T::CODE, bits: T::BITS, lanes: 1 },
-                shape: d.as_mut_ptr(),
-                strides: ptr::null_mut(),
-                byte_offset: 0,
-            })
+            .map(|(g, d)| host_tensor(g.as_mut_ptr().cast(), d, T::CODE, T::BITS))
             .collect();
         let ptrs: Vec<*mut sys::DLTensor> = dls.iter_mut().map(|d| d as *mut _).collect();
         let mut out = ptr::null_mut();
@@ -169,26 +161,11 @@ impl<T: Element> Reducer<T> {
         if row == 0 || values.len() != indices.len() * row {
             return Err(Error::invalid(format!("{} values are not {} rows of {row}", values.len(), indices.len())));
         }
-        let mut ishape = Box::new(indices.len() as i64);
-        let mut vshape = Box::new([indices.len() as i64, row as i64]);
-        let it = sys::DLTensor {
-            data: indices.as_ptr() as *mut _,
-            device: sys::DLDevice { device_type: sys::kDLCPU, device_id: 0 },
-            ndim: 1,
-            dtype: sys::DLDataType { code: 0, bits: 64, lanes: 1 },
-            shape: &mut *ishape,
-            strides: ptr::null_mut(),
-            byte_offset: 0,
-        };
-        let vt = sys::DLTensor {
-            data: values.as_ptr() as *mut _,
-            device: sys::DLDevice { device_type: sys::kDLCPU, device_id: 0 },
-            ndim: 2,
-            dtype: sys::DLDataType { code: T::CODE, bits: T::BITS, lanes: 1 },
-            shape: vshape.as_mut_ptr(),
-            strides: ptr::null_mut(),
-            byte_offset: 0,
-        };
+        let mut ishape = [indices.len() as i64];
+        let mut vshape = [indices.len() as i64, row as i64];
+        // Read-only for the library: the pointers come from shared borrows and are only read.
+        let it = host_tensor(indices.as_ptr() as *mut _, &mut ishape, INT, 64);
+        let vt = host_tensor(values.as_ptr() as *mut _, &mut vshape, T::CODE, T::BITS);
         check(unsafe { sys::distc_reducer_mark_ready_sparse(self.raw.as_ptr(), idx, &it, &vt) })?;
         Ok(())
     }
