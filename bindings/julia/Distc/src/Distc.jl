@@ -79,19 +79,6 @@ mutable struct Store
     end
 end
 
-function Base.close(s::Store)
-    if s.ptr != C_NULL
-        L.distc_store_free(s.ptr)
-        s.ptr = C_NULL
-    end
-    return nothing
-end
-
-function Base.unsafe_convert(::Type{Ptr{L.distc_store}}, s::Store)
-    s.ptr == C_NULL && throw(ArgumentError("the store was closed"))
-    return s.ptr
-end
-
 function newstore(f)
     out = Ref{Ptr{L.distc_store}}(C_NULL)
     f(out)
@@ -206,19 +193,6 @@ function ProcessGroup(url::AbstractString; backend::String = "gloo", timeout_ms:
         L.distc_pg_new_from_url(out, url, C_NULL, opts)
     end
     return ProcessGroup(out[])
-end
-
-function Base.close(pg::ProcessGroup)
-    if pg.ptr != C_NULL
-        L.distc_pg_free(pg.ptr)
-        pg.ptr = C_NULL
-    end
-    return nothing
-end
-
-function Base.unsafe_convert(::Type{Ptr{L.distc_pg}}, pg::ProcessGroup)
-    pg.ptr == C_NULL && throw(ArgumentError("the process group was closed"))
-    return pg.ptr
 end
 
 function query(f, T, pg)
@@ -387,15 +361,28 @@ mutable struct Reducer
     end
 end
 
-function Base.close(r::Reducer)
-    if r.ptr != C_NULL
-        L.distc_reducer_free(r.ptr)
-        r.ptr = C_NULL
-    end
-    return nothing
-end
+# ---------------------------------------------------------------- handles
 
-Base.unsafe_convert(::Type{Ptr{L.distc_reducer}}, r::Reducer) = r.ptr
+# Every handle type: `close` frees it once (the finalizers call it too), and
+# ccall takes it where the C function wants its pointer.
+for (T, C, free, what) in ((:Store, :(L.distc_store), :(L.distc_store_free), "store"),
+                           (:ProcessGroup, :(L.distc_pg), :(L.distc_pg_free), "process group"),
+                           (:Reducer, :(L.distc_reducer), :(L.distc_reducer_free), "reducer"))
+    @eval begin
+        function Base.close(h::$T)
+            if h.ptr != C_NULL
+                $free(h.ptr)
+                h.ptr = C_NULL
+            end
+            return nothing
+        end
+
+        function Base.unsafe_convert(::Type{Ptr{$C}}, h::$T)
+            h.ptr == C_NULL && throw(ArgumentError(string("the ", $what, " was closed")))
+            return h.ptr
+        end
+    end
+end
 prepare!(r::Reducer) = (L.distc_reducer_prepare_for_backward(r, C_NULL, 0); nothing)
 mark_ready!(r::Reducer, i::Integer) = (L.distc_reducer_mark_ready(r, i - 1); nothing)  # 1-based, as Julia
 finalize!(r::Reducer) = (L.distc_reducer_finalize(r); nothing)
