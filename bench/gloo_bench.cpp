@@ -13,8 +13,8 @@
 // connect a full mesh of gloo::transport::tcp pairs on 127.0.0.1 (on the
 // interface GLOO_SOCKET_IFNAME names, when set). The collectives are the
 // algorithms distc's gloo backend calls, with the same options (distc sends
-// messages up to DISTC_SMALL_MSG_BYTES, 32 KiB by default, over its own TCP
-// mesh instead of Gloo; with DISTC_SMALL_MSG_BYTES=0 every size takes Gloo,
+// collectives up to DISTC_MESH_BYTES, every size by default, over its own TCP
+// mesh instead of Gloo; with DISTC_MESH_BYTES=0 every size takes Gloo,
 // which makes the comparison like for like):
 //   allreduce  gloo::allreduce, AllreduceOptions::setOutput (in place) and
 //              gloo::sum<float> (distc passes its own float32 sum; the default

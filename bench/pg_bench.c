@@ -18,8 +18,8 @@
  * size of allgather is the gathered output (size / ranks from each rank),
  * rounded down to whole floats per rank (at least one), and sizes that round
  * to the one before are skipped. broadcast's root is rank 0. Every call is
- * blocking (out == NULL): the operation runs on the calling thread. Messages
- * up to DISTC_SMALL_MSG_BYTES (a library setting, 32 KiB by default; 0 turns
+ * blocking (out == NULL): the operation runs on the calling thread. Collectives
+ * up to DISTC_MESH_BYTES (a library setting, every size by default; 0 turns
  * it off) take distc's own TCP mesh, larger ones Gloo's algorithms; the
  * allgather outputs are views of one buffer, distc's zero-copy case.
  *

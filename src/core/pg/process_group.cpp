@@ -104,7 +104,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
     store_ = std::make_shared<PrefixStore>(instance, root_store_);
     if (opts.backend == "gloo" && !make) {
         backend_ = make_backend(opts.backend, store_, rank, size, timeout_);
-        if (size > 1 && SmallMesh::limit() > 0) mesh_ = std::make_unique<SmallMesh>(*store_, rank, size, timeout_);
+        if (size > 1 && Mesh::limit() > 0) mesh_ = std::make_unique<Mesh>(*store_, rank, size, timeout_);
         return;
     }
     AsyncGroupInfo info{store_, rank, size, timeout_, instance, {}, opts.device};
@@ -516,8 +516,9 @@ ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, T
     return run(info,
                o, async,
                [this, inputs, output, op, factor](const OpCtx &ctx) {
-                   // Gloo has no reduce-scatter collective: allreduce a copy of the
-                   // inputs (never the caller's) and keep this rank's part.
+                   // Reduce a copy of the inputs (never the caller's) and keep this
+                   // rank's part: the mesh reduces only each rank's part, Gloo (which
+                   // has no reduce-scatter collective) allreduces all of it.
                    Scratch all(output.dtype, output.numel * static_cast<size_t>(size_));
                    uint8_t *p = all.t.bytes();
                    for (const auto &t : inputs) {
@@ -526,7 +527,7 @@ ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, T
                    }
                    if (op == ReduceOp::PremulSum) scale_in_place(all.t.dtype, all.t.data, all.t.numel, factor);
                    if (small(all.t.nbytes()))
-                       mesh_->allreduce(all.t, op, ctx.tag, ctx.timeout);
+                       mesh_->reduce_scatter(all.t, op, ctx.tag, ctx.timeout);
                    else
                        backend_->allreduce(all.t, op, ctx);
                    uint8_t *mine = all.t.bytes() + output.nbytes() * static_cast<size_t>(rank_);
@@ -558,7 +559,10 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall(std::vector<Tensor> inputs, std::ve
         std::vector<size_t> ic, oc;
         for (const auto &t : inputs) ic.push_back(t.numel);
         for (const auto &t : outputs) oc.push_back(t.numel);
-        backend_->alltoallv(fin, ic, fout, oc, ctx);
+        if (mesh_ && Mesh::takes_every_size())
+            mesh_->alltoallv(fin, ic, fout, oc, ctx.tag, ctx.timeout);
+        else
+            backend_->alltoallv(fin, ic, fout, oc, ctx);
         unflatten(fout, outputs);
         return -1;
     });
@@ -626,9 +630,10 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
     }
     return run(info, o, async,
                [this, input, output, ic, oc, even](const OpCtx &ctx) mutable {
-                   size_t chunk = ic[0] * dtype_size(input.dtype);
-                   if (even && small(chunk))
-                       mesh_->alltoall(input, output, chunk, ctx.tag, ctx.timeout);
+                   // Uneven splits: sizes differ between ranks, so only a mesh that takes every size.
+                   bool mesh = even ? small(ic[0] * dtype_size(input.dtype)) : mesh_ && Mesh::takes_every_size();
+                   if (mesh)
+                       mesh_->alltoallv(input, ic, output, oc, ctx.tag, ctx.timeout);
                    else
                        backend_->alltoallv(input, ic, output, oc, ctx);
                    return -1;

@@ -16,7 +16,7 @@
 
 #include "core/pg/async_backend.hpp"
 #include "core/pg/backend.hpp"
-#include "core/pg/small_mesh.hpp"
+#include "core/pg/mesh.hpp"
 #include "core/store/store.hpp"
 #include "core/util/fn_ref.hpp"
 #include "core/work/work.hpp"
@@ -162,8 +162,8 @@ private:
     // blocking collective waits for them first, as with gloo (guarded by mu_).
     std::vector<std::weak_ptr<Work>> outstanding_;
     std::atomic<size_t> outstanding_count_{0};  // its size, read without the lock
-    std::unique_ptr<SmallMesh> mesh_;  // small messages bypass the backend (small_mesh.hpp)
-    bool small(size_t nbytes) const { return mesh_ && nbytes <= SmallMesh::limit(); }
+    std::unique_ptr<Mesh> mesh_;  // collectives up to Mesh::limit() bypass the backend (mesh.hpp)
+    bool small(size_t nbytes) const { return mesh_ && nbytes <= Mesh::limit(); }
     std::atomic<uint64_t> seq_{0};
     std::atomic<bool> aborted_{false};
 

@@ -1,0 +1,310 @@
+#include "core/pg/mesh.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/util/error.hpp"
+
+namespace distc {
+
+namespace {
+
+// Large reductions move in segments of this many bytes, with this many
+// segments per peer in flight: the scratch memory stays bounded and each
+// segment is reduced while later ones are still on the wire.
+constexpr size_t kSegmentBytes = 512 * 1024;
+constexpr size_t kWindow = 2;
+// Up to this size a reduction sends everything to everyone (one round trip);
+// above it, reduce-scatter then allgather (each rank moves 2(n-1)/n of the data).
+constexpr size_t kDirectReduceBytes = 64 * 1024;
+
+int64_t env_int(const char *name, int64_t dflt) {
+    const char *e = std::getenv(name);
+    return e && *e ? std::atoll(e) : dflt;
+}
+
+Fd accept_one(int listener, Clock::time_point deadline) {
+    for (;;) {
+        int left = static_cast<int>(std::chrono::duration_cast<Millis>(deadline - Clock::now()).count());
+        if (left <= 0) fail(DISTC_ETIMEOUT, "peers did not connect to the small-message mesh in time");
+        pollfd p{listener, POLLIN, 0};
+        int rc = ::poll(&p, 1, left);
+        if (rc < 0 && errno != EINTR) fail_errno(DISTC_EIO, "poll", errno);
+        if (rc <= 0) continue;
+        int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd >= 0) return Fd(fd);
+        if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) fail_errno(DISTC_EIO, "accept", errno);
+    }
+}
+
+}  // namespace
+
+size_t Mesh::limit() {
+    static const size_t v = static_cast<size_t>(std::clamp<int64_t>(env_int("DISTC_MESH_BYTES", kEverySize), 0, kEverySize));
+    return v;
+}
+
+Mesh::Mesh(Store &store, int rank, int size, Millis timeout)
+    : rank_(rank), size_(size), socks_(static_cast<size_t>(size)),
+      spin_(env_int("DISTC_SPIN_US", 10)) {
+    auto deadline = Clock::now() + timeout;
+    Fd listener = tcp_listen("", 0, size + 8);
+    std::string me = advertised_host() + ":" + std::to_string(local_port(listener.get()));
+    store.set("mesh/" + std::to_string(rank), ByteView(me.data(), me.size()));
+    // Lower ranks accept, higher ranks connect and say who they are.
+    for (int p = 0; p < rank; ++p) {
+        Bytes addr = store.get("mesh/" + std::to_string(p), timeout);
+        std::string a(addr.begin(), addr.end());
+        auto colon = a.rfind(':');
+        Fd fd = tcp_connect(a.substr(0, colon), std::atoi(a.c_str() + colon + 1), deadline);
+        int32_t me = rank;
+        send_all(fd.get(), &me, sizeof me, deadline, peer_name(p));
+        socks_[static_cast<size_t>(p)] = std::move(fd);
+    }
+    for (int n = rank + 1; n < size; ++n) {
+        Fd fd = accept_one(listener.get(), deadline);
+        int32_t who = -1;
+        recv_all(fd.get(), &who, sizeof who, deadline, "a peer", spin_);
+        if (who <= rank || who >= size || socks_[static_cast<size_t>(who)].valid())
+            fail(DISTC_EPROTO, "unexpected peer " + std::to_string(who) + " joined the small-message mesh");
+        set_nodelay(fd.get());
+        socks_[static_cast<size_t>(who)] = std::move(fd);
+    }
+}
+
+Mesh::~Mesh() = default;
+
+void Mesh::abort() {
+    for (auto &s : socks_)
+        if (s.valid()) ::shutdown(s.get(), SHUT_RDWR);
+}
+
+uint8_t *Mesh::scratch(size_t n) {
+    if (n > scratch_cap_) {
+        scratch_.reset(new uint8_t[n]);
+        scratch_cap_ = n;
+    }
+    return scratch_.get();
+}
+
+void Mesh::run(uint32_t seq, Clock::time_point deadline) {
+    x_.run(socks_, seq, deadline, spin_, [](int, int) {});
+}
+
+void Mesh::reduce_direct(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::time_point deadline) {
+    size_t n = t.nbytes();
+    if (to != rank_)
+        for (int p = 0; p < size_; ++p)
+            if (p != rank_ && (to == kEveryone || p == to)) x_.send(p, t.data, n);
+    if (to != kEveryone && to != rank_) return run(seq, deadline);
+    uint8_t *all = scratch(n * static_cast<size_t>(size_));
+    for (int p = 0; p < size_; ++p)
+        if (p != rank_) x_.recv(p, all + n * static_cast<size_t>(p), n);
+    run(seq, deadline);
+    if (n) std::memcpy(all + n * static_cast<size_t>(rank_), t.data, n);
+    // In rank order on every rank: the same bits everywhere.
+    ReduceFn fn = reduce_fn(t.dtype, op);
+    fn(t.data, all, all + n, t.numel);
+    for (int p = 2; p < size_; ++p) fn(t.data, t.data, all + n * static_cast<size_t>(p), t.numel);
+}
+
+void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::time_point deadline) {
+    const size_t esz = dtype_size(t.dtype), P = static_cast<size_t>(size_);
+    const size_t seg = std::max<size_t>(1, kSegmentBytes / esz);
+    // Rank r owns elements [lo(r), lo(r + 1)); every chunk is cut into segments of `seg`.
+    auto lo = [&](int r) { return t.numel * static_cast<size_t>(r) / P; };
+    auto segments = [&](int r) { return (lo(r + 1) - lo(r) + seg - 1) / seg; };
+    auto piece = [&](int r, size_t k, size_t &bytes) {
+        size_t b = lo(r) + k * seg;
+        bytes = (std::min(b + seg, lo(r + 1)) - b) * esz;
+        return t.bytes() + b * esz;
+    };
+    const size_t mine = segments(rank_);
+    // Each peer's pieces of our chunk land in a window of kWindow segments.
+    const size_t slot = std::min(mine, kWindow) * seg * esz;
+    uint8_t *win = scratch(slot * P);
+    auto window = [&](int r, size_t k) { return win + slot * static_cast<size_t>(r) + (k % kWindow) * seg * esz; };
+    reduced_.reset(new bool[mine]());
+    arrived_.assign(mine, 0);
+
+    for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        size_t bytes;
+        // Reduce-scatter: our copy of p's chunk out; p's copy of ours in, a window at a time.
+        for (size_t k = 0; k < segments(p); ++k) {
+            uint8_t *src = piece(p, k, bytes);
+            x_.send(p, src, bytes);
+        }
+        for (size_t k = 0; k < mine; ++k) {
+            piece(rank_, k, bytes);
+            x_.recv(p, window(p, k), bytes, static_cast<int>(k), k >= kWindow ? &reduced_[k - kWindow] : nullptr);
+        }
+        // Then our reduced chunk out, each segment once it is reduced, and p's in.
+        if (to == kEveryone || to == p)
+            for (size_t k = 0; k < mine; ++k) {
+                uint8_t *src = piece(rank_, k, bytes);
+                x_.send(p, src, bytes, &reduced_[k]);
+            }
+        if (to == kEveryone || to == rank_)
+            for (size_t k = 0; k < segments(p); ++k) {
+                uint8_t *dst = piece(p, k, bytes);
+                x_.recv(p, dst, bytes);
+            }
+    }
+    ReduceFn fn = reduce_fn(t.dtype, op);
+    auto reduce_segment = [&](size_t k) {
+        size_t bytes;
+        uint8_t *out = piece(rank_, k, bytes);
+        size_t n = bytes / esz;
+        auto in = [&](int r) -> const uint8_t * { return r == rank_ ? out : window(r, k); };
+        // In rank order. Our own piece is an input until the last step writes
+        // it: from rank 2 on, the partial sums go to rank 0's window first.
+        uint8_t *acc = rank_ < 2 ? out : window(0, k);
+        fn(acc, in(0), in(1), n);
+        for (int r = 2; r < size_; ++r) fn(r == size_ - 1 ? out : acc, acc, in(r), n);
+    };
+    x_.run(socks_, seq, deadline, spin_, [&](int, int id) {
+        if (id < 0) return;
+        auto k = static_cast<size_t>(id);
+        if (++arrived_[k] < size_ - 1) return;
+        reduce_segment(k);
+        reduced_[k] = true;
+    });
+}
+
+void Mesh::allreduce(Tensor &t, ReduceOp op, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
+        reduce_chunked(t, op, kEveryone, seq, deadline);
+    else
+        reduce_direct(t, op, kEveryone, seq, deadline);
+}
+
+void Mesh::reduce(Tensor &t, int root, ReduceOp op, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
+        reduce_chunked(t, op, root, seq, deadline);
+    else
+        reduce_direct(t, op, root, seq, deadline);
+}
+
+void Mesh::broadcast(Tensor &t, int root, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    if (rank_ == root) {
+        for (int p = 0; p < size_; ++p)
+            if (p != rank_) x_.send(p, t.data, t.nbytes());
+    } else {
+        x_.recv(root, t.data, t.nbytes());
+    }
+    run(seq, deadline);
+}
+
+void Mesh::allgather(const Tensor &in, Tensor &out, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    size_t n = in.nbytes();
+    // Our own part first, and sent from there: `in` may alias a slot of `out`
+    // that a receive fills while our sends are still going.
+    uint8_t *own = out.bytes() + n * static_cast<size_t>(rank_);
+    if (own != in.data && n) std::memmove(own, in.data, n);
+    for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        x_.send(p, own, n);
+        x_.recv(p, out.bytes() + n * static_cast<size_t>(p), n);
+    }
+    run(seq, deadline);
+}
+
+void Mesh::gather(const Tensor &in, Tensor *out, int root, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    size_t n = in.nbytes();
+    if (rank_ != root) {
+        x_.send(root, in.data, n);
+    } else {
+        uint8_t *own = out->bytes() + n * static_cast<size_t>(rank_);
+        if (own != in.data && n) std::memmove(own, in.data, n);
+        for (int p = 0; p < size_; ++p)
+            if (p != rank_) x_.recv(p, out->bytes() + n * static_cast<size_t>(p), n);
+    }
+    run(seq, deadline);
+}
+
+void Mesh::scatter(const Tensor *in, Tensor &out, int root, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    size_t n = out.nbytes();
+    if (rank_ != root) {
+        x_.recv(root, out.data, n);
+        return run(seq, deadline);
+    }
+    for (int p = 0; p < size_; ++p)
+        if (p != rank_) x_.send(p, in->bytes() + n * static_cast<size_t>(p), n);
+    run(seq, deadline);
+    // After the sends: `out` may alias another rank's part of `in`.
+    const uint8_t *own = in->bytes() + n * static_cast<size_t>(rank_);
+    if (own != out.data && n) std::memmove(out.data, own, n);
+}
+
+void Mesh::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
+                     const std::vector<size_t> &out_counts, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    const size_t esz = dtype_size(in.dtype);
+    size_t in_total = 0, out_total = 0;
+    for (int p = 0; p < size_; ++p) {
+        in_total += in_counts[static_cast<size_t>(p)] * esz;
+        out_total += out_counts[static_cast<size_t>(p)] * esz;
+    }
+    const uint8_t *src = in.bytes();
+    // Receives land while sends are still going: overlapping buffers send from a copy.
+    if (in_total && out_total && src < out.bytes() + out_total && out.bytes() < src + in_total) {
+        uint8_t *copy = scratch(in_total);
+        std::memcpy(copy, src, in_total);
+        src = copy;
+    }
+    size_t ioff = 0, ooff = 0;
+    for (int p = 0; p < size_; ++p) {
+        size_t ni = in_counts[static_cast<size_t>(p)] * esz, no = out_counts[static_cast<size_t>(p)] * esz;
+        if (p == rank_) {
+            if (ni && out.bytes() + ooff != src + ioff) std::memmove(out.bytes() + ooff, src + ioff, ni);
+        } else {
+            // A peer that sends another size than we expect is caught by the message header.
+            x_.send(p, src + ioff, ni);
+            x_.recv(p, out.bytes() + ooff, no);
+        }
+        ioff += ni;
+        ooff += no;
+    }
+    run(seq, deadline);
+}
+
+void Mesh::reduce_scatter(Tensor &all, ReduceOp op, uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    if (all.nbytes() > kDirectReduceBytes)
+        reduce_chunked(all, op, kNobody, seq, deadline);
+    else
+        reduce_direct(all, op, kEveryone, seq, deadline);
+}
+
+void Mesh::barrier(uint32_t seq, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        x_.send(p, nullptr, 0);
+        x_.recv(p, nullptr, 0);
+    }
+    run(seq, deadline);
+}
+
+}  // namespace distc
