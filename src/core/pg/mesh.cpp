@@ -22,6 +22,10 @@ constexpr size_t kWindow = 2;
 // Up to this size a reduction sends everything to everyone (one round trip);
 // above it, reduce-scatter then allgather (each rank moves 2(n-1)/n of the data).
 constexpr size_t kDirectReduceBytes = 64 * 1024;
+// Above this, a broadcast to more than one peer is scattered, and each rank
+// forwards its piece to the others as it arrives: the root sends the data
+// once instead of once per peer.
+constexpr size_t kDirectBroadcastBytes = 1024 * 1024;
 
 int64_t env_int(const char *name, int64_t dflt) {
     const char *e = std::getenv(name);
@@ -129,7 +133,7 @@ void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::t
     const size_t slot = std::min(mine, kWindow) * seg * esz;
     uint8_t *win = scratch(slot * P);
     auto window = [&](int r, size_t k) { return win + slot * static_cast<size_t>(r) + (k % kWindow) * seg * esz; };
-    reduced_.reset(new bool[mine]());
+    reduced_.reset(new bool[mine]());  // the gates of the sends that wait on segments
     arrived_.assign(mine, 0);
 
     for (int p = 0; p < size_; ++p) {
@@ -198,6 +202,7 @@ void Mesh::reduce(Tensor &t, int root, ReduceOp op, uint32_t seq, Millis timeout
 void Mesh::broadcast(Tensor &t, int root, uint32_t seq, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
+    if (size_ > 2 && t.nbytes() > kDirectBroadcastBytes) return broadcast_chunked(t, root, seq, deadline);
     if (rank_ == root) {
         for (int p = 0; p < size_; ++p)
             if (p != rank_) x_.send(p, t.data, t.nbytes());
@@ -205,6 +210,48 @@ void Mesh::broadcast(Tensor &t, int root, uint32_t seq, Millis timeout) {
         x_.recv(root, t.data, t.nbytes());
     }
     run(seq, deadline);
+}
+
+void Mesh::broadcast_chunked(Tensor &t, int root, uint32_t seq, Clock::time_point deadline) {
+    // The non-roots in order after the root: v = 0 .. size-2; chunk v is v's to forward.
+    const size_t n = t.nbytes(), m = static_cast<size_t>(size_ - 1);
+    auto member = [&](size_t v) { return static_cast<int>((static_cast<size_t>(root) + 1 + v) % (m + 1)); };
+    auto lo = [&](size_t v) { return n * v / m; };
+    auto segments = [&](size_t v) { return (lo(v + 1) - lo(v) + kSegmentBytes - 1) / kSegmentBytes; };
+    auto piece = [&](size_t v, size_t k, size_t &bytes) {
+        size_t b = lo(v) + k * kSegmentBytes;
+        bytes = std::min(b + kSegmentBytes, lo(v + 1)) - b;
+        return t.bytes() + b;
+    };
+    size_t bytes;
+    if (rank_ == root) {
+        for (size_t v = 0; v < m; ++v)
+            for (size_t k = 0; k < segments(v); ++k) {
+                uint8_t *src = piece(v, k, bytes);
+                x_.send(member(v), src, bytes);
+            }
+        return run(seq, deadline);
+    }
+    const size_t me = static_cast<size_t>(rank_ - root - 1 + size_) % (m + 1), mine = segments(me);
+    reduced_.reset(new bool[mine]());  // here: which of our chunk's segments came in
+    for (size_t k = 0; k < mine; ++k) {
+        uint8_t *dst = piece(me, k, bytes);
+        x_.recv(root, dst, bytes, static_cast<int>(k));
+    }
+    for (size_t v = 0; v < m; ++v) {
+        if (v == me) continue;
+        for (size_t k = 0; k < mine; ++k) {
+            uint8_t *src = piece(me, k, bytes);
+            x_.send(member(v), src, bytes, &reduced_[k]);
+        }
+        for (size_t k = 0; k < segments(v); ++k) {
+            uint8_t *dst = piece(v, k, bytes);
+            x_.recv(member(v), dst, bytes);
+        }
+    }
+    x_.run(socks_, seq, deadline, spin_, [&](int, int id) {
+        if (id >= 0) reduced_[static_cast<size_t>(id)] = true;
+    });
 }
 
 void Mesh::allgather(const Tensor &in, Tensor &out, uint32_t seq, Millis timeout) {

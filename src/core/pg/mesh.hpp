@@ -63,6 +63,9 @@ private:
     // Reduce-scatter in segments, each chunk reduced by its owner as its pieces
     // arrive, then the chunks gathered to every rank, to `to` only, or to nobody.
     void reduce_chunked(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::time_point deadline);
+    // Scatter from the root, then every rank forwards its piece to the others
+    // as it arrives (more than two ranks, large messages).
+    void broadcast_chunked(Tensor &t, int root, uint32_t seq, Clock::time_point deadline);
     uint8_t *scratch(size_t n);
     std::string peer_name(int peer) const { return "rank " + std::to_string(peer); }
 
@@ -73,7 +76,7 @@ private:
     MeshExchange x_;
     std::unique_ptr<uint8_t[]> scratch_;  // kept between collectives: no page faults per call
     size_t scratch_cap_ = 0;
-    std::unique_ptr<bool[]> reduced_;  // per segment of this rank's chunk: gates the sends after it
+    std::unique_ptr<bool[]> reduced_;  // per segment of this rank's chunk: ready to go on (gates sends)
     std::vector<int> arrived_;           // per segment: peers whose piece is in
 };
 
