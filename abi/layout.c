@@ -97,6 +97,10 @@ int main(void) {
     OFF(distc_backend_ops, recv);
     OFF(distc_backend_ops, batch_p2p);
     OFF(distc_backend_ops, world);
+    OFF(distc_backend_ops, mem_alloc);
+    OFF(distc_backend_ops, mem_free);
+    OFF(distc_backend_ops, mem_copy);
+    OFF(distc_backend_ops, mem_zero);
     OFF(distc_reducer_options, version);
     OFF(distc_reducer_options, bucket_cap_bytes);
     OFF(distc_reducer_options, first_bucket_bytes);
@@ -104,6 +108,7 @@ int main(void) {
     OFF(distc_reducer_options, find_unused_parameters);
     OFF(distc_reducer_options, gradient_as_bucket_view);
     OFF(distc_reducer_options, expect_sparse);
+    OFF(distc_reducer_options, stream);
     OFF(distc_work_hooks, version);
     OFF(distc_work_hooks, wait_stream);
     OFF(distc_work_hooks, release);

@@ -206,19 +206,23 @@ static void test_sparse_errors(void **state) {
     dt_run_ranks(1, rank_errors, NULL);
 }
 
-/* A caller built against version 1 of the options: init writes nothing past its struct. */
-static void test_options_version_1(void **state) {
+/* Callers built against older versions of the options: init writes nothing past their struct. */
+static void test_options_older_versions(void **state) {
     (void)state;
-    struct {
-        distc_reducer_options o;
-        unsigned char canary[16];
-    } s;
-    memset(&s, 0xab, sizeof s);
-    assert_int_equal(distc_reducer_options_init(&s.o, 1), 0);
-    const unsigned char *after = (const unsigned char *)&s.o + offsetof(distc_reducer_options, expect_sparse);
-    for (size_t k = 0; k < sizeof(void *); ++k) assert_int_equal(after[k], 0xab);
-    assert_int_equal(s.o.version, 1);
-    assert_int_equal(distc_reducer_options_init(&s.o, 3), DISTC_EINVAL);
+    const size_t ends[] = {offsetof(distc_reducer_options, expect_sparse), offsetof(distc_reducer_options, stream)};
+    for (unsigned v = 1; v <= 2; ++v) {
+        struct {
+            distc_reducer_options o;
+            unsigned char canary[16];
+        } s;
+        memset(&s, 0xab, sizeof s);
+        assert_int_equal(distc_reducer_options_init(&s.o, v), 0);
+        const unsigned char *after = (const unsigned char *)&s.o + ends[v - 1];
+        for (size_t k = 0; k < sizeof(void *); ++k) assert_int_equal(after[k], 0xab);
+        assert_int_equal(s.o.version, v);
+    }
+    distc_reducer_options o;
+    assert_int_equal(distc_reducer_options_init(&o, DISTC_REDUCER_OPTIONS_VERSION + 1), DISTC_EINVAL);
 }
 
 int main(void) {
@@ -226,7 +230,7 @@ int main(void) {
         cmocka_unit_test(test_sparse_rows_average),
         cmocka_unit_test(test_sparse_unused_everywhere),
         cmocka_unit_test(test_sparse_errors),
-        cmocka_unit_test(test_options_version_1),
+        cmocka_unit_test(test_options_older_versions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

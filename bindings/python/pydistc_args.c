@@ -527,7 +527,7 @@ const pydistc_field pydistc_reducer_fields[] = {
     FIELD(distc_reducer_options, bucket_cap_bytes, 'u'), FIELD(distc_reducer_options, first_bucket_bytes, 'u'),
     FIELD(distc_reducer_options, bucket_of, 'a'), FIELD(distc_reducer_options, find_unused_parameters, 'i'),
     FIELD(distc_reducer_options, gradient_as_bucket_view, 'i'), FIELD(distc_reducer_options, expect_sparse, 'a'),
-    {NULL, 0, 0}};
+    FIELD(distc_reducer_options, stream, 'p'), {NULL, 0, 0}};
 #undef FIELD
 
 static int set_field(void *opts, const pydistc_field *f, PyObject *v, pydistc_options *keep, const char *what) {

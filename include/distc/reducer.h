@@ -16,7 +16,7 @@
  *       ... backward: distc_reducer_mark_ready(r, i) as gradient i is written ...
  *       distc_reducer_finalize(r);   // grads now hold the average over ranks
  *
- * Gradients are host-memory DLTensors, borrowed for the reducer's life: it
+ * Gradients are DLTensors, borrowed for the reducer's life: it
  * reads one when it is marked ready and writes it in finalize. Statistics of
  * the last iteration (ready times, bucket launch and reduction times) show
  * the overlap. c10d's no_sync needs no call: skip prepare, mark_ready and
@@ -25,8 +25,16 @@
  * hooks replace the bucket allreduce (compression, ...). Buckets made by size
  * are rebuilt once, in the order gradients arrived. Sparse gradients (an
  * embedding's rows, as COO indices and values) get buckets of their own and
- * are reduced by row (distc_reducer_mark_ready_sparse). Still to come (c10d
- * has it): device memory.
+ * are reduced by row (distc_reducer_mark_ready_sparse).
+ *
+ * Device memory: gradients on a device (CUDA memory under the nccl backend)
+ * get buckets on that device. The reducer never touches device memory
+ * itself: the group's backend allocates, copies and zeroes it (the mem_*
+ * entries of distc/sys/backend.h), ordered on opts->stream, where the bucket
+ * allreduces run too. All gradients of one reducer are on one device. Not on
+ * a device: sparse gradients and the built-in float16/bfloat16 compression
+ * (both work on the host; DISTC_ENOTSUP), while a C hook receives the bucket
+ * as a device DLTensor.
  *
  * Thread-safety: one iteration at a time; mark_ready may be called from
  * several threads of one backward pass.
@@ -69,8 +77,8 @@ DISTC_EXTERN(int) distc_compute_bucket_assignment_by_size(int32_t *bucket_of, si
 /** An opaque reducer; it holds a reference to its group. */
 typedef struct distc_reducer distc_reducer;
 
-/** Version 2 added `expect_sparse`. Structs of version 1 are still accepted. */
-#define DISTC_REDUCER_OPTIONS_VERSION 2
+/** Version 2 added `expect_sparse`, version 3 `stream`. Structs of older versions are still accepted. */
+#define DISTC_REDUCER_OPTIONS_VERSION 3
 
 /** Options of a reducer; NULL means defaults. */
 typedef struct distc_reducer_options {
@@ -96,17 +104,24 @@ typedef struct distc_reducer_options {
                                         an embedding's): it gets a bucket of its own, is marked
                                         with distc_reducer_mark_ready_sparse and read with
                                         distc_reducer_sparse_grad; NULL: none */
+    void *stream;                  /**< (version 3) gradients in device memory: the stream (a
+                                        cudaStream_t for nccl) the backward pass writes them on.
+                                        Bucket copies, fills and allreduces are ordered there,
+                                        and finalize() returns with the copies back into the
+                                        gradients enqueued there. NULL: the default stream */
 } distc_reducer_options;
 
-#define DISTC_REDUCER_OPTIONS_INIT { DISTC_REDUCER_OPTIONS_VERSION, 0, 0, NULL, 0, 0, NULL }
+#define DISTC_REDUCER_OPTIONS_INIT { DISTC_REDUCER_OPTIONS_VERSION, 0, 0, NULL, 0, 0, NULL, NULL }
 
-/** Fills `opts` with the defaults above; `version` 1 fills the fields of version 1 only. */
+/** Fills `opts` with the defaults above; an older `version` fills the fields of that version only. */
 DISTC_EXTERN(int) distc_reducer_options_init(distc_reducer_options *opts, unsigned int version);
 
 /**
- * A reducer over the `n` gradient buffers `grads` (host memory, contiguous,
- * any dtype the group's backend reduces with AVG). Every rank of `pg`
- * creates one with the same shapes and options.
+ * A reducer over the `n` gradient buffers `grads` (contiguous, any dtype the
+ * group's backend reduces with AVG; host memory, or all on one device of the
+ * group's backend). Every rank of `pg` creates one with the same shapes and
+ * options. DISTC_ENOTSUP for device gradients whose backend keeps no device
+ * memory for the core (no mem_* entries), or that are sparse.
  */
 DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor *const *grads, size_t n,
                                     const distc_reducer_options *opts);

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "capi/guard.hpp"
@@ -25,7 +26,12 @@ inline Millis clamp_ms(int64_t ms) {
 RendezvousRequest rendezvous_request(const char *url, const distc_rendezvous_options *opts, const std::string &name);
 
 // Options structs grow by appending fields; `version` says how far a caller's
-// struct goes, and `v1_size` is where version 1's ends.
+// struct goes, and `ends[v - 1]` is where version v's ends (the current
+// version's end, sizeof, need not be listed).
+template <class T>
+size_t options_size(unsigned version, std::initializer_list<size_t> ends) {
+    return version <= ends.size() ? ends.begin()[version - 1] : sizeof(T);
+}
 
 // The version check of an options struct a caller passed (`name`: "opts", ...).
 inline void check_options_version(unsigned version, unsigned current, const char *name = "opts") {
@@ -36,11 +42,11 @@ inline void check_options_version(unsigned version, unsigned current, const char
 
 // distc_x_options_init: `defaults` written as far as a struct of `version` goes.
 template <class T>
-void init_options(T *opts, unsigned version, unsigned current, T defaults, size_t v1_size) {
+void init_options(T *opts, unsigned version, unsigned current, T defaults, std::initializer_list<size_t> ends) {
     require_ptr(opts, "opts");
     if (version < 1 || version > current) fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
     defaults.version = version;
-    std::memcpy(opts, &defaults, version == 1 ? v1_size : sizeof defaults);
+    std::memcpy(opts, &defaults, options_size<T>(version, ends));
 }
 
 }  // namespace distc::capi

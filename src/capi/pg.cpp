@@ -112,7 +112,7 @@ extern "C" {
 DISTC_EXTERN(int) distc_pg_options_init(distc_pg_options *opts, unsigned int version) {
     return guard(__func__, [&] {
         capi::init_options(opts, version, DISTC_PG_OPTIONS_VERSION, distc_pg_options DISTC_PG_OPTIONS_INIT,
-                           offsetof(distc_pg_options, device));
+                           {offsetof(distc_pg_options, device)});
         return 0;
     });
 }
@@ -120,7 +120,7 @@ DISTC_EXTERN(int) distc_pg_options_init(distc_pg_options *opts, unsigned int ver
 DISTC_EXTERN(int) distc_op_options_init(distc_op_options *opts, unsigned int version) {
     return guard(__func__, [&] {
         capi::init_options(opts, version, DISTC_OP_OPTIONS_VERSION, distc_op_options DISTC_OP_OPTIONS_INIT,
-                           offsetof(distc_op_options, stream));
+                           {offsetof(distc_op_options, stream)});
         return 0;
     });
 }

@@ -24,6 +24,11 @@ struct distc_reducer {
 
 namespace {
 
+// Where each older version of distc_reducer_options ends (1: before
+// expect_sparse, 2: before stream).
+const std::initializer_list<size_t> kEnds = {offsetof(distc_reducer_options, expect_sparse),
+                                             offsetof(distc_reducer_options, stream)};
+
 Reducer &reducer_arg(const distc_reducer *r) {
     require_ptr(r, "r");
     return *r->impl;
@@ -81,8 +86,7 @@ DISTC_EXTERN(int) distc_compute_bucket_assignment_by_size(int32_t *bucket_of, si
 DISTC_EXTERN(int) distc_reducer_options_init(distc_reducer_options *opts, unsigned int version) {
     return guard(__func__, [&] {
         capi::init_options(opts, version, DISTC_REDUCER_OPTIONS_VERSION,
-                           distc_reducer_options DISTC_REDUCER_OPTIONS_INIT,
-                           offsetof(distc_reducer_options, expect_sparse));
+                           distc_reducer_options DISTC_REDUCER_OPTIONS_INIT, kEnds);
         return 0;
     });
 }
@@ -96,17 +100,13 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
         distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
         if (opts) {
             capi::check_options_version(opts->version, DISTC_REDUCER_OPTIONS_VERSION);
-            // Version 1 structs end before expect_sparse: read only what they have.
-            std::memcpy(&o, opts, opts->version == 1 ? offsetof(distc_reducer_options, expect_sparse) : sizeof o);
+            // Older structs end early: read only what they have.
+            std::memcpy(&o, opts, capi::options_size<distc_reducer_options>(opts->version, kEnds));
         }
         std::vector<char> sparse(n, 0);
         if (o.version >= 2 && o.expect_sparse)
             for (size_t i = 0; i < n; ++i) sparse[i] = o.expect_sparse[i] != 0;
         std::vector<Tensor> ts = capi::tensor_list_arg(*pg->impl, grads, n, "grads");
-        for (size_t i = 0; i < n; ++i)
-            if (ts[i].device_type != kDLCPU && ts[i].device_type != kDLCUDAHost)
-                fail(DISTC_EINVAL, "grads[" + std::to_string(i) + "] is not in host memory; the reducer takes host "
-                                       "memory for now");
         std::vector<std::vector<size_t>> buckets;
         std::vector<uint64_t> rebuild;  // c10d rebuilds buckets made by size, without unused-parameter search
         if (o.bucket_of) {
@@ -133,7 +133,7 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
         *out = new distc_reducer{std::make_shared<Reducer>(pg->impl, std::move(ts), buckets,
                                                            o.find_unused_parameters != 0,
                                                            o.gradient_as_bucket_view != 0, rebuild,
-                                                           std::move(sparse)),
+                                                           std::move(sparse), o.version >= 3 ? o.stream : nullptr),
                                  pg->impl};
         return 0;
     });
@@ -157,7 +157,8 @@ DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reduc
             rd.set_comm_hook(
                 [hook, payload, pg](const Tensor &bucket) {
                     int64_t shape = static_cast<int64_t>(bucket.numel);
-                    DLTensor t{bucket.data, {kDLCPU, 0}, 1, capi::dl_dtype(bucket.dtype), &shape, nullptr, 0};
+                    DLTensor t{bucket.data, {static_cast<DLDeviceType>(bucket.device_type), bucket.device_id}, 1,
+                               capi::dl_dtype(bucket.dtype), &shape, nullptr, 0};
                     distc_work *w = nullptr;
                     distc_error_clear();
                     int rc = hook(&w, pg.get(), &t, payload);

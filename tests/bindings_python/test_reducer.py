@@ -77,6 +77,15 @@ def test_reducer_errors():
             distc.Reducer(pg, [np.zeros(3, np.float32)], bucket_of=[0, 1])
         with pytest.raises(TypeError):
             distc.Reducer("not a group", [np.zeros(3, np.float32)])
+        # A stream (for device gradients) travels as a handle; host buckets ignore it.
+        g = np.ones(3, np.float32)
+        red = distc.Reducer(pg, [g], stream=0)
+        red.prepare_for_backward()
+        red.mark_ready(0)
+        red.finalize()
+        assert g.tolist() == [1.0, 1.0, 1.0]
+        with pytest.raises(TypeError):
+            distc.Reducer(pg, [g], stream="not a stream")
         return True
 
     assert run_threads(1, body) == [True]

@@ -275,6 +275,63 @@ static void test_streams_and_work(void **state) {
     cudaStreamDestroy(s2);
 }
 
+/* The reducer over CUDA gradients: buckets on the GPU, copies and the AVG allreduce on the caller's
+ * stream, several buckets (rebuilt at the second iteration), views, an unused gradient. */
+static void test_reducer_on_device(void **state) {
+    (void)state;
+    enum { N = 4 };
+    static const int64_t sizes[N] = {3, 70000, 7, 300000};
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (int views = 0; views <= 1; ++views) {
+        DLTensor *h[N], *d[N];
+        for (int i = 0; i < N; ++i) {
+            h[i] = dt_tensor_1d(DT_F32, sizes[i]);
+            d[i] = dev_like(h[i]);
+        }
+        distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+        o.first_bucket_bytes = 64 * 1024;
+        o.bucket_cap_bytes = 256 * 1024;
+        o.gradient_as_bucket_view = views;
+        o.stream = s;
+        distc_reducer *r = NULL;
+        ASSERT_OK(distc_reducer_new(&r, g_pg, d, N, &o));
+        void *where[N];
+        for (int i = 0; i < N; ++i)
+            if (views)
+                ASSERT_OK(distc_reducer_grad_view(&where[i], r, i));
+            else
+                where[i] = d[i]->data;
+        for (int it = 0; it < 3; ++it) {
+            int32_t unused[1] = {2};
+            ASSERT_OK(distc_reducer_prepare_for_backward(r, unused, it == 2));
+            for (int i = N - 1; i >= 0; --i) {
+                if (it == 2 && i == 2) continue;
+                fill(h[i], it + i);
+                CUDA_OK(cudaMemcpyAsync(where[i], h[i]->data, (size_t)sizes[i] * 4, cudaMemcpyHostToDevice, s));
+                ASSERT_OK(distc_reducer_mark_ready(r, i));
+            }
+            ASSERT_OK(distc_reducer_finalize(r));
+            CUDA_OK(cudaStreamSynchronize(s));
+            for (int i = 0; i < N; ++i) {
+                DLTensor *want = dt_tensor_1d(DT_F32, sizes[i]), *got = dt_tensor_1d(DT_F32, sizes[i]);
+                fill(want, it + i);
+                CUDA_OK(cudaMemcpy(got->data, where[i], (size_t)sizes[i] * 4, cudaMemcpyDeviceToHost));
+                expect_scaled(views ? "reducer (views) on CUDA" : "reducer on CUDA", got, want,
+                              it == 2 && i == 2 ? 0.0 : 1.0);
+                dt_tensor_free(want);
+                dt_tensor_free(got);
+            }
+        }
+        distc_reducer_free(r);
+        for (int i = 0; i < N; ++i) {
+            dev_free(d[i]);
+            dt_tensor_free(h[i]);
+        }
+    }
+    cudaStreamDestroy(s);
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     DLTensor *h = dt_tensor_1d(DT_F32, 8);
@@ -429,6 +486,7 @@ int main(void) {
         cmocka_unit_test(test_rooted_and_data_movement),
         cmocka_unit_test(test_coalesced_and_empty),
         cmocka_unit_test(test_streams_and_work),
+        cmocka_unit_test(test_reducer_on_device),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_split_and_bytes),
         cmocka_unit_test(test_watchdog_timeout),

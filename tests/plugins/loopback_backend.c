@@ -1,8 +1,11 @@
 #include "loopback_backend.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ completer */
 /* One thread per process completes every work, in order. */
@@ -169,11 +172,126 @@ static int lb_barrier(distc_work *w, void *g, const distc_backend_op_args *a) {
     return done(g, w);
 }
 
+/* -------------------------------------------------------- device memory */
+/* Each allocation is its own mapping, closed (PROT_NONE) except while a copy runs. */
+
+typedef struct region {
+    uint8_t *base;
+    size_t len;
+} region;
+
+static pthread_mutex_t g_mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static region g_regions[1024];
+static int g_nregions;
+int loopback_mem_allocs, loopback_mem_frees, loopback_mem_copies, loopback_mem_zeros;
+void *loopback_mem_stream;
+
+/* The region holding [p, p + n), or NULL (with the lock held). */
+static region *find_region(const void *p, size_t n) {
+    const uint8_t *c = p;
+    for (int i = 0; i < g_nregions; ++i)
+        if (c >= g_regions[i].base && c + n <= g_regions[i].base + g_regions[i].len) return &g_regions[i];
+    return NULL;
+}
+
+static void set_open(region *r, int open) {
+    if (r) mprotect(r->base, r->len, open ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+
+void *loopback_dev_alloc(size_t bytes) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (bytes + page - 1) / page * page;
+    if (len == 0) len = page;
+    void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    pthread_mutex_lock(&g_mem_mu);
+    if (g_nregions == (int)(sizeof g_regions / sizeof g_regions[0])) {
+        pthread_mutex_unlock(&g_mem_mu);
+        munmap(p, len);
+        return NULL;
+    }
+    g_regions[g_nregions++] = (region){p, len};
+    pthread_mutex_unlock(&g_mem_mu);
+    return p;
+}
+
+void loopback_dev_free(void *p) {
+    if (!p) return;
+    pthread_mutex_lock(&g_mem_mu);
+    for (int i = 0; i < g_nregions; ++i)
+        if (g_regions[i].base == p) {
+            munmap(p, g_regions[i].len);
+            g_regions[i] = g_regions[--g_nregions];
+            break;
+        }
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
+/* memmove with the device regions involved opened for it; 0, or -1 when a device range is not ours. */
+static int dev_move(void *dst, const void *src, size_t n, int dst_dev, int src_dev) {
+    if (!n) return 0;
+    pthread_mutex_lock(&g_mem_mu);
+    region *rd = dst_dev ? find_region(dst, n) : NULL, *rs = src_dev ? find_region(src, n) : NULL;
+    if ((dst_dev && !rd) || (src_dev && !rs)) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return -1;
+    }
+    set_open(rd, 1);
+    set_open(rs, 1);
+    if (src)
+        memmove(dst, src, n);
+    else
+        memset(dst, 0, n);
+    set_open(rd, 0);
+    set_open(rs, 0);
+    pthread_mutex_unlock(&g_mem_mu);
+    return 0;
+}
+
+void loopback_dev_write(void *dev, const void *host, size_t n) {
+    if (dev_move(dev, host, n, 1, 0)) abort();
+}
+
+void loopback_dev_read(void *host, const void *dev, size_t n) {
+    if (dev_move(host, dev, n, 0, 1)) abort();
+}
+
+static int lb_mem_alloc(void **out, void *g, int32_t device_type, size_t bytes) {
+    (void)g;
+    if (device_type != LOOPBACK_DEVICE)
+        return distc_error_set(DISTC_EINVAL, "loopback: mem_alloc for a memory kind it does not have");
+    *out = loopback_dev_alloc(bytes);
+    if (!*out) return distc_error_set(DISTC_ENOMEM, "loopback: out of device memory");
+    __atomic_add_fetch(&loopback_mem_allocs, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+static void lb_mem_free(void *g, int32_t device_type, void *p) {
+    (void)g, (void)device_type;
+    __atomic_add_fetch(&loopback_mem_frees, 1, __ATOMIC_SEQ_CST);
+    loopback_dev_free(p);
+}
+
+static int lb_mem_copy(void *g, void *dst, const void *src, size_t bytes, void *stream) {
+    (void)g;
+    __atomic_add_fetch(&loopback_mem_copies, 1, __ATOMIC_SEQ_CST);
+    loopback_mem_stream = stream;
+    if (dev_move(dst, src, bytes, 1, 1)) return distc_error_set(DISTC_EINVAL, "loopback: mem_copy outside its memory");
+    return 0;
+}
+
+static int lb_mem_zero(void *g, void *p, size_t bytes, void *stream) {
+    (void)g;
+    __atomic_add_fetch(&loopback_mem_zeros, 1, __ATOMIC_SEQ_CST);
+    loopback_mem_stream = stream;
+    if (dev_move(p, NULL, bytes, 1, 0)) return distc_error_set(DISTC_EINVAL, "loopback: mem_zero outside its memory");
+    return 0;
+}
+
 /* No send, recv or batch_p2p: a world of one has no peer (and the core answers DISTC_ENOTSUP). */
 static const distc_backend_ops g_ops = {
     .version = DISTC_BACKEND_OPS_VERSION,
     .flags = 0,
-    .device_types = DISTC_DEVICE_BIT(kDLCPU),
+    .device_types = DISTC_DEVICE_BIT(kDLCPU) | DISTC_DEVICE_BIT(LOOPBACK_DEVICE),
     .create = lb_create,
     .destroy = lb_destroy,
     .abort = lb_abort,
@@ -187,6 +305,10 @@ static const distc_backend_ops g_ops = {
     .reduce_scatter = lb_reduce_scatter,
     .alltoall = lb_alltoall,
     .barrier = lb_barrier,
+    .mem_alloc = lb_mem_alloc,
+    .mem_free = lb_mem_free,
+    .mem_copy = lb_mem_copy,
+    .mem_zero = lb_mem_zero,
 };
 
 const distc_backend_ops *loopback_backend_ops(void) { return &g_ops; }

@@ -8,7 +8,7 @@ from . import _distc
 from ._errors import error_for
 from ._handle import Owned
 from ._store import as_store
-from ._types import ReduceOp, op_args, tensor_arg, tensor_list, timeout_ms, timeout_opts
+from ._types import ReduceOp, op_args, stream_handle, tensor_arg, tensor_list, timeout_ms, timeout_opts
 
 _INPROGRESS = 1
 
@@ -91,8 +91,7 @@ class Work:
         """Makes a device stream wait for the operation without blocking the host (nccl);
         host backends wait here instead. `stream`: an int handle, an object with
         .cuda_stream (torch) or .ptr (CuPy), or None for the default stream."""
-        handle = getattr(stream, "cuda_stream", None) or getattr(stream, "ptr", None) or stream
-        _distc.distc_work_wait_stream(self._h, handle)
+        _distc.distc_work_wait_stream(self._h, stream_handle(stream))
 
     def result(self):
         """What the operation produced (torch: the output tensors), once waited for."""

@@ -4,7 +4,7 @@ import ctypes
 from . import _distc
 from ._group import ProcessGroup
 from ._handle import Owned
-from ._types import tensor_arg, tensor_list
+from ._types import stream_handle, tensor_arg, tensor_list
 
 _HOOKS = {None: 0, "allreduce": 0, "fp16": 1, "fp16_compress": 1, "bf16": 2, "bf16_compress": 2}
 
@@ -12,11 +12,15 @@ _HOOKS = {None: 0, "allreduce": 0, "fp16": 1, "fp16_compress": 1, "bf16": 2, "bf
 class Reducer(Owned):
     """c10d's Reducer for any training loop: per step, prepare_for_backward(), then
     mark_ready(i) as gradient i is written, then finalize() (the gradients then hold
-    the average over ranks). `grads` (NumPy arrays or tensors, host memory) are
-    borrowed for the reducer's life; this object keeps them referenced."""
+    the average over ranks). `grads` (NumPy arrays or tensors; host memory, or all on
+    one device of the group's backend, e.g. CUDA tensors under nccl) are borrowed for
+    the reducer's life; this object keeps them referenced. `stream` (device
+    gradients): the stream the backward pass writes them on (a torch.cuda.Stream,
+    CuPy stream or int handle; None: the default)."""
 
     def __init__(self, group, grads, bucket_cap_mb=25, first_bucket_mb=1, bucket_of=None,
-                 find_unused_parameters=False, gradient_as_bucket_view=False, comm_hook=None, expect_sparse=None):
+                 find_unused_parameters=False, gradient_as_bucket_view=False, comm_hook=None, expect_sparse=None,
+                 stream=None):
         if not isinstance(group, ProcessGroup):
             raise TypeError(f"group must be a distc.ProcessGroup, not {type(group).__name__}")
         if comm_hook not in _HOOKS:
@@ -26,6 +30,8 @@ class Reducer(Owned):
                 "first_bucket_bytes": int(first_bucket_mb * 1024 * 1024),
                 "find_unused_parameters": int(bool(find_unused_parameters)),
                 "gradient_as_bucket_view": int(bool(gradient_as_bucket_view))}
+        if stream is not None:
+            opts["stream"] = stream_handle(stream)
         if expect_sparse is not None:
             opts["expect_sparse"] = [int(bool(x)) for x in expect_sparse]
             if len(opts["expect_sparse"]) != len(self._grads):

@@ -75,6 +75,12 @@ def timeout_opts(timeout):
 _DL_BOOL = 6
 
 
+def stream_handle(stream):
+    """A device stream as the C API takes it: an int handle, an object with
+    .cuda_stream (torch) or .ptr (CuPy), or None for the default stream."""
+    return getattr(stream, "cuda_stream", None) or getattr(stream, "ptr", None) or stream
+
+
 def tensor_arg(t):
     """A tensor argument as the low-level module takes it.
 

@@ -43,8 +43,11 @@
 
 DISTC_BEGIN_DECL
 
-/** The vtable layout this header describes; a vtable with a larger version is refused. */
-#define DISTC_BACKEND_OPS_VERSION 1
+/**
+ * The vtable layout this header describes; a vtable with a larger version is
+ * refused. Version 2 appended the mem_* entries.
+ */
+#define DISTC_BACKEND_OPS_VERSION 2
 
 /** Element types as backends see them. Values are part of the ABI. */
 typedef enum distc_dtype {
@@ -196,6 +199,24 @@ typedef struct distc_backend_ops {
      * whose ranks come from the engine's launcher, with no store to meet in.
      */
     int (*world)(int32_t *rank, int32_t *size, void *payload);
+
+    /*
+     * Version 2, optional (all four or none): memory of the group's device,
+     * for what the core keeps there itself — the reducer's buckets when the
+     * gradients are device memory (distc/reducer.h). Without them such a
+     * reducer is DISTC_ENOTSUP. Device memory is only ever touched through
+     * these: the core never dereferences it. `stream` is the caller's
+     * (distc_reducer_options.stream; NULL: the default); a stream-ordered
+     * backend enqueues copies and fills there and may return before they ran.
+     */
+    /** Allocates `bytes` (may be 0) of memory of kind `device_type` (one of device_types, not kDLCPU). */
+    int (*mem_alloc)(void **out, void *group, int32_t device_type, size_t bytes);
+    /** Releases what mem_alloc gave; no operation that uses it is still in flight. */
+    void (*mem_free)(void *group, int32_t device_type, void *ptr);
+    /** Copies `bytes` between two buffers in the group's device memory (device to device). */
+    int (*mem_copy)(void *group, void *dst, const void *src, size_t bytes, void *stream);
+    /** Sets `bytes` of the group's device memory at `ptr` to zero. */
+    int (*mem_zero)(void *group, void *ptr, size_t bytes, void *stream);
 } distc_backend_ops;
 
 /**

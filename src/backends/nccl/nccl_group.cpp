@@ -24,17 +24,6 @@ std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
     return s;
 }
 
-// The caller's current device, switched to the group's for a launch and back.
-struct DeviceGuard {
-    int prev = -1, dev;
-    explicit DeviceGuard(int d) : dev(d) {
-        if (cudaGetDevice(&prev) != cudaSuccess || prev != d) check_cuda(cudaSetDevice(d), "cudaSetDevice");
-    }
-    ~DeviceGuard() {
-        if (prev >= 0 && prev != dev) cudaSetDevice(prev);
-    }
-};
-
 struct EventRef {
     int device;
     cudaEvent_t event;

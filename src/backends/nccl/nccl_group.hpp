@@ -29,6 +29,19 @@ using distc_plugin::raise;
 // cudaError_t / ncclResult_t checks naming what was called.
 void check_cuda(cudaError_t e, const char *what);
 
+// The caller's current device, switched to the group's for a call and back.
+struct DeviceGuard {
+    int prev = -1, dev;
+    explicit DeviceGuard(int d) : dev(d) {
+        if (cudaGetDevice(&prev) != cudaSuccess || prev != d) check_cuda(cudaSetDevice(d), "cudaSetDevice");
+    }
+    ~DeviceGuard() {
+        if (prev >= 0 && prev != dev) cudaSetDevice(prev);
+    }
+    DeviceGuard(const DeviceGuard &) = delete;
+    DeviceGuard &operator=(const DeviceGuard &) = delete;
+};
+
 class Group {
 public:
     // Rendezvous through `store` (rank 0 publishes the ncclUniqueId) and init.

@@ -395,6 +395,41 @@ int nccl_batch_p2p(distc_work *w, void *g, const distc_backend_p2p *ops, size_t 
     });
 }
 
+// Device memory for the core (the reducer's buckets), on the group's device
+// and the caller's stream.
+int nccl_mem_alloc(void **out, void *g, int32_t device_type, size_t bytes) {
+    return guarded([&] {
+        DeviceGuard d(group(g).device());
+        // Managed memory when the caller's gradients are managed: the bucket then is too.
+        if (device_type == kDLCUDAManaged)
+            check_cuda(cudaMallocManaged(out, bytes ? bytes : 1), "cudaMallocManaged");
+        else
+            check_cuda(cudaMalloc(out, bytes ? bytes : 1), "cudaMalloc");
+    });
+}
+
+// cudaFree waits for the device, so copies still queued on the stream finish first.
+void nccl_mem_free(void *g, int32_t, void *p) {
+    guarded([&] {
+        DeviceGuard d(group(g).device());
+        cudaFree(p);
+    });
+}
+
+int nccl_mem_copy(void *g, void *dst, const void *src, size_t bytes, void *stream) {
+    return guarded([&] {
+        DeviceGuard d(group(g).device());
+        check_cuda(copy_async(dst, src, bytes, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync");
+    });
+}
+
+int nccl_mem_zero(void *g, void *p, size_t bytes, void *stream) {
+    return guarded([&] {
+        DeviceGuard d(group(g).device());
+        check_cuda(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream)), "cudaMemsetAsync");
+    });
+}
+
 const distc_backend_ops kOps = [] {
     distc_backend_ops o{};
     o.version = DISTC_BACKEND_OPS_VERSION;
@@ -416,6 +451,10 @@ const distc_backend_ops kOps = [] {
     o.send = nccl_send;
     o.recv = nccl_recv;
     o.batch_p2p = nccl_batch_p2p;
+    o.mem_alloc = nccl_mem_alloc;
+    o.mem_free = nccl_mem_free;
+    o.mem_copy = nccl_mem_copy;
+    o.mem_zero = nccl_mem_zero;
     return o;
 }();
 

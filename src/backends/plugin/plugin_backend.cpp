@@ -216,6 +216,29 @@ void PluginBackend::abort() {
     if (def_->ops.abort) def_->ops.abort(group_);
 }
 
+void *PluginBackend::alloc(int device_type, size_t bytes) {
+    void *p = nullptr;
+    distc_error_clear();
+    int rc = def_->ops.mem_alloc(&p, group_, device_type, bytes);
+    if (rc < 0) fail(rc, backend_error(*def_, "mem_alloc", rc));
+    if (!p) fail(DISTC_EBACKEND, "backend '" + def_->name + "' mem_alloc returned 0 but no memory");
+    return p;
+}
+
+void PluginBackend::release(int device_type, void *p) noexcept { def_->ops.mem_free(group_, device_type, p); }
+
+void PluginBackend::copy(void *dst, const void *src, size_t bytes, void *stream) {
+    distc_error_clear();
+    int rc = def_->ops.mem_copy(group_, dst, src, bytes, stream);
+    if (rc < 0) fail(rc, backend_error(*def_, "mem_copy", rc));
+}
+
+void PluginBackend::zero(void *p, size_t bytes, void *stream) {
+    distc_error_clear();
+    int rc = def_->ops.mem_zero(group_, p, bytes, stream);
+    if (rc < 0) fail(rc, backend_error(*def_, "mem_zero", rc));
+}
+
 std::unique_ptr<AsyncBackend> make_async_backend(const std::string &name, const AsyncGroupInfo &info) {
     return std::make_unique<PluginBackend>(find_backend(name), info);
 }

@@ -12,7 +12,7 @@ struct distc_store;
 
 namespace distc {
 
-class PluginBackend final : public AsyncBackend {
+class PluginBackend final : public AsyncBackend, private DeviceMemory {
 public:
     // Creates the backend's group (a collective over the group's ranks).
     PluginBackend(std::shared_ptr<const BackendDef> def, const AsyncGroupInfo &info);
@@ -22,6 +22,7 @@ public:
     uint64_t device_types() const override { return def_->ops.device_types; }
     bool stream_ordered() const override { return def_->ops.flags & DISTC_BACKEND_STREAM_ORDERED; }
     void require(const char *op) const override;
+    DeviceMemory *memory() override { return def_->ops.mem_alloc ? this : nullptr; }
 
     void allreduce(const WorkPtr &w, const std::vector<Tensor> &ts, ReduceOp op, const AsyncArgs &a) override;
     void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) override;
@@ -45,6 +46,11 @@ public:
     void abort() override;
 
 private:
+    void *alloc(int device_type, size_t bytes) override;
+    void release(int device_type, void *p) noexcept override;
+    void copy(void *dst, const void *src, size_t bytes, void *stream) override;
+    void zero(void *p, size_t bytes, void *stream) override;
+
     PluginBackend(std::shared_ptr<const BackendDef> def, void *group, distc_store *store);
     // Hands `w` to the backend through `call`; throws with the backend's message if it did not take it.
     template <typename F>

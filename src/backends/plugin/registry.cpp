@@ -3,7 +3,9 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -36,9 +38,15 @@ BackendDef checked(const std::string &name, const distc_backend_ops *ops, void *
     if (!ops->create || !ops->destroy)
         fail(DISTC_EINVAL, "backend '" + name + "' (" + origin + ") lacks create or destroy");
     if (ops->device_types == 0) fail(DISTC_EINVAL, "backend '" + name + "' takes no memory kind (device_types is 0)");
-    // Version 1 is the whole struct today; later versions append, and a vtable
-    // of an older version is copied only as far as it reaches.
-    return BackendDef{name, *ops, payload, std::move(origin)};
+    // Later versions append: a vtable of an older version is copied only as far
+    // as it reaches, and the entries it lacks stay NULL.
+    distc_backend_ops copy{};
+    std::memcpy(&copy, ops, ops->version == 1 ? offsetof(distc_backend_ops, mem_alloc) : sizeof copy);
+    bool mem = copy.mem_alloc || copy.mem_free || copy.mem_copy || copy.mem_zero;
+    if (mem && !(copy.mem_alloc && copy.mem_free && copy.mem_copy && copy.mem_zero))
+        fail(DISTC_EINVAL, "backend '" + name + "' (" + origin + ") sets some of mem_alloc, mem_free, mem_copy and "
+                           "mem_zero but not all four");
+    return BackendDef{name, copy, payload, std::move(origin)};
 }
 
 std::vector<std::string> plugin_dirs() {

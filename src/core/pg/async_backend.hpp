@@ -33,6 +33,20 @@ struct AsyncGroupInfo {
     int device;                    // -1: the backend's choice
 };
 
+// A device backend's memory (distc/sys/backend.h, mem_*), for what the core
+// keeps on the device itself: the reducer's buckets. Device memory is only
+// touched through these; `stream` orders copies on a device backend.
+class DeviceMemory {
+public:
+    virtual void *alloc(int device_type, size_t bytes) = 0;
+    virtual void release(int device_type, void *p) noexcept = 0;
+    virtual void copy(void *dst, const void *src, size_t bytes, void *stream) = 0;
+    virtual void zero(void *p, size_t bytes, void *stream) = 0;
+
+protected:
+    ~DeviceMemory() = default;
+};
+
 class AsyncBackend {
 public:
     using WorkPtr = std::shared_ptr<Work>;
@@ -43,6 +57,8 @@ public:
     virtual bool stream_ordered() const = 0;
     // Throws DISTC_ENOTSUP naming the backend when `op` ("allreduce") is not implemented.
     virtual void require(const char *op) const = 0;
+    // Its device memory, or nullptr when it keeps none for the core.
+    virtual DeviceMemory *memory() { return nullptr; }
 
     // Each either takes `w` (and completes it later, maybe at once) or throws
     // without having sent anything.

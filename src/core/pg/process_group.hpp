@@ -64,6 +64,8 @@ public:
     const char *backend_name() const { return backend_ ? backend_->name() : async_->name(); }
     // Bit (1 << DLDeviceType) per memory kind the backend takes.
     uint64_t device_types() const;
+    // The backend's device memory (async_backend.hpp), or nullptr (host backends, or none kept).
+    DeviceMemory *device_memory() const { return async_ ? async_->memory() : nullptr; }
     Millis timeout() const { return timeout_; }
     int global_rank(int group_rank) const;  // -1 if out of range
     int group_rank(int global_rank) const;  // -1 if not a member

@@ -9,6 +9,9 @@
 
 namespace distc {
 
+// DLDeviceType values the core itself reads and writes: kDLCPU, kDLCUDAHost (pinned).
+inline bool host_memory(int32_t device_type) { return device_type == 1 || device_type == 3; }
+
 struct Tensor {
     void *data = nullptr;
     size_t numel = 0;

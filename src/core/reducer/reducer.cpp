@@ -12,11 +12,29 @@ namespace distc {
 
 Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
                  const std::vector<std::vector<size_t>> &buckets, bool find_unused, bool views,
-                 std::vector<uint64_t> rebuild_limits, std::vector<char> sparse)
-    : pg_(std::move(pg)), grads_(std::move(grads)), sparse_(std::move(sparse)), find_unused_(find_unused),
-      views_(views), rebuild_limits_(std::move(rebuild_limits)) {
+                 std::vector<uint64_t> rebuild_limits, std::vector<char> sparse, void *stream)
+    : pg_(std::move(pg)), grads_(std::move(grads)), stream_(stream), sparse_(std::move(sparse)),
+      find_unused_(find_unused), views_(views), rebuild_limits_(std::move(rebuild_limits)) {
     size_t n = grads_.size();
     sparse_.resize(n, 0);
+    auto host = [](const Tensor &t) { return host_memory(t.device_type); };
+    if (!host(grads_[0])) {
+        device_ = pg_->device_memory();
+        if (!device_)
+            fail(DISTC_ENOTSUP, std::string("the gradients are device memory, and the ") + pg_->backend_name() +
+                                    " backend keeps no device memory for the reducer's buckets (its vtable has no "
+                                    "mem_* entries)");
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const Tensor &g = grads_[i], &g0 = grads_[0];
+        if (host(g) != host(g0) || (!host(g) && (g.device_type != g0.device_type || g.device_id != g0.device_id)))
+            fail(DISTC_EINVAL, "grads[" + std::to_string(i) + "] is on device (" + std::to_string(g.device_type) + ", " +
+                                   std::to_string(g.device_id) + ") but grads[0] on (" + std::to_string(g0.device_type) +
+                                   ", " + std::to_string(g0.device_id) + "): one reducer takes one device");
+        if (device_ && sparse_[i])
+            fail(DISTC_ENOTSUP, "gradient " + std::to_string(i) +
+                                    " is sparse and in device memory: sparse gradients are reduced on the host");
+    }
     ready_.assign(n, 0);
     ready_at_.assign(n, Clock::time_point{});
     last_ready_ns_.assign(n, -1);
@@ -48,8 +66,8 @@ void Reducer::set_buckets(const std::vector<std::vector<size_t>> &buckets) {
             offset_of_[i] = numel * dtype_size(dt);
             numel += grads_[i].numel;
         }
-        bk.buf = std::make_unique<Scratch>(dt, bk.sparse ? 0 : numel);  // sparse rows live elsewhere
-        if (views_ && bk.buf->t.nbytes()) std::memset(bk.buf->t.data, 0, bk.buf->t.nbytes());  // views start at zero
+        bk.buf = allocate(dt, bk.sparse ? 0 : numel);  // sparse rows live elsewhere
+        if (views_ && bk.buf->t.nbytes()) zero(bk.buf->t.data, bk.buf->t.nbytes());  // views start at zero
         bk.last.bytes = numel * dtype_size(dt);
         made.push_back(std::move(bk));
     }
@@ -58,17 +76,48 @@ void Reducer::set_buckets(const std::vector<std::vector<size_t>> &buckets) {
     buckets_ = std::move(made);
 }
 
+std::unique_ptr<Reducer::Storage> Reducer::allocate(DType dt, size_t numel) {
+    auto s = std::make_unique<Storage>();
+    if (device_) {
+        s->t.data = device_->alloc(grads_[0].device_type, numel * dtype_size(dt));
+        s->device = device_;
+        s->t.numel = numel;
+        s->t.dtype = dt;
+        s->t.dim0 = static_cast<int64_t>(numel);
+        s->t.device_type = grads_[0].device_type;
+        s->t.device_id = grads_[0].device_id;
+    } else {
+        s->host = std::make_unique<Scratch>(dt, numel);
+        s->t = s->host->t;
+    }
+    return s;
+}
+
+void Reducer::copy(void *dst, const void *src, size_t n) {
+    if (device_)
+        device_->copy(dst, src, n, stream_);
+    else
+        std::memcpy(dst, src, n);
+}
+
+void Reducer::zero(void *p, size_t n) {
+    if (device_)
+        device_->zero(p, n, stream_);
+    else
+        std::memset(p, 0, n);
+}
+
 void Reducer::rebuild_locked() {
-    // Rank 0's arrival order, so that every rank builds the same buckets.
+    // Rank 0's arrival order, so that every rank builds the same buckets. As
+    // bytes: they travel on any backend, whatever memory its collectives take.
     size_t n = grads_.size();
     std::vector<int64_t> order(n);
     for (size_t k = 0; k < n; ++k) order[k] = k < arrival_.size() ? static_cast<int64_t>(arrival_[k]) : -1;
-    Tensor t;
-    t.data = order.data();
-    t.numel = n;
-    t.dtype = DType::Int64;
-    t.dim0 = static_cast<int64_t>(n);
-    pg_->broadcast(t, 0, OpOptions{}, false);
+    Bytes got = pg_->broadcast_bytes(ByteView(order.data(), n * sizeof(int64_t)), 0, OpOptions{});
+    if (got.size() != n * sizeof(int64_t))
+        fail(DISTC_EPROTO, "rank 0 sent a bucket order of " + std::to_string(got.size()) + " bytes for " +
+                               std::to_string(n) + " gradients");
+    std::memcpy(order.data(), got.data(), got.size());
     // Gradients rank 0 never saw arrive (unused) go last, in index order.
     std::vector<char> seen(n, 0);
     std::vector<size_t> pos;
@@ -164,10 +213,10 @@ void Reducer::ready_locked(size_t i, bool zero) {
     }
     uint8_t *dst = b.buf->t.bytes() + offset_of_[i];
     size_t nb = grads_[i].nbytes();
-    if (zero)
-        std::memset(dst, 0, nb);
+    if (zero && nb)
+        this->zero(dst, nb);
     else if (nb && !views_)  // with views the gradient was written in place
-        std::memcpy(dst, grads_[i].data, nb);
+        copy(dst, grads_[i].data, nb);
     ready_[i] = 1;
     if (!zero) ready_at_[i] = Clock::now();
     --b.pending;
@@ -176,6 +225,10 @@ void Reducer::ready_locked(size_t i, bool zero) {
 void Reducer::set_comm_hook(Hook hook, DType compress) {
     std::lock_guard<std::mutex> lk(mu_);
     if (in_iteration_) fail(DISTC_ESTATE, "a communication hook cannot change during an iteration");
+    if (device_ && compress != DType::Float32)
+        fail(DISTC_ENOTSUP, std::string("the built-in ") + dtype_name(compress) +
+                                " compression narrows buckets on the host, and these buckets are device memory: "
+                                "register a hook that compresses on the device");
     hook_ = std::move(hook);
     compress_ = compress;
 }
@@ -199,7 +252,9 @@ void Reducer::launch_complete_locked() {
             b.work = pg_->allreduce({b.wire->t}, ReduceOp::Avg, OpOptions{}, true);
         } else {
             // AVG: one division by the group size per bucket, as c10d does.
-            b.work = pg_->allreduce({b.buf->t}, ReduceOp::Avg, OpOptions{}, true);
+            OpOptions o;
+            o.stream = stream_;
+            b.work = pg_->allreduce({b.buf->t}, ReduceOp::Avg, o, true);
         }
         ++next_bucket_;
     }
@@ -337,8 +392,7 @@ void Reducer::finalize() {
                          b.buf->t.numel);
         if (!views_)
             for (size_t i : b.members)
-                if (grads_[i].nbytes())
-                    std::memcpy(grads_[i].data, b.buf->t.bytes() + offset_of_[i], grads_[i].nbytes());
+                if (grads_[i].nbytes()) copy(grads_[i].data, b.buf->t.bytes() + offset_of_[i], grads_[i].nbytes());
     }
     if (code) fail(code, msg);
 }

@@ -22,8 +22,11 @@ public:
     // `rebuild_limits` (non-empty): after the first iteration, rebuild the buckets
     // by size in the order gradients arrived on rank 0 (c10d's bucket rebuild).
     // `sparse` (per gradient, may be empty): rows exchanged by index, each alone in its bucket.
+    // Gradients in device memory (all on one device) get buckets there, allocated,
+    // copied and zeroed through the group's backend on `stream` (see DeviceMemory).
     Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads, const std::vector<std::vector<size_t>> &buckets,
-            bool find_unused, bool views, std::vector<uint64_t> rebuild_limits = {}, std::vector<char> sparse = {});
+            bool find_unused, bool views, std::vector<uint64_t> rebuild_limits = {}, std::vector<char> sparse = {},
+            void *stream = nullptr);
     ~Reducer();
     Reducer(const Reducer &) = delete;
     Reducer &operator=(const Reducer &) = delete;
@@ -62,9 +65,26 @@ public:
     SparseGrad sparse_grad(size_t i) const;
 
 private:
+    // A bucket's memory: host scratch, or device memory of the group's backend.
+    struct Storage {
+        Tensor t;
+        std::unique_ptr<Scratch> host;
+        DeviceMemory *device = nullptr;  // releases t.data when set
+        Storage() = default;
+        Storage(const Storage &) = delete;
+        Storage &operator=(const Storage &) = delete;
+        ~Storage() {
+            if (device) device->release(t.device_type, t.data);
+        }
+    };
+    std::unique_ptr<Storage> allocate(DType dt, size_t numel);
+    // Host memcpy / memset, or the backend's device copy / fill on the stream.
+    void copy(void *dst, const void *src, size_t n);
+    void zero(void *p, size_t n);
+
     struct Bucket {
         std::vector<size_t> members;
-        std::unique_ptr<Scratch> buf;  // the members back to back
+        std::unique_ptr<Storage> buf;  // the members back to back
         size_t pending = 0;            // members not ready yet in this iteration
         std::shared_ptr<Work> work;
         std::unique_ptr<Scratch> wire;  // the compressed copy in flight, if any
@@ -88,6 +108,8 @@ private:
 
     std::shared_ptr<ProcessGroup> pg_;
     std::vector<Tensor> grads_;
+    DeviceMemory *device_ = nullptr;  // set when the gradients are device memory
+    void *stream_ = nullptr;
     std::vector<char> sparse_;
     std::vector<Bucket> buckets_;
     std::vector<size_t> bucket_of_, offset_of_;  // per gradient: bucket, byte offset in it

@@ -64,7 +64,7 @@ const DISTC_PG_OPTIONS_VERSION = 2
 const DISTC_OP_OPTIONS_VERSION = 2
 const DISTC_SPLIT_NOCOLOR = (-1)
 const DISTC_ANY_SOURCE = (-1)
-const DISTC_BACKEND_OPS_VERSION = 1
+const DISTC_BACKEND_OPS_VERSION = 2
 const DISTC_BACKEND_GROUP_INFO_VERSION = 1
 const DISTC_BACKEND_OP_ARGS_VERSION = 1
 const DISTC_OP_BLOCKING = UInt32(0x1)
@@ -72,7 +72,7 @@ const DISTC_BACKEND_STREAM_ORDERED = UInt32(0x1)
 const DISTC_WORK_HOOKS_VERSION = 1
 const DISTC_BUCKET_CAP_BYTES = (UInt32(25)*UInt32(1024)*UInt32(1024))
 const DISTC_FIRST_BUCKET_BYTES = (UInt32(1024)*UInt32(1024))
-const DISTC_REDUCER_OPTIONS_VERSION = 2
+const DISTC_REDUCER_OPTIONS_VERSION = 3
 
 # ---- enums (plain constants: a value the library adds later stays representable)
 const DISTC_OK = Cint(0)
@@ -236,6 +236,10 @@ struct distc_backend_ops
     recv::Ptr{Cvoid}
     batch_p2p::Ptr{Cvoid}
     world::Ptr{Cvoid}
+    mem_alloc::Ptr{Cvoid}
+    mem_free::Ptr{Cvoid}
+    mem_copy::Ptr{Cvoid}
+    mem_zero::Ptr{Cvoid}
 end
 struct distc_work_hooks
     version::Cuint
@@ -250,6 +254,7 @@ struct distc_reducer_options
     find_unused_parameters::Int32
     gradient_as_bucket_view::Int32
     expect_sparse::Ptr{Int32}
+    stream::Ptr{Cvoid}
 end
 
 # ---- functions

@@ -4,7 +4,7 @@
 
 pub const DISTC_BUCKET_CAP_BYTES: u32 = 26214400;
 pub const DISTC_FIRST_BUCKET_BYTES: u32 = 1048576;
-pub const DISTC_REDUCER_OPTIONS_VERSION: u32 = 2;
+pub const DISTC_REDUCER_OPTIONS_VERSION: u32 = 3;
 extern "C" {
     #[doc = " c10d's compute_bucket_assignment_by_size. Walks the `n` tensors in order"]
     #[doc = " (only their dtype, device and shape are read) and groups them into buckets"]
@@ -67,18 +67,26 @@ pub struct distc_reducer_options {
     #[doc = "with distc_reducer_mark_ready_sparse and read with"]
     #[doc = "distc_reducer_sparse_grad; NULL: none"]
     pub expect_sparse: *const i32,
+    #[doc = "< (version 3) gradients in device memory: the stream (a"]
+    #[doc = "cudaStream_t for nccl) the backward pass writes them on."]
+    #[doc = "Bucket copies, fills and allreduces are ordered there,"]
+    #[doc = "and finalize() returns with the copies back into the"]
+    #[doc = "gradients enqueued there. NULL: the default stream"]
+    pub stream: *mut ::std::os::raw::c_void,
 }
 extern "C" {
-    #[doc = " Fills `opts` with the defaults above; `version` 1 fills the fields of version 1 only."]
+    #[doc = " Fills `opts` with the defaults above; an older `version` fills the fields of that version only."]
     pub fn distc_reducer_options_init(
         opts: *mut distc_reducer_options,
         version: ::std::os::raw::c_uint,
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
-    #[doc = " A reducer over the `n` gradient buffers `grads` (host memory, contiguous,"]
-    #[doc = " any dtype the group's backend reduces with AVG). Every rank of `pg`"]
-    #[doc = " creates one with the same shapes and options."]
+    #[doc = " A reducer over the `n` gradient buffers `grads` (contiguous, any dtype the"]
+    #[doc = " group's backend reduces with AVG; host memory, or all on one device of the"]
+    #[doc = " group's backend). Every rank of `pg` creates one with the same shapes and"]
+    #[doc = " options. DISTC_ENOTSUP for device gradients whose backend keeps no device"]
+    #[doc = " memory for the core (no mem_* entries), or that are sparse."]
     pub fn distc_reducer_new(
         out: *mut *mut distc_reducer,
         pg: *mut distc_pg,
