@@ -1,17 +1,23 @@
 /*
  * The reducer's cost and overlap (run it under a launcher: distc-run -n 2).
  *
- *   distc-reducer-bench [--params 48] [--kib 256] [--compute-us 2000] [--cap-kib 25600] [--iters 5]
+ *   distc-reducer-bench [--params 48] [--kib 256] [--compute-us 2000] [--compute busy|idle]
+ *                       [--cap-kib 25600] [--iters 5]
  *
  * 1. mark_ready overhead: a reducer over 4096 four-byte gradients in one
  *    bucket, so marking launches nothing: the mean time of one mark_ready.
  * 2. A synthetic backward pass over --params float32 gradients of --kib KiB,
- *    each preceded by --compute-us of busy compute, timed four ways: compute
+ *    each preceded by --compute-us of compute, timed four ways: compute
  *    alone; one big allreduce alone (all gradients flat); compute then that
  *    allreduce; and compute with the reducer (buckets launched as gradients
  *    become ready; DDP's 1 MiB first bucket, --cap-kib after). The goal is the
  *    reducer within 10% of max(compute, allreduce). Rank 0 prints; times are
  *    the slowest rank's median over --iters.
+ *
+ * --compute busy (the default) spins the CPU: a backward pass on the host,
+ * which competes with communication for the cores. --compute idle sleeps:
+ * a backward pass whose kernels run elsewhere (a GPU), leaving the CPU free
+ * for the buckets, as in most DDP training.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <distc.h>
@@ -26,8 +32,15 @@ static double now_us(void) {
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+static int g_idle; /* --compute idle */
+
 static void spin(double us) {
     double end = now_us() + us;
+    if (g_idle) {
+        struct timespec ts = {(time_t)(us / 1e6), (long)((us - (double)(time_t)(us / 1e6) * 1e6) * 1e3)};
+        nanosleep(&ts, NULL);
+        return;
+    }
     while (now_us() < end) {
     }
 }
@@ -63,10 +76,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--compute-us")) compute_us = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--cap-kib")) cap_kib = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--compute")) g_idle = !strcmp(argv[i + 1], "idle") ? 1 : strcmp(argv[i + 1], "busy") ? -1 : 0;
     }
-    if (params < 1 || kib < 1 || iters < 1 || compute_us < 0 || cap_kib < 1) {
+    if (params < 1 || kib < 1 || iters < 1 || compute_us < 0 || cap_kib < 1 || g_idle < 0) {
         fprintf(stderr,
-                "usage: distc-reducer-bench [--params N] [--kib K] [--compute-us US] [--cap-kib K] [--iters N]\n");
+                "usage: distc-reducer-bench [--params N] [--kib K] [--compute-us US] [--compute busy|idle] "
+                "[--cap-kib K] [--iters N]\n");
         return 2;
     }
     CHECK(distc_pg_new_from_url(&g_pg, "env://", NULL, NULL));
@@ -143,9 +158,9 @@ int main(int argc, char **argv) {
     double compute = t[0][iters / 2], comm = t[1][iters / 2], serial = t[2][iters / 2], red = t[3][iters / 2];
     double bound = compute > comm ? compute : comm;
     if (rank == 0) {
-        printf("# distc-reducer-bench: %d ranks, %d float32 gradients of %d KiB (%.1f MiB), %.0f us compute each, "
+        printf("# distc-reducer-bench: %d ranks, %d float32 gradients of %d KiB (%.1f MiB), %.0f us %s compute each, "
                "%zu buckets (1 MiB first, %d KiB cap); median of %d, slowest rank\n",
-               size, params, kib, params * kib / 1024.0, compute_us, nb, cap_kib, iters);
+               size, params, kib, params * kib / 1024.0, compute_us, g_idle ? "idle" : "busy", nb, cap_kib, iters);
         printf("mark_ready overhead            %10.3f us per call (goal <= 1 us)\n", mark);
         printf("compute alone                  %10.1f ms\n", compute / 1e3);
         printf("one allreduce alone            %10.1f ms\n", comm / 1e3);
