@@ -13,6 +13,18 @@ using distc::capi::require_ptr;
 
 namespace {
 
+// Takes the work out of the handle the backend completes, and frees the handle
+// (or gives a kept one back to its thread, plugin_backend.cpp); the backend
+// must not touch it afterwards.
+std::shared_ptr<Work> release_handle(distc_work *work) {
+    std::shared_ptr<Work> w = std::move(work->impl);
+    if (work->kept)
+        work->lent.store(false, std::memory_order_release);
+    else
+        delete work;
+    return w;
+}
+
 DType dtype_value(int32_t dtype) {
     if (dtype < DISTC_DTYPE_BOOL || dtype > DISTC_DTYPE_COMPLEX128)
         fail(DISTC_EINVAL, "dtype " + std::to_string(dtype) + " is not a distc_dtype");
@@ -62,8 +74,7 @@ DISTC_EXTERN(int) distc_backend_work_set_hooks(distc_work *work, const distc_wor
 DISTC_EXTERN(int) distc_backend_work_complete(distc_work *work, int32_t source_rank) {
     return guard(__func__, [&] {
         require_ptr(work, "work");
-        std::shared_ptr<Work> w = std::move(work->impl);
-        delete work;
+        std::shared_ptr<Work> w = release_handle(work);
         w->complete(0, "", source_rank);
         return 0;
     });
@@ -73,8 +84,7 @@ DISTC_EXTERN(int) distc_backend_work_fail(distc_work *work, int code, const char
     return guard(__func__, [&] {
         require_ptr(work, "work");
         require(code < 0, "code must be a negative distc error code");
-        std::shared_ptr<Work> w = std::move(work->impl);
-        delete work;
+        std::shared_ptr<Work> w = release_handle(work);
         w->complete(code, w->what() + " failed: " + (message && *message ? message : distc_strerror(code)));
         return 0;
     });

@@ -2,6 +2,7 @@
 // parents alive and handles can be freed in any order.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "core/store/store.hpp"
@@ -19,4 +20,8 @@ struct distc_pg {
 
 struct distc_work {
     std::shared_ptr<distc::Work> impl;
+    // A blocking call's handle that its thread keeps for the next call
+    // (plugin_backend.cpp): completing it clears `lent` instead of freeing it.
+    bool kept = false;
+    std::atomic<bool> lent{false};
 };

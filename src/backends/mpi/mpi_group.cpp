@@ -119,7 +119,7 @@ void Group::watch_blocking(const distc_backend_op_args *a) {
     blocking_name_.store(a->op, std::memory_order_relaxed);
     blocking_seq_.store(a->seq, std::memory_order_relaxed);
     blocking_timeout_ms_.store(a->timeout_ms, std::memory_order_relaxed);
-    blocking_deadline_ns_ = (Clock::now() + std::chrono::milliseconds(a->timeout_ms)).time_since_epoch().count();
+    blocking_calls_.fetch_add(1, std::memory_order_release);
 }
 
 void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {
@@ -204,6 +204,8 @@ void Group::abort(int code, const std::string &why) {
 void Group::progress() {
     std::vector<Pending> mine;  // only this thread touches these
     int idle_us = 5;
+    uint64_t seen_call = 0;       // the blocking call (its odd count) seen running
+    Clock::time_point seen_at{};  // since when
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
         if (mine.empty() && incoming_.empty()) {
@@ -211,17 +213,22 @@ void Group::progress() {
             // Idle: a look every 100 ms at the blocking call in progress, if any.
             cv_.wait_for(lk, std::chrono::milliseconds(100));
         }
-        int64_t bd;
         for (auto &p : incoming_) mine.push_back(std::move(p));
         incoming_.clear();
         bool aborted = aborted_;
         std::string reason = abort_reason_;
-        bd = blocking_deadline_ns_;
+        uint64_t call = blocking_calls_.load(std::memory_order_acquire);
         lk.unlock();
 
         // A blocking MPI call cannot be interrupted: past its timeout the job ends
         // with a message, rather than hang (as c10d's watchdog tears down NCCL jobs).
-        if (bd && Clock::now().time_since_epoch().count() > bd) {
+        auto now = Clock::now();
+        if (!(call & 1)) {
+            seen_call = 0;
+        } else if (call != seen_call) {
+            seen_call = call;
+            seen_at = now;
+        } else if (now - seen_at > std::chrono::milliseconds(blocking_timeout_ms_.load())) {
             std::fprintf(stderr,
                          "distc mpi backend: %s #%llu timed out after %lld ms in a blocking MPI call (a rank stopped "
                          "calling); MPI cannot cancel it, aborting the job\n",

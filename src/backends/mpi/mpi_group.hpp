@@ -81,10 +81,10 @@ public:
             auto lk = mpi_lock();
             run();
         } catch (...) {
-            blocking_deadline_ns_ = 0;
+            blocking_calls_.fetch_add(1, std::memory_order_release);
             throw;
         }
-        blocking_deadline_ns_ = 0;
+        blocking_calls_.fetch_add(1, std::memory_order_release);
         distc_backend_work_complete(work, source ? *source : -1);
     }
     // A blocking call whose requests `o` holds: tested on this thread until
@@ -119,8 +119,11 @@ private:
     std::atomic<bool> aborted_{false};
     std::string abort_reason_;
     // The blocking call in progress on some thread, for its deadline. Set
-    // without waking the progress thread, which looks every 100 ms.
-    std::atomic<int64_t> blocking_deadline_ns_{0};
+    // without waking the progress thread, which looks every 100 ms. Calls are
+    // counted twice, at start and end (odd: one is running); the progress
+    // thread times a call from when it first saw it, so the fast path reads
+    // no clock (up to one look, 100 ms, later than the exact deadline).
+    std::atomic<uint64_t> blocking_calls_{0};
     std::atomic<const char *> blocking_name_{""};
     std::atomic<uint64_t> blocking_seq_{0};
     std::atomic<int64_t> blocking_timeout_ms_{0};

@@ -85,14 +85,49 @@ void PluginBackend::require(const char *op) const {
     if (!have) fail(DISTC_ENOTSUP, "the " + def_->name + " backend does not implement " + op);
 }
 
+namespace {
+
+// The handle of this thread's blocking calls, lent to the backend call after
+// call instead of a new one each time (the fast path allocates nothing). One
+// still lent when the next call comes (its backend never completed it: the
+// call timed out and the group was aborted) is left to that backend, and the
+// thread takes a new one; that handle is then never freed.
+struct KeptHandle {
+    distc_work *box = nullptr;
+    ~KeptHandle() {
+        if (box && !box->lent.load(std::memory_order_acquire)) delete box;
+    }
+    distc_work *lend(const std::shared_ptr<Work> &w) {
+        if (!box || box->lent.load(std::memory_order_acquire)) {
+            box = new distc_work{};
+            box->kept = true;
+        }
+        box->impl = w;
+        box->lent.store(true, std::memory_order_relaxed);
+        return box;
+    }
+};
+thread_local KeptHandle t_kept;
+
+}  // namespace
+
 template <typename F>
-void PluginBackend::start(const WorkPtr &w, const char *op, F &&call) {
-    // The backend owns this box until it completes the work (distc_backend_work_complete frees it).
-    auto *box = new distc_work{w};
+void PluginBackend::start(const WorkPtr &w, const distc_backend_op_args &x, const char *op, F &&call) {
+    // The backend holds this handle until it completes the work (distc_backend_work_complete
+    // frees it, or gives a kept one back).
+    // Host backends complete a blocking call before it returns; device ones may
+    // complete it later, from their own thread, so theirs are not kept.
+    bool keep = (x.flags & DISTC_OP_BLOCKING) && !stream_ordered();
+    auto *box = keep ? t_kept.lend(w) : new distc_work{w};
     distc_error_clear();
     int rc = call(box);
     if (rc < 0) {
-        delete box;
+        if (box->kept) {
+            box->impl.reset();
+            box->lent.store(false, std::memory_order_release);
+        } else {
+            delete box;
+        }
         fail(rc, backend_error(*def_, op, rc));
     }
 }
@@ -101,23 +136,23 @@ void PluginBackend::allreduce(const WorkPtr &w, const std::vector<Tensor> &ts, R
     auto x = args(a);
     if (ts.size() == 1) {  // the common case, without an allocation
         auto b = buf(ts[0]);
-        start(w, "allreduce", [&](distc_work *h) { return def_->ops.allreduce(h, group_, &b, 1, int(op), &x); });
+        start(w, x, "allreduce", [&](distc_work *h) { return def_->ops.allreduce(h, group_, &b, 1, int(op), &x); });
         return;
     }
     auto b = bufs(ts);
-    start(w, "allreduce", [&](distc_work *h) { return def_->ops.allreduce(h, group_, b.data(), b.size(), int(op), &x); });
+    start(w, x, "allreduce", [&](distc_work *h) { return def_->ops.allreduce(h, group_, b.data(), b.size(), int(op), &x); });
 }
 
 void PluginBackend::broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) {
     auto b = buf(t);
     auto x = args(a);
-    start(w, "broadcast", [&](distc_work *h) { return def_->ops.broadcast(h, group_, &b, root, &x); });
+    start(w, x, "broadcast", [&](distc_work *h) { return def_->ops.broadcast(h, group_, &b, root, &x); });
 }
 
 void PluginBackend::reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) {
     auto b = buf(t);
     auto x = args(a);
-    start(w, "reduce", [&](distc_work *h) { return def_->ops.reduce(h, group_, &b, root, int(op), &x); });
+    start(w, x, "reduce", [&](distc_work *h) { return def_->ops.reduce(h, group_, &b, root, int(op), &x); });
 }
 
 void PluginBackend::allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
@@ -125,7 +160,7 @@ void PluginBackend::allgather(const WorkPtr &w, const std::vector<Tensor> &outpu
     auto o = bufs(outputs);
     auto i = buf(input);
     auto x = args(a);
-    start(w, "allgather", [&](distc_work *h) { return def_->ops.allgather(h, group_, o.data(), &i, &x); });
+    start(w, x, "allgather", [&](distc_work *h) { return def_->ops.allgather(h, group_, o.data(), &i, &x); });
 }
 
 void PluginBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
@@ -133,7 +168,7 @@ void PluginBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs,
     auto o = bufs(outputs);
     auto i = buf(input);
     auto x = args(a);
-    start(w, "gather", [&](distc_work *h) {
+    start(w, x, "gather", [&](distc_work *h) {
         return def_->ops.gather(h, group_, o.empty() ? nullptr : o.data(), &i, root, &x);
     });
 }
@@ -143,7 +178,7 @@ void PluginBackend::scatter(const WorkPtr &w, const Tensor &output, const std::v
     auto o = buf(output);
     auto i = bufs(inputs);
     auto x = args(a);
-    start(w, "scatter", [&](distc_work *h) {
+    start(w, x, "scatter", [&](distc_work *h) {
         return def_->ops.scatter(h, group_, &o, i.empty() ? nullptr : i.data(), root, &x);
     });
 }
@@ -153,7 +188,7 @@ void PluginBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const
     auto o = buf(output);
     auto i = bufs(inputs);
     auto x = args(a);
-    start(w, "reduce_scatter", [&](distc_work *h) { return def_->ops.reduce_scatter(h, group_, &o, i.data(), int(op), &x); });
+    start(w, x, "reduce_scatter", [&](distc_work *h) { return def_->ops.reduce_scatter(h, group_, &o, i.data(), int(op), &x); });
 }
 
 void PluginBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
@@ -161,24 +196,24 @@ void PluginBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &output
     auto o = bufs(outputs);
     auto i = bufs(inputs);
     auto x = args(a);
-    start(w, "alltoall", [&](distc_work *h) { return def_->ops.alltoall(h, group_, o.data(), i.data(), &x); });
+    start(w, x, "alltoall", [&](distc_work *h) { return def_->ops.alltoall(h, group_, o.data(), i.data(), &x); });
 }
 
 void PluginBackend::barrier(const WorkPtr &w, const AsyncArgs &a) {
     auto x = args(a);
-    start(w, "barrier", [&](distc_work *h) { return def_->ops.barrier(h, group_, &x); });
+    start(w, x, "barrier", [&](distc_work *h) { return def_->ops.barrier(h, group_, &x); });
 }
 
 void PluginBackend::send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) {
     auto b = buf(t);
     auto x = args(a);
-    start(w, "send", [&](distc_work *h) { return def_->ops.send(h, group_, &b, dst, tag, &x); });
+    start(w, x, "send", [&](distc_work *h) { return def_->ops.send(h, group_, &b, dst, tag, &x); });
 }
 
 void PluginBackend::recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) {
     auto b = buf(t);
     auto x = args(a);
-    start(w, "recv", [&](distc_work *h) { return def_->ops.recv(h, group_, &b, src, tag, &x); });
+    start(w, x, "recv", [&](distc_work *h) { return def_->ops.recv(h, group_, &b, src, tag, &x); });
 }
 
 void PluginBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) {
@@ -186,7 +221,7 @@ void PluginBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, con
     for (const auto &op : ops)
         v.push_back(distc_backend_p2p{op.send ? DISTC_P2P_SEND : DISTC_P2P_RECV, op.peer, op.tag, 0, buf(op.tensor)});
     auto x = args(a);
-    start(w, "batch_isend_irecv", [&](distc_work *h) { return def_->ops.batch_p2p(h, group_, v.data(), v.size(), &x); });
+    start(w, x, "batch_isend_irecv", [&](distc_work *h) { return def_->ops.batch_p2p(h, group_, v.data(), v.size(), &x); });
 }
 
 std::unique_ptr<AsyncBackend> PluginBackend::split(int color, int key, const AsyncGroupInfo &info, bool &made) {

@@ -54,7 +54,7 @@ private:
     PluginBackend(std::shared_ptr<const BackendDef> def, void *group, distc_store *store);
     // Hands `w` to the backend through `call`; throws with the backend's message if it did not take it.
     template <typename F>
-    void start(const WorkPtr &w, const char *op, F &&call);
+    void start(const WorkPtr &w, const distc_backend_op_args &x, const char *op, F &&call);
 
     std::shared_ptr<const BackendDef> def_;
     void *group_ = nullptr;

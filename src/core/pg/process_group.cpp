@@ -234,13 +234,36 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
     return w;
 }
 
+namespace {
+
+// This thread's Work for blocking calls on host backends, reused call after
+// call: the fast path allocates nothing. While anyone else still holds it (a
+// backend that never completed a call that timed out) the thread takes a new one.
+thread_local std::shared_ptr<Work> t_blocking_work;
+
+std::shared_ptr<Work> blocking_work(uint64_t seq, const char *kind, const OpLabel &label) {
+    auto &w = t_blocking_work;
+    if (w && w.use_count() == 1) {
+        std::atomic_thread_fence(std::memory_order_acquire);  // after the last other holder let go
+        w->reuse(seq, kind, label);
+    } else {
+        w = std::make_shared<Work>(seq, kind, label);
+    }
+    return w;
+}
+
+}  // namespace
+
 ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &o, bool async, Start start) {
     if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
     async_->require(info.kind);
     uint64_t seq = info.p2p ? 0 : seq_.fetch_add(1) + 1;
     Millis timeout = o.timeout.count() < 0 ? timeout_ : o.timeout;
-    auto w = std::make_shared<Work>(seq, info.kind, info.label);
-    bool host_ordered = !info.p2p && !async_->stream_ordered();  // streams order device work themselves
+    bool stream_ordered = async_->stream_ordered();
+    // Stream-ordered blocking calls finish later on the device: they keep their own Work.
+    auto w = async || stream_ordered ? std::make_shared<Work>(seq, info.kind, info.label)
+                                     : blocking_work(seq, info.kind, info.label);
+    bool host_ordered = !info.p2p && !stream_ordered;  // streams order device work themselves
     if (host_ordered && !async && outstanding_count_.load(std::memory_order_acquire)) {
         // Results come in issue order: earlier asynchronous collectives finish first.
         std::vector<std::weak_ptr<Work>> earlier;
@@ -265,7 +288,7 @@ ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &
         outstanding_.push_back(w);
         outstanding_count_ = outstanding_.size();
     }
-    if (async || async_->stream_ordered()) {
+    if (async || stream_ordered) {
         // A device launch that already failed is reported now, as a blocking call must.
         if (!async && w->done() && w->status() != 0) fail(w->status(), w->message());
         return w;

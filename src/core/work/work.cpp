@@ -39,28 +39,23 @@ void Work::complete(int code, const std::string &message, int32_t source_rank) {
     std::function<void()> cb;
     {
         std::lock_guard<std::mutex> lk(mu_);
-        if (done_) return;
-        done_ = true;
+        if (done_.load(std::memory_order_relaxed)) return;
         code_ = code;
         message_ = message;
         if (source_rank >= 0) source_ = source_rank;
-        end_ = std::chrono::steady_clock::now();
-        if (start_ == std::chrono::steady_clock::time_point{}) start_ = end_;
+        // Only a started work has a duration to report: a blocking call's (never
+        // started, no handle given out) skips the clock, a cost on the fast path.
+        if (start_ != std::chrono::steady_clock::time_point{}) end_ = std::chrono::steady_clock::now();
         cb = std::move(cb_);
+        done_.store(true, std::memory_order_release);
     }
     cv_.notify_all();
     if (cb) cb();
 }
 
-bool Work::done() const {
-    std::lock_guard<std::mutex> lk(mu_);
-    return done_;
-}
+bool Work::done() const { return done_.load(std::memory_order_acquire); }
 
-int Work::status() const {
-    std::lock_guard<std::mutex> lk(mu_);
-    return done_ ? code_ : DISTC_INPROGRESS;
-}
+int Work::status() const { return done_.load(std::memory_order_acquire) ? code_ : DISTC_INPROGRESS; }
 
 std::string Work::message() const {
     std::lock_guard<std::mutex> lk(mu_);
@@ -84,12 +79,13 @@ int64_t Work::duration_ns() const {
 }
 
 bool Work::wait(std::chrono::milliseconds timeout) const {
+    if (done_.load(std::memory_order_acquire)) return true;  // no lock, and no clock read by wait_for
     std::unique_lock<std::mutex> lk(mu_);
     if (timeout.count() < 0) {
-        cv_.wait(lk, [&] { return done_; });
+        cv_.wait(lk, [&] { return done_.load(std::memory_order_relaxed); });
         return true;
     }
-    return cv_.wait_for(lk, timeout, [&] { return done_; });
+    return cv_.wait_for(lk, timeout, [&] { return done_.load(std::memory_order_relaxed); });
 }
 
 bool Work::on_complete(std::function<void()> cb) {
@@ -109,6 +105,31 @@ bool Work::on_complete(std::function<void()> cb) {
 }  // namespace distc
 
 namespace distc {
+
+void Work::reuse(uint64_t seq, const char *kind, OpLabel label) {
+    // No lock: the caller holds the only reference, so whoever completed the
+    // work has returned from complete() and dropped theirs.
+    std::function<void()> release;
+    {
+        seq_ = seq;
+        kind_ = kind;
+        label_ = label;
+        what_.clear();
+        what_built_ = false;
+        has_cb_ = false;
+        code_ = DISTC_INPROGRESS;
+        message_.clear();
+        source_ = -1;
+        start_ = end_ = std::chrono::steady_clock::time_point{};
+        cb_ = nullptr;
+        has_hooks_ = false;
+        wait_stream_ = nullptr;
+        release = std::move(release_);
+        release_ = nullptr;
+        done_.store(false, std::memory_order_relaxed);
+    }
+    if (release) release();
+}
 
 Work::~Work() {
     if (release_) release_();

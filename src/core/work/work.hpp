@@ -3,6 +3,7 @@
 // outlives the group and vice versa.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -34,6 +35,11 @@ public:
     Work(const Work &) = delete;
     Work &operator=(const Work &) = delete;
 
+    // Makes a finished work new, for another operation: how a thread's blocking
+    // calls reuse one Work instead of allocating one each (process_group.cpp).
+    // Only when nothing else refers to it; runs the release hook it had.
+    void reuse(uint64_t seq, const char *kind, OpLabel label);
+
     uint64_t seq() const { return seq_; }
     const char *kind() const { return kind_; }
     // "allreduce #5 (float32[1024])", built on first use; stable afterwards.
@@ -63,14 +69,16 @@ public:
     bool wait_stream(void *stream, int &rc) const;
 
 private:
-    const uint64_t seq_;
-    const char *const kind_;
-    const OpLabel label_;
+    uint64_t seq_;  // set at construction (or by reuse, before anyone else sees it)
+    const char *kind_;
+    OpLabel label_;
     mutable std::mutex mu_;
     mutable std::string what_;
     mutable bool what_built_ = false;
     mutable std::condition_variable cv_;
-    bool done_ = false;
+    // Set last, under mu_, once the outcome is recorded: done() and status()
+    // read it without the lock (a blocking call checks it right after running).
+    std::atomic<bool> done_{false};
     bool has_cb_ = false;
     int code_ = 1;  // DISTC_INPROGRESS
     std::string message_;
