@@ -181,22 +181,13 @@ void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::t
     });
 }
 
-void Mesh::allreduce(Tensor &t, ReduceOp op, uint32_t seq, Millis timeout) {
+void Mesh::reduce_to(Tensor &t, ReduceOp op, int to, uint32_t seq, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
-        reduce_chunked(t, op, kEveryone, seq, deadline);
-    else
-        reduce_direct(t, op, kEveryone, seq, deadline);
-}
-
-void Mesh::reduce(Tensor &t, int root, ReduceOp op, uint32_t seq, Millis timeout) {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto deadline = Clock::now() + timeout;
-    if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
-        reduce_chunked(t, op, root, seq, deadline);
-    else
-        reduce_direct(t, op, root, seq, deadline);
+        reduce_chunked(t, op, to, seq, deadline);
+    else  // a small reduce-scatter reduces everything everywhere and keeps its part
+        reduce_direct(t, op, to == kNobody ? kEveryone : to, seq, deadline);
 }
 
 void Mesh::broadcast(Tensor &t, int root, uint32_t seq, Millis timeout) {
@@ -332,15 +323,6 @@ void Mesh::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Ten
         ooff += no;
     }
     run(seq, deadline);
-}
-
-void Mesh::reduce_scatter(Tensor &all, ReduceOp op, uint32_t seq, Millis timeout) {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto deadline = Clock::now() + timeout;
-    if (all.nbytes() > kDirectReduceBytes)
-        reduce_chunked(all, op, kNobody, seq, deadline);
-    else
-        reduce_direct(all, op, kEveryone, seq, deadline);
 }
 
 void Mesh::barrier(uint32_t seq, Millis timeout) {

@@ -26,6 +26,8 @@
 namespace distc {
 
 class Mesh {
+    static constexpr int kEveryone = -1, kNobody = -2;  // where a reduction's result goes (or a rank)
+
 public:
     // Connects to every peer through `store` (the group's key space).
     Mesh(Store &store, int rank, int size, Millis timeout);
@@ -39,9 +41,9 @@ public:
     // can only take the mesh when every size does: ranks must agree on the path.
     static bool takes_every_size() { return limit() == static_cast<size_t>(kEverySize); }
 
-    void allreduce(Tensor &t, ReduceOp op, uint32_t seq, Millis timeout);
+    void allreduce(Tensor &t, ReduceOp op, uint32_t seq, Millis timeout) { reduce_to(t, op, kEveryone, seq, timeout); }
     void broadcast(Tensor &t, int root, uint32_t seq, Millis timeout);
-    void reduce(Tensor &t, int root, ReduceOp op, uint32_t seq, Millis timeout);
+    void reduce(Tensor &t, int root, ReduceOp op, uint32_t seq, Millis timeout) { reduce_to(t, op, root, seq, timeout); }
     void allgather(const Tensor &in, Tensor &out, uint32_t seq, Millis timeout);
     // `out` / `in` (size x the part, in rank order) only on the root.
     void gather(const Tensor &in, Tensor *out, int root, uint32_t seq, Millis timeout);
@@ -50,14 +52,17 @@ public:
     void alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
                    const std::vector<size_t> &out_counts, uint32_t seq, Millis timeout);
     // `all` holds size parts; on return this rank's part of it holds their reduction.
-    void reduce_scatter(Tensor &all, ReduceOp op, uint32_t seq, Millis timeout);
+    void reduce_scatter(Tensor &all, ReduceOp op, uint32_t seq, Millis timeout) {
+        reduce_to(all, op, kNobody, seq, timeout);
+    }
     void barrier(uint32_t seq, Millis timeout);
 
     void abort();  // shuts every socket down: waits in flight fail at once
 
 private:
-    static constexpr int kEveryone = -1, kNobody = -2;  // where a reduction's result goes (or a rank)
     void run(uint32_t seq, Clock::time_point deadline);
+    // A reduction's result on every rank, on `to` only, or (reduce-scatter) each rank's part on its rank.
+    void reduce_to(Tensor &t, ReduceOp op, int to, uint32_t seq, Millis timeout);
     // Every rank's copy of t, reduced in rank order into t on every rank or on `to` only.
     void reduce_direct(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::time_point deadline);
     // Reduce-scatter in segments, each chunk reduced by its owner as its pieces

@@ -48,6 +48,16 @@ void MeshExchange::recv(int p, void *data, size_t n, int id, const bool *gate) {
     } while (n);
 }
 
+// The rest of the current message, header then payload, as an iovec list; returns its length.
+int MeshExchange::remaining(Lane &l, iovec *iov) {
+    const Msg &m = l.msgs[l.next];
+    int cnt = 0;
+    if (l.done < sizeof(Header)) iov[cnt++] = {reinterpret_cast<uint8_t *>(&l.hdr) + l.done, sizeof(Header) - l.done};
+    size_t off = l.done > sizeof(Header) ? l.done - sizeof(Header) : 0;
+    if (m.n > off) iov[cnt++] = {m.p + off, m.n - off};
+    return cnt;
+}
+
 bool MeshExchange::push(int fd, Lane &l, uint32_t seq, int p) {
     bool moved = false;
     while (l.ready()) {
@@ -55,14 +65,9 @@ bool MeshExchange::push(int fd, Lane &l, uint32_t seq, int p) {
         if (l.done == 0) l.hdr = Header{seq, static_cast<uint32_t>(m.n)};
         // Header and payload in one call: a small message is one segment on the wire.
         iovec iov[2];
-        int cnt = 0;
-        if (l.done < sizeof(Header))
-            iov[cnt++] = {reinterpret_cast<uint8_t *>(&l.hdr) + l.done, sizeof(Header) - l.done};
-        size_t off = l.done > sizeof(Header) ? l.done - sizeof(Header) : 0;
-        if (m.n > off) iov[cnt++] = {m.p + off, m.n - off};
         msghdr mh{};
         mh.msg_iov = iov;
-        mh.msg_iovlen = static_cast<size_t>(cnt);
+        mh.msg_iovlen = static_cast<size_t>(remaining(l, iov));
         ssize_t w = ::sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (w > 0) {
             moved = true;
@@ -85,14 +90,9 @@ bool MeshExchange::pull(int fd, Lane &l, uint32_t seq, int p, FnRef<void(int, in
     while (l.ready()) {
         const Msg &m = l.msgs[l.next];
         iovec iov[2];
-        int cnt = 0;
-        if (l.done < sizeof(Header))
-            iov[cnt++] = {reinterpret_cast<uint8_t *>(&l.hdr) + l.done, sizeof(Header) - l.done};
-        size_t off = l.done > sizeof(Header) ? l.done - sizeof(Header) : 0;
-        if (m.n > off) iov[cnt++] = {m.p + off, m.n - off};
         msghdr mh{};
         mh.msg_iov = iov;
-        mh.msg_iovlen = static_cast<size_t>(cnt);
+        mh.msg_iovlen = static_cast<size_t>(remaining(l, iov));
         ssize_t r = ::recvmsg(fd, &mh, MSG_DONTWAIT);
         if (r == 0) fail(DISTC_EREMOTE, rank_name(p) + " closed the connection");
         if (r < 0) {

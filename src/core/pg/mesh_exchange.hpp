@@ -6,6 +6,8 @@
 // trigger work (a reduction) while other transfers are still moving.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -63,6 +65,7 @@ private:
     };
 
     Peer &peer(int p);
+    static int remaining(Lane &l, ::iovec *iov);  // the rest of the current message
     // Moves what the socket takes now; true if any byte moved.
     bool push(int fd, Lane &l, uint32_t seq, int peer);
     bool pull(int fd, Lane &l, uint32_t seq, int peer, FnRef<void(int, int)> on_recv);
