@@ -145,6 +145,50 @@ static void test_killed_rank(void **state) {
     assert_int_equal(dt_run_procs(3, dead_peer_child, &j, 60), 1);
 }
 
+/* The victim dies (SIGKILL from a thread) while 16 MiB allreduces are on the
+ * wire, mid-message: the others' sends and receives break off, they get an
+ * error within the timeout, and free the group. */
+static void *kill_soon(void *arg) {
+    (void)arg;
+    usleep(150 * 1000);
+    raise(SIGKILL);
+    return NULL;
+}
+
+static int midway_child(int rank, int n, void *arg) {
+    const struct job *j = arg;
+    distc_pg *pg = join(rank, n, j);
+    CHILD_CHECK(pg, "rank %d could not join", rank);
+    enum { N = 4 << 20 };
+    float *x = calloc(N, sizeof *x);
+    int64_t shape[1] = {N};
+    DLTensor t = f32(x, shape);
+    CHILD_CHECK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL) == 0, "first allreduce: %s", distc_error_last());
+    pthread_t killer;
+    if (rank == j->victim) pthread_create(&killer, NULL, kill_soon, NULL);
+    int rc = 0;
+    int64_t took = 0;
+    for (int i = 0; i < 10000 && rc == 0; ++i) {
+        int64_t t0 = dt_now_ms();
+        rc = distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
+        took = dt_now_ms() - t0;
+    }
+    CHILD_CHECK(rc == DISTC_EREMOTE || rc == DISTC_ETIMEOUT, "rank %d: allreduce with a peer killed midway gave %d (%s)",
+                rank, rc, distc_error_last());
+    CHILD_CHECK(strstr(distc_error_last(), "allreduce #") != NULL, "rank %d: message lacks the op: %s", rank,
+                distc_error_last());
+    CHILD_CHECK(took < j->timeout_ms + 3000, "rank %d: the error took %lld ms", rank, (long long)took);
+    distc_pg_free(pg);
+    free(x);
+    return 0;
+}
+
+static void test_rank_killed_mid_message(void **state) {
+    (void)state;
+    struct job j = {dt_free_port(), 3000, 1};
+    assert_int_equal(dt_run_procs(3, midway_child, &j, 60), 1);
+}
+
 /* The victim stays alive but stops calling: the others time out. */
 static int stalled_peer_child(int rank, int n, void *arg) {
     const struct job *j = arg;
@@ -217,6 +261,7 @@ int main(void) {
         cmocka_unit_test(test_two_processes),
         cmocka_unit_test(test_four_processes),
         cmocka_unit_test(test_killed_rank),
+        cmocka_unit_test(test_rank_killed_mid_message),
         cmocka_unit_test(test_stalled_rank),
         cmocka_unit_test(test_abort_wakes_blocked_collective),
     };
