@@ -35,7 +35,7 @@ int64_t env_int(const char *name, int64_t dflt) {
 Fd accept_one(int listener, Clock::time_point deadline) {
     for (;;) {
         int left = static_cast<int>(std::chrono::duration_cast<Millis>(deadline - Clock::now()).count());
-        if (left <= 0) fail(DISTC_ETIMEOUT, "peers did not connect to the small-message mesh in time");
+        if (left <= 0) fail(DISTC_ETIMEOUT, "peers did not connect to the group's mesh in time");
         pollfd p{listener, POLLIN, 0};
         int rc = ::poll(&p, 1, left);
         if (rc < 0 && errno != EINTR) fail_errno(DISTC_EIO, "poll", errno);
@@ -75,7 +75,7 @@ Mesh::Mesh(Store &store, int rank, int size, Millis timeout)
         int32_t who = -1;
         recv_all(fd.get(), &who, sizeof who, deadline, "a peer", spin_);
         if (who <= rank || who >= size || socks_[static_cast<size_t>(who)].valid())
-            fail(DISTC_EPROTO, "unexpected peer " + std::to_string(who) + " joined the small-message mesh");
+            fail(DISTC_EPROTO, "unexpected peer " + std::to_string(who) + " joined the group's mesh");
         set_nodelay(fd.get());
         socks_[static_cast<size_t>(who)] = std::move(fd);
     }

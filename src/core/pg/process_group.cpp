@@ -625,7 +625,7 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
         for (auto s : splits) c.push_back(static_cast<size_t>(s) * row);
         return c;
     };
-    // Even splits give every pair the same size on every rank: all agree on the small-message path.
+    // Even splits give every pair the same size on every rank: all agree on the path (mesh or Gloo).
     bool even = in_splits.empty() && out_splits.empty();
     auto ic = counts(input, in_splits, "input");
     auto oc = counts(output, out_splits, "output");
