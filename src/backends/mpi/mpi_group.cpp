@@ -119,7 +119,7 @@ void Group::watch_blocking(const distc_backend_op_args *a) {
     blocking_name_.store(a->op, std::memory_order_relaxed);
     blocking_seq_.store(a->seq, std::memory_order_relaxed);
     blocking_timeout_ms_.store(a->timeout_ms, std::memory_order_relaxed);
-    blocking_calls_.fetch_add(1, std::memory_order_release);
+    blocking_calls_.store(2 * a->seq + 1, std::memory_order_release);
 }
 
 void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {

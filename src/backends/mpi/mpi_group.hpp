@@ -81,10 +81,10 @@ public:
             auto lk = mpi_lock();
             run();
         } catch (...) {
-            blocking_calls_.fetch_add(1, std::memory_order_release);
+            blocking_calls_.store(2 * a->seq, std::memory_order_release);
             throw;
         }
-        blocking_calls_.fetch_add(1, std::memory_order_release);
+        blocking_calls_.store(2 * a->seq, std::memory_order_release);
         distc_backend_work_complete(work, source ? *source : -1);
     }
     // A blocking call whose requests `o` holds: tested on this thread until
@@ -119,10 +119,12 @@ private:
     std::atomic<bool> aborted_{false};
     std::string abort_reason_;
     // The blocking call in progress on some thread, for its deadline. Set
-    // without waking the progress thread, which looks every 100 ms. Calls are
-    // counted twice, at start and end (odd: one is running); the progress
-    // thread times a call from when it first saw it, so the fast path reads
-    // no clock (up to one look, 100 ms, later than the exact deadline).
+    // without waking the progress thread, which looks every 100 ms: 2 seq + 1
+    // while the call with that sequence number runs, 2 seq once it returned.
+    // Plain stores, no clock: the progress thread times a call from when it
+    // first saw it (up to one look, 100 ms, later than the exact deadline).
+    // Calls from several threads at once may hide one another (the last store
+    // is always some call's end, so never a false alarm).
     std::atomic<uint64_t> blocking_calls_{0};
     std::atomic<const char *> blocking_name_{""};
     std::atomic<uint64_t> blocking_seq_{0};
