@@ -40,15 +40,6 @@ def run_threads(size, fn, timeout=10.0, join_s=120):
     return results
 
 
-def _proc_main(port, rank, size, fn, queue, timeout):
-    try:
-        store = distc.TCPStore("127.0.0.1", port, size + 1, False, timeout=30)
-        with distc.ProcessGroup(store, rank, size, timeout=timeout) as pg:
-            queue.put((rank, True, fn(pg)))
-    except BaseException:  # noqa: B902 - sent to the parent
-        queue.put((rank, False, traceback.format_exc()))
-
-
 def _spawn(size, target, args_of, join_s):
     """Runs target(*args_of(rank), queue) in `size` spawned processes; each puts
     (rank, ok, value). Returns the values in rank order, or raises with every failure."""
