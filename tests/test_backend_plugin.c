@@ -154,7 +154,11 @@ typedef struct ctl {
     int stream_waits, releases, aborts;
     int refuse;         /* allreduce returns DISTC_EINVAL without taking the work */
     int complete_now;   /* complete from a thread after a short while */
-    int never;          /* never complete */
+    int complete_inline; /* complete before returning (on the calling thread) */
+    int fail_inline;    /* fail before returning */
+    int probe;          /* try the user's work calls on the handle first */
+    int probe_rc;       /* what distc_work_test answered */
+    int never;          /* never complete (the handle stays in `pending`) */
     int32_t seen_device;
 } ctl;
 
@@ -186,7 +190,16 @@ static int ctl_allreduce(distc_work *w, void *g, const distc_buffer *b, size_t n
     static const distc_work_hooks hooks = {DISTC_WORK_HOOKS_VERSION, ctl_wait_stream, ctl_release};
     int rc = distc_backend_work_set_hooks(w, &hooks, c);
     if (rc) return rc;
-    if (c->never) return 0;
+    if (c->probe) {
+        c->probe_rc = distc_work_test(w);
+        distc_work_free(w); /* not the backend's to free: ignored */
+    }
+    if (c->never) {
+        c->pending = w;
+        return 0;
+    }
+    if (c->complete_inline) return distc_backend_work_complete(w, -1);
+    if (c->fail_inline) return distc_backend_work_fail(w, DISTC_EREMOTE, "peer 3 vanished");
     if (c->complete_now) {
         pthread_t t;
         pthread_create(&t, NULL, complete_later, w);
@@ -261,9 +274,32 @@ static void test_work_completed_by_backend(void **state) {
     assert_null(w);
     g_ctl.refuse = 0;
 
-    /* Blocking calls on a host backend wait for the backend's completion from its thread. */
+    /* Blocking calls on a host backend wait for the backend's completion from its
+     * thread; their handle's release hook runs once the call is over. */
+    g_ctl.releases = 0;
     g_ctl.complete_now = 1;
     ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));
+    g_ctl.complete_now = 0;
+    assert_int_equal(g_ctl.releases, 2);
+    /* ... or from inside the call, on the caller's thread. */
+    g_ctl.complete_inline = 1;
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));
+    assert_int_equal(g_ctl.releases, 3);
+    /* A blocking call's handle is only for completing it: the user's calls refuse it. */
+    g_ctl.probe = 1;
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));
+    assert_int_equal(g_ctl.probe_rc, DISTC_EINVAL);
+    g_ctl.probe = 0;
+    g_ctl.complete_inline = 0;
+    /* A blocking call the backend fails: the operation, numbered, and the backend's words. */
+    g_ctl.fail_inline = 1;
+    ASSERT_ERR(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL), DISTC_EREMOTE, "peer 3 vanished");
+    dt_assert_contains(distc_error_last(), "allreduce #");
+    dt_assert_contains(distc_error_last(), "float32[2]");
+    g_ctl.fail_inline = 0;
+    g_ctl.complete_now = 1;
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));  /* the thread's handle is fine after a failure */
     g_ctl.complete_now = 0;
 
     ASSERT_ERR(distc_backend_work_complete(NULL, -1), DISTC_EINVAL, "work");
@@ -292,6 +328,19 @@ static void test_backend_never_completes(void **state) {
     ASSERT_ERR(distc_allreduce(NULL, pg, &t, DISTC_SUM, &oo), DISTC_ETIMEOUT, "did not complete");
     assert_int_equal(g_ctl.aborts, 1);
     ASSERT_ERR(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL), DISTC_EABORTED, "aborted");
+    distc_pg_free(pg);
+
+    /* The thread's next blocking call gets a handle of its own while the backend
+     * still holds the old one; the backend may complete that one late. */
+    distc_work *late = g_ctl.pending;
+    assert_non_null(late);
+    g_ctl.never = 0;
+    g_ctl.complete_inline = 1;
+    pg = new_group("ctl_never", 0, NULL);
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));
+    ASSERT_OK(distc_backend_work_fail(late, DISTC_EABORTED, "late"));
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));
+    g_ctl.complete_inline = 0;
     distc_pg_free(pg);
 }
 

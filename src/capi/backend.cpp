@@ -13,15 +13,11 @@ using distc::capi::require_ptr;
 
 namespace {
 
-// Takes the work out of the handle the backend completes, and frees the handle
-// (or gives a kept one back to its thread, plugin_backend.cpp); the backend
-// must not touch it afterwards.
+// Takes the work out of the handle the backend completes, and frees the handle;
+// the backend must not touch it afterwards.
 std::shared_ptr<Work> release_handle(distc_work *work) {
     std::shared_ptr<Work> w = std::move(work->impl);
-    if (work->kept)
-        work->lent.store(false, std::memory_order_release);
-    else
-        delete work;
+    delete work;
     return w;
 }
 
@@ -65,6 +61,10 @@ DISTC_EXTERN(int) distc_backend_work_set_hooks(distc_work *work, const distc_wor
         if (hooks->wait_stream) ws = [fn = hooks->wait_stream, payload](void *s) { return fn(payload, s); };
         std::function<void()> rel;
         if (hooks->release) rel = [fn = hooks->release, payload] { fn(payload); };
+        if (work->call) {  // a blocking host call: no stream waits on it; released when it is over
+            work->call->set_release(std::move(rel));
+            return 0;
+        }
         if (!work->impl->set_hooks(std::move(ws), std::move(rel)))
             fail(DISTC_ESTATE, "hooks are already set on " + work->impl->what());
         return 0;
@@ -72,6 +72,10 @@ DISTC_EXTERN(int) distc_backend_work_set_hooks(distc_work *work, const distc_wor
 }
 
 DISTC_EXTERN(int) distc_backend_work_complete(distc_work *work, int32_t source_rank) {
+    if (work && work->call) {  // a blocking call, the fast path: nobody asks for its source rank
+        work->call->complete(0, nullptr);
+        return 0;
+    }
     return guard(__func__, [&] {
         require_ptr(work, "work");
         std::shared_ptr<Work> w = release_handle(work);
@@ -84,6 +88,10 @@ DISTC_EXTERN(int) distc_backend_work_fail(distc_work *work, int code, const char
     return guard(__func__, [&] {
         require_ptr(work, "work");
         require(code < 0, "code must be a negative distc error code");
+        if (work->call) {
+            work->call->complete(code, message && *message ? message : distc_strerror(code));
+            return 0;
+        }
         std::shared_ptr<Work> w = release_handle(work);
         w->complete(code, w->what() + " failed: " + (message && *message ? message : distc_strerror(code)));
         return 0;

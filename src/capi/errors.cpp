@@ -10,11 +10,15 @@
 namespace {
 thread_local int last_code = 0;
 thread_local std::string last_msg;
+// Whether either is set: clearing on every call's entry then costs one test
+// (the flag, trivially initialised, is read without the string's TLS wrapper).
+thread_local bool last_set = false;
 }  // namespace
 
 namespace distc::capi {
 
 int set_last_error(int code, const char *fn, const std::string &msg) {
+    last_set = true;
     last_code = code;
     try {
         last_msg = std::string(fn) + ": " + msg;
@@ -28,6 +32,8 @@ int set_last_error(int code, const char *fn, const std::string &msg) {
 }
 
 void clear_last_error() {
+    if (!last_set) return;
+    last_set = false;
     last_code = 0;
     last_msg.clear();
 }
@@ -63,6 +69,7 @@ DISTC_EXTERN(int) distc_error_last_code(void) { return last_code; }
 DISTC_EXTERN(void) distc_error_clear(void) { distc::capi::clear_last_error(); }
 
 DISTC_EXTERN(int) distc_error_set(int code, const char *message) {
+    last_set = true;
     last_code = code;
     try {
         last_msg = message ? message : "";

@@ -2,7 +2,6 @@
 // parents alive and handles can be freed in any order.
 #pragma once
 
-#include <atomic>
 #include <memory>
 
 #include "core/store/store.hpp"
@@ -12,6 +11,7 @@ struct distc_store {
 };
 
 #include "core/pg/process_group.hpp"
+#include "core/work/blocking_call.hpp"
 #include "core/work/work.hpp"
 
 struct distc_pg {
@@ -20,8 +20,7 @@ struct distc_pg {
 
 struct distc_work {
     std::shared_ptr<distc::Work> impl;
-    // A blocking call's handle that its thread keeps for the next call
-    // (plugin_backend.cpp): completing it clears `lent` instead of freeing it.
-    bool kept = false;
-    std::atomic<bool> lent{false};
+    // Instead of impl, for the handle a thread lends a host backend for each of
+    // its blocking calls (plugin_backend.cpp): the handle is never given out.
+    distc::BlockingCall *call = nullptr;
 };

@@ -54,9 +54,8 @@ PgOptions pg_options(const distc_pg_options *opts) {
     return o;
 }
 
-OpOptions op_options(const distc_op_options *opts) {
+OpOptions op_options_given(const distc_op_options *opts) {
     OpOptions o;
-    if (!opts) return o;
     capi::check_options_version(opts->version, DISTC_OP_OPTIONS_VERSION);
     require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
     if (opts->timeout_ms > 0) o.timeout = capi::clamp_ms(opts->timeout_ms);
@@ -64,6 +63,8 @@ OpOptions op_options(const distc_op_options *opts) {
     if (opts->version >= 2) o.stream = opts->stream;
     return o;
 }
+
+inline OpOptions op_options(const distc_op_options *opts) { return opts ? op_options_given(opts) : OpOptions{}; }
 
 std::shared_ptr<ProcessGroup> make_pg(const std::shared_ptr<Store> &store, int rank, int size, const PgOptions &o) {
     require(size >= 1, ("size is " + std::to_string(size) + ", must be >= 1").c_str());
@@ -269,7 +270,7 @@ DISTC_EXTERN(int) distc_batch_isend_irecv(distc_work **out, distc_pg *pg, const 
             if (ops[i].kind != DISTC_P2P_SEND && ops[i].kind != DISTC_P2P_RECV)
                 fail(DISTC_EINVAL, at + ".kind is neither DISTC_P2P_SEND nor DISTC_P2P_RECV");
             if (ops[i].tag < 0) fail(DISTC_EINVAL, at + ".tag is negative");
-            v.push_back(P2pOp{ops[i].kind == DISTC_P2P_SEND, tensor_arg(g, ops[i].tensor, at + ".tensor"), ops[i].peer,
+            v.push_back(P2pOp{ops[i].kind == DISTC_P2P_SEND, tensor_arg(g, ops[i].tensor, (at + ".tensor").c_str()), ops[i].peer,
                               static_cast<uint32_t>(ops[i].tag)});
         }
         return finish(out, g.batch_p2p(std::move(v), op_options(opts), out));
@@ -348,7 +349,7 @@ DISTC_EXTERN(int) distc_allreduce(distc_work **out, distc_pg *pg, DLTensor *tens
                                   const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        return finish(out, g.allreduce({tensor_arg(g, tensor, "tensor")}, capi::reduce_op_arg(op), op_options(opts), out));
+        return finish(out, g.allreduce(tensor_arg(g, tensor, "tensor"), capi::reduce_op_arg(op), op_options(opts), out));
     });
 }
 

@@ -9,40 +9,30 @@ namespace {
 // kDLBool arrived in DLPack 0.8; Debian's header is 0.6. The value is fixed by the spec.
 constexpr int kBoolCode = 6;
 
-DType dtype_arg(DLDataType d, const std::string &name) {
-    if (d.lanes != 1)
-        fail(DISTC_EINVAL, name + " has a vector dtype (" + std::to_string(d.lanes) + " lanes); only scalars are supported");
+// The core dtype of a DLPack one, or -1 when unsupported.
+int dtype_of(DLDataType d) {
+    if (d.lanes != 1) return -1;
     switch (static_cast<int>(d.code)) {
-    case kBoolCode:
-        if (d.bits == 8) return DType::Bool;
-        break;
+    case kBoolCode: return d.bits == 8 ? int(DType::Bool) : -1;
     case kDLInt:
-        if (d.bits == 8) return DType::Int8;
-        if (d.bits == 16) return DType::Int16;
-        if (d.bits == 32) return DType::Int32;
-        if (d.bits == 64) return DType::Int64;
-        break;
-    case kDLUInt:
-        if (d.bits == 8) return DType::UInt8;
-        break;
+        if (d.bits == 8) return int(DType::Int8);
+        if (d.bits == 16) return int(DType::Int16);
+        if (d.bits == 32) return int(DType::Int32);
+        if (d.bits == 64) return int(DType::Int64);
+        return -1;
+    case kDLUInt: return d.bits == 8 ? int(DType::UInt8) : -1;
     case kDLFloat:
-        if (d.bits == 16) return DType::Float16;
-        if (d.bits == 32) return DType::Float32;
-        if (d.bits == 64) return DType::Float64;
-        break;
-    case kDLBfloat:
-        if (d.bits == 16) return DType::BFloat16;
-        break;
+        if (d.bits == 16) return int(DType::Float16);
+        if (d.bits == 32) return int(DType::Float32);
+        if (d.bits == 64) return int(DType::Float64);
+        return -1;
+    case kDLBfloat: return d.bits == 16 ? int(DType::BFloat16) : -1;
     case kDLComplex:
-        if (d.bits == 64) return DType::Complex64;
-        if (d.bits == 128) return DType::Complex128;
-        break;
-    default:
-        break;
+        if (d.bits == 64) return int(DType::Complex64);
+        if (d.bits == 128) return int(DType::Complex128);
+        return -1;
+    default: return -1;
     }
-    fail(DISTC_EINVAL, name + " has an unsupported dtype (DLPack code " + std::to_string(d.code) + ", " +
-                           std::to_string(d.bits) + " bits); supported: bool, int8, uint8, int16, int32, int64, "
-                           "float16, bfloat16, float32, float64, complex64, complex128");
 }
 
 const char *device_name(int type) {
@@ -63,41 +53,91 @@ std::string device_list(uint64_t mask) {
     return s;
 }
 
-}  // namespace
+// What is wrong with a tensor argument (Fault::None: nothing).
+enum class Fault : uint8_t { None, Null, Device, Ndim, NoShape, Dtype, NegativeDim, Strides, NoData };
 
-Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const std::string &name) {
-    if (!t) fail(DISTC_EINVAL, name + " is NULL");
+// The checks of tensor_arg, with no message built: this runs on every call.
+// On a Strides fault, `dim` is the offending dimension.
+Fault check_tensor(uint64_t device_types, const DLTensor *t, Tensor &out, int &dim) {
+    if (!t) return Fault::Null;
     int type = t->device.device_type;
-    if (type < 0 || type >= 64 || !(g.device_types() >> type & 1))
-        fail(DISTC_EINVAL, name + " is in " + device_name(type) + " memory (DLPack device type " + std::to_string(type) +
-                               "); the " + g.backend_name() + " backend takes " + device_list(g.device_types()) +
-                               " memory");
-    if (t->ndim < 0) fail(DISTC_EINVAL, name + " has ndim < 0");
-    if (t->ndim > 0 && !t->shape) fail(DISTC_EINVAL, name + " has ndim > 0 but no shape");
-    Tensor out;
-    out.dtype = dtype_arg(t->dtype, name);
+    if (type < 0 || type >= 64 || !(device_types >> type & 1)) return Fault::Device;
+    if (t->ndim < 0) return Fault::Ndim;
+    if (t->ndim > 0 && !t->shape) return Fault::NoShape;
+    int dt = dtype_of(t->dtype);
+    if (dt < 0) return Fault::Dtype;
     size_t numel = 1;
     for (int i = 0; i < t->ndim; ++i) {
-        if (t->shape[i] < 0) fail(DISTC_EINVAL, name + " has a negative dimension");
+        if (t->shape[i] < 0) return Fault::NegativeDim;
         numel *= static_cast<size_t>(t->shape[i]);
     }
     // Contiguous: no strides, or the compact row-major ones (dimensions of size 1 may have any stride).
     if (t->strides) {
         int64_t expect = 1;
         for (int i = t->ndim - 1; i >= 0; --i) {
-            if (t->shape[i] != 1 && t->strides[i] != expect)
-                fail(DISTC_EINVAL, name + " is not contiguous (stride " + std::to_string(t->strides[i]) +
-                                       " in dimension " + std::to_string(i) + ", expected " + std::to_string(expect) +
-                                       "); make a contiguous copy first");
+            if (t->shape[i] != 1 && t->strides[i] != expect) {
+                dim = i;
+                return Fault::Strides;
+            }
             expect *= t->shape[i];
         }
     }
-    if (!t->data && numel > 0) fail(DISTC_EINVAL, name + " has no data but " + std::to_string(numel) + " elements");
+    if (!t->data && numel > 0) return Fault::NoData;
     out.data = static_cast<char *>(t->data) + t->byte_offset;
     out.numel = numel;
+    out.dtype = static_cast<DType>(dt);
     out.dim0 = t->ndim == 0 ? 1 : t->shape[0];
     out.device_type = type;
     out.device_id = t->device.device_id;
+    return Fault::None;
+}
+
+// The message for a fault check_tensor found.
+[[noreturn, gnu::cold]] void fail_tensor(const ProcessGroup &g, const DLTensor *t, const char *name, Fault f,
+                                         int dim) {
+    std::string n(name);
+    switch (f) {
+    case Fault::Null: fail(DISTC_EINVAL, n + " is NULL");
+    case Fault::Device: {
+        int type = t->device.device_type;
+        fail(DISTC_EINVAL, n + " is in " + device_name(type) + " memory (DLPack device type " + std::to_string(type) +
+                               "); the " + g.backend_name() + " backend takes " + device_list(g.device_types()) +
+                               " memory");
+    }
+    case Fault::Ndim: fail(DISTC_EINVAL, n + " has ndim < 0");
+    case Fault::NoShape: fail(DISTC_EINVAL, n + " has ndim > 0 but no shape");
+    case Fault::Dtype:
+        if (t->dtype.lanes != 1)
+            fail(DISTC_EINVAL, n + " has a vector dtype (" + std::to_string(t->dtype.lanes) +
+                                   " lanes); only scalars are supported");
+        fail(DISTC_EINVAL, n + " has an unsupported dtype (DLPack code " + std::to_string(t->dtype.code) + ", " +
+                               std::to_string(t->dtype.bits) + " bits); supported: bool, int8, uint8, int16, int32, "
+                               "int64, float16, bfloat16, float32, float64, complex64, complex128");
+    case Fault::NegativeDim: fail(DISTC_EINVAL, n + " has a negative dimension");
+    case Fault::Strides: {
+        int64_t expect = 1;
+        for (int i = t->ndim - 1; i > dim; --i) expect *= t->shape[i];
+        fail(DISTC_EINVAL, n + " is not contiguous (stride " + std::to_string(t->strides[dim]) + " in dimension " +
+                               std::to_string(dim) + ", expected " + std::to_string(expect) +
+                               "); make a contiguous copy first");
+    }
+    case Fault::NoData: {
+        size_t numel = 1;
+        for (int i = 0; i < t->ndim; ++i) numel *= static_cast<size_t>(t->shape[i]);
+        fail(DISTC_EINVAL, n + " has no data but " + std::to_string(numel) + " elements");
+    }
+    case Fault::None: break;
+    }
+    fail(DISTC_EINTERNAL, n + ": unexplained fault");
+}
+
+}  // namespace
+
+Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const char *name) {
+    Tensor out;
+    int dim = 0;
+    Fault f = check_tensor(g.device_types(), t, out, dim);
+    if (f != Fault::None) fail_tensor(g, t, name, f, dim);
     return out;
 }
 
@@ -105,7 +145,7 @@ std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const
     if (!ts) fail(DISTC_EINVAL, name + " is NULL");
     std::vector<Tensor> out;
     out.reserve(n);
-    for (size_t i = 0; i < n; ++i) out.push_back(tensor_arg(g, ts[i], name + "[" + std::to_string(i) + "]"));
+    for (size_t i = 0; i < n; ++i) out.push_back(tensor_arg(g, ts[i], (name + "[" + std::to_string(i) + "]").c_str()));
     return out;
 }
 
@@ -125,9 +165,6 @@ DLDataType dl_dtype(DType t) {
     }
 }
 
-ReduceOp reduce_op_arg(int op) {
-    if (op < DISTC_SUM || op > DISTC_PREMUL_SUM) fail(DISTC_EINVAL, "op " + std::to_string(op) + " is not a distc_reduce_op");
-    return static_cast<ReduceOp>(op);
-}
+void fail_reduce_op(int op) { fail(DISTC_EINVAL, "op " + std::to_string(op) + " is not a distc_reduce_op"); }
 
 }  // namespace distc::capi

@@ -13,10 +13,14 @@ namespace distc::capi {
 
 // Throws DISTC_EINVAL naming `name` for a NULL, non-contiguous or
 // unsupported-dtype tensor, or one in memory the group's backend does not take.
-Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const std::string &name);
+Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const char *name);
 // `n` tensors from an array; the array and every entry must be non-NULL.
 std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const std::string &name);
-ReduceOp reduce_op_arg(int op);
+[[noreturn, gnu::cold]] void fail_reduce_op(int op);
+inline ReduceOp reduce_op_arg(int op) {
+    if (op < DISTC_SUM || op > DISTC_PREMUL_SUM) fail_reduce_op(op);
+    return static_cast<ReduceOp>(op);
+}
 // The DLPack dtype of a core dtype (the inverse of what tensor_arg reads).
 DLDataType dl_dtype(DType t);
 

@@ -11,6 +11,8 @@ using distc::capi::require_ptr;
 namespace {
 Work &work_arg(const distc_work *w) {
     require_ptr(w, "work");
+    // The handle a backend got for a blocking call is the backend's, and only for completing it.
+    if (!w->impl) fail(DISTC_EINVAL, "work is a backend's handle of a blocking call (see distc/sys/backend.h)");
     return *w->impl;
 }
 
@@ -103,6 +105,9 @@ DISTC_EXTERN(int) distc_work_wait_stream(distc_work *work, void *stream) {
     });
 }
 
-DISTC_EXTERN(void) distc_work_free(distc_work *work) { delete work; }
+DISTC_EXTERN(void) distc_work_free(distc_work *work) {
+    if (work && work->call) return;  // a backend's handle of a blocking call: its thread's, not anyone's to free
+    delete work;
+}
 
 }  // extern "C"

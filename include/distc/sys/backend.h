@@ -21,8 +21,9 @@
  * timeout, and creates the work handle. The backend moves data and completes
  * the work.
  *
- * Work handles: every operation receives a fresh `distc_work *work` created
- * by the core. Returning 0 means the backend took it and will call
+ * Work handles: every operation receives a `distc_work *work` created by
+ * the core (a blocking call on a host backend gets its thread's reused
+ * handle, see DISTC_OP_BLOCKING). Returning 0 means the backend took it and will call
  * distc_backend_work_complete() or distc_backend_work_fail() exactly once,
  * from any thread, before the operation's timeout has passed (plus a small
  * margin); it may do so before returning. After that call the handle must
@@ -115,7 +116,12 @@ typedef struct distc_backend_op_args {
  * but must still notice one that outlives its timeout and abort the group
  * (later calls report it). A host backend may run the operation to
  * completion on the calling thread before returning (the core waits for the
- * work right after the call anyway).
+ * work right after the call anyway). There the handle is only for completing
+ * the call: it is the calling thread's, lent again for its next blocking call
+ * once completed; the distc_work_* calls refuse it with DISTC_EINVAL, a
+ * wait_stream hook is never called and a release hook runs once the call is
+ * over; the source rank given at completion is not reported. Completing it on
+ * the calling thread, inside the call, is the cheapest path.
  */
 #define DISTC_OP_BLOCKING 0x1u
 

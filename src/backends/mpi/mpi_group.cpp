@@ -13,15 +13,14 @@ std::string mpi_error(int rc) {
     return std::string(text, static_cast<size_t>(len));
 }
 
-void check(int rc, const char *what) {
-    if (rc != MPI_SUCCESS) raise(DISTC_EBACKEND, std::string(what) + " failed: " + mpi_error(rc));
-}
+void fail_mpi(int rc, const char *what) { raise(DISTC_EBACKEND, std::string(what) + " failed: " + mpi_error(rc)); }
+
+bool g_serialized = false;
+std::mutex g_mpi_mu;
 
 namespace {
 
 std::mutex g_init_mu;
-bool g_serialized = false;
-std::mutex g_mpi_mu;
 
 void finalize_at_exit() {
     int finalized = 0;
@@ -65,10 +64,6 @@ void ensure_mpi() {
     g_serialized = level < MPI_THREAD_MULTIPLE;
 }
 
-std::unique_lock<std::mutex> mpi_lock() {
-    return g_serialized ? std::unique_lock<std::mutex>(g_mpi_mu) : std::unique_lock<std::mutex>();
-}
-
 Group::Group(MPI_Comm comm, int64_t timeout_ms) : comm_(comm), timeout_ms_(timeout_ms) {
     auto lk = mpi_lock();
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -94,11 +89,9 @@ Group::~Group() {
     }
 }
 
-void Group::check_usable() {
-    if (aborted_) {
-        std::lock_guard<std::mutex> lk(mu_);
-        raise(DISTC_EABORTED, "the group was aborted (" + abort_reason_ + ")");
-    }
+void Group::fail_aborted() {
+    std::lock_guard<std::mutex> lk(mu_);
+    raise(DISTC_EABORTED, "the group was aborted (" + abort_reason_ + ")");
 }
 
 void Group::start(distc_work *work, const distc_backend_op_args *a, const std::function<void(Op &)> &post) {
@@ -113,13 +106,6 @@ void Group::start(distc_work *work, const distc_backend_op_args *a, const std::f
         incoming_.push_back(std::move(p));
     }
     cv_.notify_all();
-}
-
-void Group::watch_blocking(const distc_backend_op_args *a) {
-    blocking_name_.store(a->op, std::memory_order_relaxed);
-    blocking_seq_.store(a->seq, std::memory_order_relaxed);
-    blocking_timeout_ms_.store(a->timeout_ms, std::memory_order_relaxed);
-    blocking_calls_.store(2 * a->seq + 1, std::memory_order_release);
 }
 
 void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {

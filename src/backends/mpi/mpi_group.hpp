@@ -32,7 +32,10 @@ using Clock = std::chrono::steady_clock;
 using distc_plugin::Failure;
 using distc_plugin::raise;
 // An MPI return code, as an exception naming the call; and as text.
-void check(int rc, const char *what);
+[[noreturn, gnu::cold]] void fail_mpi(int rc, const char *what);
+inline void check(int rc, const char *what) {
+    if (rc != MPI_SUCCESS) fail_mpi(rc, what);
+}
 std::string mpi_error(int rc);
 
 // MPI itself: initialised once with MPI_THREAD_MULTIPLE asked for, finalised
@@ -40,7 +43,11 @@ std::string mpi_error(int rc);
 // that initialised MPI so) every MPI call of distc goes through one lock
 // (mpi_lock); less is refused.
 void ensure_mpi();
-std::unique_lock<std::mutex> mpi_lock();
+extern bool g_serialized;  // set by ensure_mpi
+extern std::mutex g_mpi_mu;
+inline std::unique_lock<std::mutex> mpi_lock() {
+    return g_serialized ? std::unique_lock<std::mutex>(g_mpi_mu) : std::unique_lock<std::mutex>();
+}
 
 // An operation in flight: its requests, what to do on the host once they
 // completed (unpack, scale), and the memory it owns until then.
@@ -105,8 +112,16 @@ private:
         uint64_t seq;
     };
     void progress();
-    void check_usable();
-    void watch_blocking(const distc_backend_op_args *a);
+    void check_usable() {
+        if (aborted_.load(std::memory_order_acquire)) fail_aborted();
+    }
+    [[noreturn, gnu::cold]] void fail_aborted();
+    void watch_blocking(const distc_backend_op_args *a) {
+        blocking_name_.store(a->op, std::memory_order_relaxed);
+        blocking_seq_.store(a->seq, std::memory_order_relaxed);
+        blocking_timeout_ms_.store(a->timeout_ms, std::memory_order_relaxed);
+        blocking_calls_.store(2 * a->seq + 1, std::memory_order_release);
+    }
 
     MPI_Comm comm_;
     int rank_ = 0, size_ = 1;

@@ -19,11 +19,18 @@ Group &group(void *g) { return *static_cast<Group *>(g); }
 
 size_t nbytes(const distc_buffer &b) { return static_cast<size_t>(b.count) * distc_dtype_size(b.dtype); }
 
+// Failures kept out of line, so that the checks on every call stay small.
+[[noreturn, gnu::cold]] void fail_count(uint64_t n, const char *what) {
+    raise(DISTC_ENOTSUP, std::string(what) + ": " + std::to_string(n) +
+                             " is more than MPI's int counts allow in one call (2^31 - 1)");
+}
+[[noreturn, gnu::cold]] void fail_unknown(const char *what, int32_t v) {
+    raise(DISTC_EINVAL, std::string("unknown ") + what + " " + std::to_string(v));
+}
+
 // MPI counts are ints.
-int count_of(uint64_t n, const char *what) {
-    if (n > static_cast<uint64_t>(INT_MAX))
-        raise(DISTC_ENOTSUP, std::string(what) + ": " + std::to_string(n) +
-                                 " is more than MPI's int counts allow in one call (2^31 - 1)");
+[[gnu::always_inline]] inline int count_of(uint64_t n, const char *what) {
+    if (n > static_cast<uint64_t>(INT_MAX)) fail_count(n, what);
     return static_cast<int>(n);
 }
 
@@ -31,7 +38,7 @@ int count_of(uint64_t n, const char *what) {
 
 // Element types MPI reduces with its own operators; fp16, bf16 and bool go
 // through user-defined operators that run distc's kernels.
-MPI_Datatype elem_type(int32_t dtype) {
+[[gnu::always_inline]] inline MPI_Datatype elem_type(int32_t dtype) {
     switch (dtype) {
     case DISTC_DTYPE_BOOL: return MPI_UINT8_T;
     case DISTC_DTYPE_INT8: return MPI_INT8_T;
@@ -45,7 +52,7 @@ MPI_Datatype elem_type(int32_t dtype) {
     case DISTC_DTYPE_FLOAT64: return MPI_DOUBLE;
     case DISTC_DTYPE_COMPLEX64: return MPI_C_FLOAT_COMPLEX;
     case DISTC_DTYPE_COMPLEX128: return MPI_C_DOUBLE_COMPLEX;
-    default: raise(DISTC_EINVAL, "unknown dtype " + std::to_string(dtype));
+    default: fail_unknown("dtype", dtype);
     }
 }
 
@@ -74,7 +81,7 @@ void ensure_user_ops() {
 
 // The operator for `op` on `dtype`. AVG and PREMUL_SUM reduce as SUM; the
 // scaling is done on the host (pre_scale / post_scale).
-MPI_Op mpi_op(int32_t dtype, int32_t op) {
+[[gnu::always_inline]] inline MPI_Op mpi_op(int32_t dtype, int32_t op) {
     if (dtype == DISTC_DTYPE_BOOL) return g_user[0][op];
     if (dtype == DISTC_DTYPE_FLOAT16) return g_user[1][op];
     if (dtype == DISTC_DTYPE_BFLOAT16) return g_user[2][op];
@@ -88,7 +95,7 @@ MPI_Op mpi_op(int32_t dtype, int32_t op) {
     case DISTC_BAND: return MPI_BAND;
     case DISTC_BOR: return MPI_BOR;
     case DISTC_BXOR: return MPI_BXOR;
-    default: raise(DISTC_EINVAL, "unknown reduce op " + std::to_string(op));
+    default: fail_unknown("reduce op", op);
     }
 }
 
@@ -143,13 +150,12 @@ void unpack(const uint8_t *src, const distc_buffer *bs, size_t n) {
 
 // Blocking collectives: MPI's own (fast, not interruptible) unless
 // DISTC_MPI_BLOCKING_COLLECTIVES=interruptible.
-bool interruptible_collectives() {
-    static const bool v = [] {
-        const char *e = std::getenv("DISTC_MPI_BLOCKING_COLLECTIVES");
-        return e && std::strcmp(e, "interruptible") == 0;
-    }();
-    return v;
-}
+// Read when the plugin is loaded.
+const bool g_interruptible = [] {
+    const char *e = std::getenv("DISTC_MPI_BLOCKING_COLLECTIVES");
+    return e && std::strcmp(e, "interruptible") == 0;
+}();
+inline bool interruptible_collectives() { return g_interruptible; }
 
 // Every operation has three shapes: MPI's blocking call on this thread (a
 // blocking distc collective); its non-blocking twin tested on this thread (a
@@ -236,15 +242,22 @@ int mpi_split(void **out, void *parent, int32_t color, int32_t key, const distc_
 
 int mpi_allreduce(distc_work *w, void *g, const distc_buffer *bs, size_t n, int32_t op, const distc_backend_op_args *a) {
     Group &G = group(g);
-    double avg = 1.0 / G.size();
+    auto reduce = [&G, op](void *data, uint64_t count, int32_t dtype, MPI_Request *req) {
+        int c = count_of(count, "count");
+        check(req ? MPI_Iallreduce(MPI_IN_PLACE, data, c, elem_type(dtype), mpi_op(dtype, op), G.comm(), req)
+                  : MPI_Allreduce(MPI_IN_PLACE, data, c, elem_type(dtype), mpi_op(dtype, op), G.comm()),
+              "MPI_Allreduce");
+    };
+    if (n == 1 && op != DISTC_AVG && op != DISTC_PREMUL_SUM && (a->flags & DISTC_OP_BLOCKING) &&
+        !interruptible_collectives()) {
+        // The common blocking call, MPI's and nothing else: no Op to keep scratch or a finishing step.
+        return guarded([&] { G.run_blocking(w, a, [&] { reduce(bs[0].data, bs[0].count, bs[0].dtype, nullptr); }); });
+    }
     if (n == 1)
         return launch(w, g, a, [&, b = bs[0]](Op &o, MPI_Request *req) {
             pre_scaled(o, b, op, a->premul_factor, true);
-            int c = count_of(b.count, "count");
-            check(req ? MPI_Iallreduce(MPI_IN_PLACE, b.data, c, elem_type(b.dtype), mpi_op(b.dtype, op), G.comm(), req)
-                      : MPI_Allreduce(MPI_IN_PLACE, b.data, c, elem_type(b.dtype), mpi_op(b.dtype, op), G.comm()),
-                  "MPI_Allreduce");
-            if (op == DISTC_AVG) o.finish = [b, avg] { scale(b, avg); };
+            reduce(b.data, b.count, b.dtype, req);
+            if (op == DISTC_AVG) o.finish = [b, avg = 1.0 / G.size()] { scale(b, avg); };
         });
     // Coalesced: one reduction over the buffers packed together.
     std::vector<distc_buffer> v(bs, bs + n);
@@ -253,12 +266,9 @@ int mpi_allreduce(distc_work *w, void *g, const distc_buffer *bs, size_t n, int3
         uint8_t *p = packed(o, v.data(), v.size(), true);
         uint64_t total = 0;
         for (auto &b : v) total += b.count;
-        int c = count_of(total, "count");
         distc_buffer all{p, total, v[0].dtype, v[0].device_type, v[0].device_id, 0};
-        check(req ? MPI_Iallreduce(MPI_IN_PLACE, p, c, elem_type(all.dtype), mpi_op(all.dtype, op), G.comm(), req)
-                  : MPI_Allreduce(MPI_IN_PLACE, p, c, elem_type(all.dtype), mpi_op(all.dtype, op), G.comm()),
-              "MPI_Allreduce");
-        o.finish = [v, p, all, op, avg] {
+        reduce(p, total, all.dtype, req);
+        o.finish = [v, p, all, op, avg = 1.0 / G.size()] {
             if (op == DISTC_AVG) scale(all, avg);
             unpack(p, v.data(), v.size());
         };

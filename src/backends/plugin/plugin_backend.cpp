@@ -1,5 +1,6 @@
 #include "backends/plugin/plugin_backend.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "capi/handles.hpp"
@@ -18,12 +19,13 @@ distc_buffer buf(const Tensor &t) {
     return distc_buffer{t.data, t.numel, static_cast<int32_t>(t.dtype), t.device_type, t.device_id, 0};
 }
 
-std::vector<distc_buffer> bufs(const std::vector<Tensor> &ts) {
+std::vector<distc_buffer> bufs(const Tensor *ts, size_t n) {
     std::vector<distc_buffer> v;
-    v.reserve(ts.size());
-    for (const auto &t : ts) v.push_back(buf(t));
+    v.reserve(n);
+    for (size_t i = 0; i < n; ++i) v.push_back(buf(ts[i]));
     return v;
 }
+std::vector<distc_buffer> bufs(const std::vector<Tensor> &ts) { return bufs(ts.data(), ts.size()); }
 
 distc_backend_op_args args(const AsyncArgs &a) {
     return distc_backend_op_args{DISTC_BACKEND_OP_ARGS_VERSION, a.timeout.count(), a.seq, a.premul_factor, a.stream,
@@ -67,92 +69,100 @@ PluginBackend::~PluginBackend() {
     delete store_;
 }
 
-void PluginBackend::require(const char *op) const {
-    const auto &o = def_->ops;
-    bool have = false;
-    if (!std::strcmp(op, "allreduce")) have = o.allreduce;
-    else if (!std::strcmp(op, "broadcast")) have = o.broadcast;
-    else if (!std::strcmp(op, "reduce")) have = o.reduce;
-    else if (!std::strcmp(op, "allgather")) have = o.allgather;
-    else if (!std::strcmp(op, "gather")) have = o.gather;
-    else if (!std::strcmp(op, "scatter")) have = o.scatter;
-    else if (!std::strcmp(op, "reduce_scatter")) have = o.reduce_scatter;
-    else if (!std::strcmp(op, "alltoall") || !std::strcmp(op, "alltoall_single")) have = o.alltoall;
-    else if (!std::strcmp(op, "barrier")) have = o.barrier;
-    else if (!std::strcmp(op, "send")) have = o.send;
-    else if (!std::strcmp(op, "recv")) have = o.recv;
-    else if (!std::strcmp(op, "batch_isend_irecv")) have = o.batch_p2p;
-    if (!have) fail(DISTC_ENOTSUP, "the " + def_->name + " backend does not implement " + op);
-}
-
 namespace {
 
-// The handle of this thread's blocking calls, lent to the backend call after
-// call instead of a new one each time (the fast path allocates nothing). One
-// still lent when the next call comes (its backend never completed it: the
-// call timed out and the group was aborted) is left to that backend, and the
-// thread takes a new one; that handle is then never freed.
-struct KeptHandle {
-    distc_work *box = nullptr;
-    ~KeptHandle() {
-        if (box && !box->lent.load(std::memory_order_acquire)) delete box;
-    }
-    distc_work *lend(const std::shared_ptr<Work> &w) {
-        if (!box || box->lent.load(std::memory_order_acquire)) {
-            box = new distc_work{};
-            box->kept = true;
-        }
-        box->impl = w;
-        box->lent.store(true, std::memory_order_relaxed);
-        return box;
+// This thread's handle for its blocking calls on host backends, lent to the
+// backend call after call (the fast path allocates nothing and shares nothing).
+// One the backend has not completed (its call timed out) stays the backend's:
+// the thread takes another, and takes the old one back once it is completed.
+struct ThreadCall {
+    distc_work handle;
+    BlockingCall call;
+    ThreadCall() { handle.call = &call; }
+};
+// A plain pointer, so that the fast path reads it with one TLS access; the
+// owner, touched only when the thread needs another ThreadCall, keeps the ones
+// still lent and frees what is not lent at thread exit.
+thread_local ThreadCall *t_call = nullptr;
+struct ThreadCallOwner {
+    std::vector<ThreadCall *> lent;  // given up on, maybe still held by a backend
+    ~ThreadCallOwner() {
+        if (t_call && t_call->call.reusable()) delete t_call;  // the others stay the backend's
+        for (ThreadCall *tc : lent)
+            if (tc->call.reusable()) delete tc;
     }
 };
-thread_local KeptHandle t_kept;
+thread_local ThreadCallOwner t_call_owner;
+
+ThreadCall *next_thread_call() {
+    auto &lent = t_call_owner.lent;
+    if (t_call) lent.push_back(t_call);
+    auto done = std::find_if(lent.begin(), lent.end(), [](ThreadCall *tc) { return tc->call.reusable(); });
+    ThreadCall *tc = done != lent.end() ? *done : new ThreadCall;
+    if (done != lent.end()) lent.erase(done);
+    t_call = tc;
+    return tc;
+}
+
+inline ThreadCall &lend_thread_call() {
+    ThreadCall *tc = t_call;
+    if (!tc || !tc->call.reusable()) tc = next_thread_call();
+    tc->call.begin();
+    return *tc;
+}
 
 }  // namespace
 
-template <typename F>
-void PluginBackend::start(const WorkPtr &w, const distc_backend_op_args &x, const char *op, F &&call) {
-    // The backend holds this handle until it completes the work (distc_backend_work_complete
-    // frees it, or gives a kept one back).
-    // Host backends complete a blocking call before it returns; device ones may
-    // complete it later, from their own thread, so theirs are not kept.
-    bool keep = (x.flags & DISTC_OP_BLOCKING) && !stream_ordered();
-    auto *box = keep ? t_kept.lend(w) : new distc_work{w};
-    distc_error_clear();
-    int rc = call(box);
-    if (rc < 0) {
-        if (box->kept) {
-            box->impl.reset();
-            box->lent.store(false, std::memory_order_release);
-        } else {
-            delete box;
+template <typename Entry, typename F>
+void PluginBackend::start(const WorkPtr &w, const AsyncArgs &a, Entry entry, F &&call) {
+    const char *op = a.op;
+    if (!entry) fail(DISTC_ENOTSUP, "the " + def_->name + " backend does not implement " + op);
+    if (!w) {
+        // The C entry point that made this blocking call cleared the last error
+        // (for backend_error: the backend's message is the last error it set).
+        ThreadCall &tc = lend_thread_call();
+        int rc = call(&tc.handle);
+        if (rc < 0) {
+            tc.call.take_back();
+            fail(rc, backend_error(*def_, op, rc));
         }
+        // The backend owes completion within the timeout; the margin covers its own detection.
+        if (!tc.call.wait(a.timeout + Millis(2000))) throw BlockingCallTimedOut{};
+        if (tc.call.code() != 0)
+            fail(tc.call.code(), describe_op(a.op, a.seq, *a.label) + " failed: " + tc.call.message());
+        return;
+    }
+    // The backend holds this handle until it completes the work (distc_backend_work_complete frees it).
+    distc_error_clear();
+    auto *h = new distc_work{w};
+    int rc = call(h);
+    if (rc < 0) {
+        delete h;
         fail(rc, backend_error(*def_, op, rc));
     }
 }
 
-void PluginBackend::allreduce(const WorkPtr &w, const std::vector<Tensor> &ts, ReduceOp op, const AsyncArgs &a) {
+void PluginBackend::allreduce(const WorkPtr &w, const Tensor *ts, size_t n, ReduceOp op, const AsyncArgs &a) {
     auto x = args(a);
-    if (ts.size() == 1) {  // the common case, without an allocation
+    if (n == 1) {  // the common case, without an allocation
         auto b = buf(ts[0]);
-        start(w, x, "allreduce", [&](distc_work *h) { return def_->ops.allreduce(h, group_, &b, 1, int(op), &x); });
+        start(w, a, def_->ops.allreduce, [&](distc_work *h) { return def_->ops.allreduce(h, group_, &b, 1, int(op), &x); });
         return;
     }
-    auto b = bufs(ts);
-    start(w, x, "allreduce", [&](distc_work *h) { return def_->ops.allreduce(h, group_, b.data(), b.size(), int(op), &x); });
+    auto b = bufs(ts, n);
+    start(w, a, def_->ops.allreduce, [&](distc_work *h) { return def_->ops.allreduce(h, group_, b.data(), b.size(), int(op), &x); });
 }
 
 void PluginBackend::broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) {
     auto b = buf(t);
     auto x = args(a);
-    start(w, x, "broadcast", [&](distc_work *h) { return def_->ops.broadcast(h, group_, &b, root, &x); });
+    start(w, a, def_->ops.broadcast, [&](distc_work *h) { return def_->ops.broadcast(h, group_, &b, root, &x); });
 }
 
 void PluginBackend::reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) {
     auto b = buf(t);
     auto x = args(a);
-    start(w, x, "reduce", [&](distc_work *h) { return def_->ops.reduce(h, group_, &b, root, int(op), &x); });
+    start(w, a, def_->ops.reduce, [&](distc_work *h) { return def_->ops.reduce(h, group_, &b, root, int(op), &x); });
 }
 
 void PluginBackend::allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
@@ -160,7 +170,7 @@ void PluginBackend::allgather(const WorkPtr &w, const std::vector<Tensor> &outpu
     auto o = bufs(outputs);
     auto i = buf(input);
     auto x = args(a);
-    start(w, x, "allgather", [&](distc_work *h) { return def_->ops.allgather(h, group_, o.data(), &i, &x); });
+    start(w, a, def_->ops.allgather, [&](distc_work *h) { return def_->ops.allgather(h, group_, o.data(), &i, &x); });
 }
 
 void PluginBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
@@ -168,7 +178,7 @@ void PluginBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs,
     auto o = bufs(outputs);
     auto i = buf(input);
     auto x = args(a);
-    start(w, x, "gather", [&](distc_work *h) {
+    start(w, a, def_->ops.gather, [&](distc_work *h) {
         return def_->ops.gather(h, group_, o.empty() ? nullptr : o.data(), &i, root, &x);
     });
 }
@@ -178,7 +188,7 @@ void PluginBackend::scatter(const WorkPtr &w, const Tensor &output, const std::v
     auto o = buf(output);
     auto i = bufs(inputs);
     auto x = args(a);
-    start(w, x, "scatter", [&](distc_work *h) {
+    start(w, a, def_->ops.scatter, [&](distc_work *h) {
         return def_->ops.scatter(h, group_, &o, i.empty() ? nullptr : i.data(), root, &x);
     });
 }
@@ -188,7 +198,7 @@ void PluginBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const
     auto o = buf(output);
     auto i = bufs(inputs);
     auto x = args(a);
-    start(w, x, "reduce_scatter", [&](distc_work *h) { return def_->ops.reduce_scatter(h, group_, &o, i.data(), int(op), &x); });
+    start(w, a, def_->ops.reduce_scatter, [&](distc_work *h) { return def_->ops.reduce_scatter(h, group_, &o, i.data(), int(op), &x); });
 }
 
 void PluginBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
@@ -196,24 +206,24 @@ void PluginBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &output
     auto o = bufs(outputs);
     auto i = bufs(inputs);
     auto x = args(a);
-    start(w, x, "alltoall", [&](distc_work *h) { return def_->ops.alltoall(h, group_, o.data(), i.data(), &x); });
+    start(w, a, def_->ops.alltoall, [&](distc_work *h) { return def_->ops.alltoall(h, group_, o.data(), i.data(), &x); });
 }
 
 void PluginBackend::barrier(const WorkPtr &w, const AsyncArgs &a) {
     auto x = args(a);
-    start(w, x, "barrier", [&](distc_work *h) { return def_->ops.barrier(h, group_, &x); });
+    start(w, a, def_->ops.barrier, [&](distc_work *h) { return def_->ops.barrier(h, group_, &x); });
 }
 
 void PluginBackend::send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) {
     auto b = buf(t);
     auto x = args(a);
-    start(w, x, "send", [&](distc_work *h) { return def_->ops.send(h, group_, &b, dst, tag, &x); });
+    start(w, a, def_->ops.send, [&](distc_work *h) { return def_->ops.send(h, group_, &b, dst, tag, &x); });
 }
 
 void PluginBackend::recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) {
     auto b = buf(t);
     auto x = args(a);
-    start(w, x, "recv", [&](distc_work *h) { return def_->ops.recv(h, group_, &b, src, tag, &x); });
+    start(w, a, def_->ops.recv, [&](distc_work *h) { return def_->ops.recv(h, group_, &b, src, tag, &x); });
 }
 
 void PluginBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) {
@@ -221,7 +231,7 @@ void PluginBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, con
     for (const auto &op : ops)
         v.push_back(distc_backend_p2p{op.send ? DISTC_P2P_SEND : DISTC_P2P_RECV, op.peer, op.tag, 0, buf(op.tensor)});
     auto x = args(a);
-    start(w, x, "batch_isend_irecv", [&](distc_work *h) { return def_->ops.batch_p2p(h, group_, v.data(), v.size(), &x); });
+    start(w, a, def_->ops.batch_p2p, [&](distc_work *h) { return def_->ops.batch_p2p(h, group_, v.data(), v.size(), &x); });
 }
 
 std::unique_ptr<AsyncBackend> PluginBackend::split(int color, int key, const AsyncGroupInfo &info, bool &made) {

@@ -21,10 +21,9 @@ public:
     const char *name() const override { return def_->name.c_str(); }
     uint64_t device_types() const override { return def_->ops.device_types; }
     bool stream_ordered() const override { return def_->ops.flags & DISTC_BACKEND_STREAM_ORDERED; }
-    void require(const char *op) const override;
     DeviceMemory *memory() override { return def_->ops.mem_alloc ? this : nullptr; }
 
-    void allreduce(const WorkPtr &w, const std::vector<Tensor> &ts, ReduceOp op, const AsyncArgs &a) override;
+    void allreduce(const WorkPtr &w, const Tensor *ts, size_t n, ReduceOp op, const AsyncArgs &a) override;
     void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) override;
     void reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) override;
     void allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
@@ -52,9 +51,12 @@ private:
     void zero(void *p, size_t bytes, void *stream) override;
 
     PluginBackend(std::shared_ptr<const BackendDef> def, void *group, distc_store *store);
-    // Hands `w` to the backend through `call`; throws with the backend's message if it did not take it.
-    template <typename F>
-    void start(const WorkPtr &w, const distc_backend_op_args &x, const char *op, F &&call);
+    // Hands `w` to the backend through `call` (which calls `entry` of the
+    // vtable); throws DISTC_ENOTSUP when the backend has no `entry`, and the
+    // backend's message if it did not take the work. Without `w`, performs a
+    // blocking host call (see AsyncBackend).
+    template <typename Entry, typename F>
+    void start(const WorkPtr &w, const AsyncArgs &a, Entry entry, F &&call);
 
     std::shared_ptr<const BackendDef> def_;
     void *group_ = nullptr;

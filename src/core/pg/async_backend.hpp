@@ -21,8 +21,13 @@ struct AsyncArgs {
     double premul_factor;
     void *stream;         // the caller's device stream, or nullptr
     const char *op;       // "allreduce" (static)
+    const OpLabel *label; // the rest of the operation's name, for messages
     bool blocking;        // a blocking call: no handle is given out (see DISTC_OP_BLOCKING)
 };
+
+// Thrown by a blocking call the backend did not complete within its timeout
+// (plus a margin): the group then aborts.
+struct BlockingCallTimedOut {};
 
 struct AsyncGroupInfo {
     std::shared_ptr<Store> store;  // the group's key space
@@ -55,14 +60,15 @@ public:
     virtual uint64_t device_types() const = 0;  // bit (1 << DLDeviceType) per memory kind taken
     // Blocking calls return once the operation is enqueued (device streams).
     virtual bool stream_ordered() const = 0;
-    // Throws DISTC_ENOTSUP naming the backend when `op` ("allreduce") is not implemented.
-    virtual void require(const char *op) const = 0;
     // Its device memory, or nullptr when it keeps none for the core.
     virtual DeviceMemory *memory() { return nullptr; }
 
     // Each either takes `w` (and completes it later, maybe at once) or throws
-    // without having sent anything.
-    virtual void allreduce(const WorkPtr &w, const std::vector<Tensor> &ts, ReduceOp op, const AsyncArgs &a) = 0;
+    // without having sent anything (DISTC_ENOTSUP naming the backend and
+    // AsyncArgs::op when the backend does not implement it). A blocking call on a host backend (not
+    // stream_ordered) has no `w`: it returns once the operation completed, or
+    // throws its failure, or BlockingCallTimedOut.
+    virtual void allreduce(const WorkPtr &w, const Tensor *ts, size_t n, ReduceOp op, const AsyncArgs &a) = 0;
     virtual void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) = 0;
     virtual void reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) = 0;
     virtual void allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,

@@ -59,7 +59,7 @@ struct StoreBytes {
 ProcessGroup::StoreBytesResult ProcessGroup::store_bytes(const char *kind, const OpOptions &o, int root,
                                                          const std::vector<ByteView> &mine) {
     if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
-    uint64_t seq = seq_.fetch_add(1) + 1;
+    uint64_t seq = take_seq(1);
     StoreBytes sb{*store_, "bytes/" + std::to_string(seq) + "/", size_, o.timeout.count() < 0 ? timeout_ : o.timeout};
     StoreBytesResult res;
     try {

@@ -55,15 +55,18 @@ void unflatten(const Tensor &flat, const std::vector<Tensor> &ts) {
     }
 }
 
-OpLabel list_label(const std::vector<Tensor> &ts) {
+OpLabel list_label(const Tensor *ts, size_t n) {
     OpLabel l;
     l.form = OpLabel::Form::List;
-    l.n = ts.size();
-    if (!ts.empty()) {
+    l.n = n;
+    if (n) {
         l.dtype = dtype_name(ts[0].dtype);
         l.numel = ts[0].numel;
     }
     return l;
+}
+
+OpLabel list_label(const std::vector<Tensor> &ts) { return list_label(ts.data(), ts.size());
 }
 
 OpLabel tensor_label(const Tensor &t, OpLabel::Form form = OpLabel::Form::Tensor, int peer = -1, int tag = 0) {
@@ -110,12 +113,9 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
     AsyncGroupInfo info{store_, rank, size, timeout_, instance, {}, opts.device};
     for (int r = 0; r < size; ++r) info.global_ranks.push_back(global_rank(r));
     async_ = make ? make(info) : make_async_backend(opts.backend, info);
+    device_types_ = async_->device_types();
+    stream_ordered_ = async_->stream_ordered();
     debug_ = false;  // the cross-check runs over host memory, which a device backend may not take
-}
-
-uint64_t ProcessGroup::device_types() const {
-    if (async_) return async_->device_types();
-    return (uint64_t{1} << 1) | (uint64_t{1} << 3);  // kDLCPU, kDLCUDAHost
 }
 
 int ProcessGroup::global_rank(int group_rank) const {
@@ -197,7 +197,7 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
     // A collective takes `steps` numbers (+1 for the debug cross-check) as its tags.
     uint64_t seq = 0;
     uint32_t steps = info.steps + (debug_ ? 1 : 0);
-    if (!info.p2p) seq = seq_.fetch_add(steps) + 1;
+    if (!info.p2p) seq = take_seq(steps);
     OpCtx ctx{static_cast<uint32_t>(seq), o.timeout.count() < 0 ? timeout_ : o.timeout};
     auto w = std::make_shared<Work>(seq, info.kind, info.label);
     if (debug_ && !info.p2p) {
@@ -234,50 +234,50 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
     return w;
 }
 
-namespace {
-
-// This thread's Work for blocking calls on host backends, reused call after
-// call: the fast path allocates nothing. While anyone else still holds it (a
-// backend that never completed a call that timed out) the thread takes a new one.
-thread_local std::shared_ptr<Work> t_blocking_work;
-
-std::shared_ptr<Work> blocking_work(uint64_t seq, const char *kind, const OpLabel &label) {
-    auto &w = t_blocking_work;
-    if (w && w.use_count() == 1) {
-        std::atomic_thread_fence(std::memory_order_acquire);  // after the last other holder let go
-        w->reuse(seq, kind, label);
-    } else {
-        w = std::make_shared<Work>(seq, kind, label);
-    }
-    return w;
-}
-
-}  // namespace
-
 ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &o, bool async, Start start) {
     if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
-    async_->require(info.kind);
-    uint64_t seq = info.p2p ? 0 : seq_.fetch_add(1) + 1;
+    uint64_t seq = info.p2p ? 0 : take_seq(1);
     Millis timeout = o.timeout.count() < 0 ? timeout_ : o.timeout;
-    bool stream_ordered = async_->stream_ordered();
-    // Stream-ordered blocking calls finish later on the device: they keep their own Work.
-    auto w = async || stream_ordered ? std::make_shared<Work>(seq, info.kind, info.label)
-                                     : blocking_work(seq, info.kind, info.label);
-    bool host_ordered = !info.p2p && !stream_ordered;  // streams order device work themselves
-    if (host_ordered && !async && outstanding_count_.load(std::memory_order_acquire)) {
-        // Results come in issue order: earlier asynchronous collectives finish first.
-        std::vector<std::weak_ptr<Work>> earlier;
-        {
-            std::lock_guard<std::mutex> lk(mu_);
-            earlier.swap(outstanding_);
-            outstanding_count_ = 0;
-        }
-        for (auto &e : earlier)
-            if (auto p = e.lock()) p->wait(timeout + Millis(2000));
+    bool host_ordered = !info.p2p && !stream_ordered_;  // streams order device work themselves
+    if (host_ordered && !async && outstanding_count_.load(std::memory_order_acquire)) wait_outstanding(timeout);
+    AsyncArgs args{seq, timeout, o.premul_factor, o.stream, info.kind, &info.label, !async};
+    if (async || stream_ordered_) return launch_work(info, args, host_ordered, start);
+    // A blocking call on the host: the backend completes it before we return,
+    // so it needs no Work (nobody else sees it) and returns none.
+    try {
+        start(nullptr, args);
+    } catch (const BlockingCallTimedOut &) {
+        abort_timed_out(info, args);
     }
-    if (async) w->start();  // a blocking call's duration is nobody's to read
-    start(w, AsyncArgs{seq, timeout, o.premul_factor, o.stream, info.kind, !async});
-    if (host_ordered && async) {
+    return nullptr;
+}
+
+void ProcessGroup::wait_outstanding(Millis timeout) {
+    // Results come in issue order: earlier asynchronous collectives finish first.
+    std::vector<std::weak_ptr<Work>> earlier;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        earlier.swap(outstanding_);
+        outstanding_count_ = 0;
+    }
+    for (auto &e : earlier)
+        if (auto p = e.lock()) p->wait(timeout + Millis(2000));
+}
+
+void ProcessGroup::abort_timed_out(const OpInfo &info, const AsyncArgs &a) {
+    async_->abort();
+    aborted_ = true;
+    fail(DISTC_ETIMEOUT, describe_op(info.kind, a.seq, info.label) + ": the " + async_->name() +
+                             " backend did not complete it within " + std::to_string(a.timeout.count()) +
+                             " ms; the group was aborted");
+}
+
+ProcessGroup::WorkPtr ProcessGroup::launch_work(const OpInfo &info, const AsyncArgs &a, bool host_ordered,
+                                                Start start) {
+    auto w = std::make_shared<Work>(a.seq, info.kind, info.label);
+    if (!a.blocking) w->start();  // a blocking call's duration is nobody's to read
+    start(w, a);
+    if (host_ordered) {
         std::lock_guard<std::mutex> lk(mu_);
         outstanding_.erase(std::remove_if(outstanding_.begin(), outstanding_.end(),
                                           [](const std::weak_ptr<Work> &x) {
@@ -288,19 +288,8 @@ ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &
         outstanding_.push_back(w);
         outstanding_count_ = outstanding_.size();
     }
-    if (async || stream_ordered) {
-        // A device launch that already failed is reported now, as a blocking call must.
-        if (!async && w->done() && w->status() != 0) fail(w->status(), w->message());
-        return w;
-    }
-    // The backend owes completion within the timeout; the margin covers its own detection.
-    if (!w->wait(timeout + Millis(2000))) {
-        async_->abort();
-        aborted_ = true;
-        fail(DISTC_ETIMEOUT, w->what() + ": the " + async_->name() + " backend did not complete it within " +
-                                 std::to_string(timeout.count()) + " ms; the group was aborted");
-    }
-    if (w->status() != 0) fail(w->status(), w->message());
+    // A device launch that already failed is reported now, as a blocking call must.
+    if (a.blocking && w->done() && w->status() != 0) fail(w->status(), w->message());
     return w;
 }
 
@@ -346,16 +335,20 @@ void ProcessGroup::check_rank(int r, const char *what) const {
 }
 
 void ProcessGroup::check_reduce(const Tensor &t, ReduceOp op) const {
-    if (const char *why = reduce_op_unsupported(t.dtype, op)) fail(DISTC_EINVAL, why);
+    if (op == ReduceOp::Sum) return;  // defined on every dtype
+    if (const char *why = reduce_op_unsupported(t.dtype, op)) fail_with(DISTC_EINVAL, [why] { return why; });
 }
 
 namespace {
-void same_dtype(const std::vector<Tensor> &ts, DType dt, const char *name) {
-    for (size_t i = 0; i < ts.size(); ++i)
+void same_dtype(const Tensor *ts, size_t n, DType dt, const char *name) {
+    for (size_t i = 0; i < n; ++i)
         if (ts[i].dtype != dt)
-            fail(DISTC_EINVAL, std::string(name) + "[" + std::to_string(i) + "] is " + dtype_name(ts[i].dtype) +
-                                   ", expected " + dtype_name(dt));
+            fail_with(DISTC_EINVAL, [&] {
+                return std::string(name) + "[" + std::to_string(i) + "] is " + dtype_name(ts[i].dtype) +
+                       ", expected " + dtype_name(dt);
+            });
 }
+void same_dtype(const std::vector<Tensor> &ts, DType dt, const char *name) { same_dtype(ts.data(), ts.size(), dt, name); }
 void same_numel(const std::vector<Tensor> &ts, size_t n, const char *name) {
     for (size_t i = 0; i < ts.size(); ++i)
         if (ts[i].numel != n)
@@ -364,14 +357,28 @@ void same_numel(const std::vector<Tensor> &ts, size_t n, const char *name) {
 }
 }  // namespace
 
-ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp op, const OpOptions &o, bool async) {
-    if (ts.empty()) fail(DISTC_EINVAL, "no tensors");
-    same_dtype(ts, ts[0].dtype, "tensors");
+ProcessGroup::OpInfo ProcessGroup::allreduce_info(const Tensor *ts, size_t n, ReduceOp op) const {
+    if (n == 0) fail(DISTC_EINVAL, "no tensors");
+    if (n > 1) same_dtype(ts, n, ts[0].dtype, "tensors");
     check_reduce(ts[0], op);
+    uint64_t numel = 0;
+    for (size_t i = 0; i < n; ++i) numel += ts[i].numel;
+    return OpInfo{"allreduce", list_label(ts, n), int(ts[0].dtype), numel, -1, int(op)};
+}
+
+ProcessGroup::WorkPtr ProcessGroup::allreduce(const Tensor &t, ReduceOp op, const OpOptions &o, bool async) {
+    if (!async_) return allreduce(std::vector<Tensor>{t}, op, o, async);
+    // The common call, without a list to allocate.
+    OpInfo info = allreduce_info(&t, 1, op);
+    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->allreduce(w, &t, 1, op, a); });
+}
+
+ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp op, const OpOptions &o, bool async) {
+    OpInfo info = allreduce_info(ts.data(), ts.size(), op);
     double factor = o.premul_factor;
-    OpInfo info{"allreduce", list_label(ts), int(ts[0].dtype), total_numel(ts), -1, int(op)};
     if (async_)
-        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->allreduce(w, ts, op, a); });
+        return launch(info, o, async,
+                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->allreduce(w, ts.data(), ts.size(), op, a); });
     return run(info, o, async,
                [this, ts, op, factor](const OpCtx &ctx) {
         std::unique_ptr<Scratch> scratch;

@@ -63,7 +63,7 @@ public:
     const std::string &store_prefix() const { return prefix_; }
     const char *backend_name() const { return backend_ ? backend_->name() : async_->name(); }
     // Bit (1 << DLDeviceType) per memory kind the backend takes.
-    uint64_t device_types() const;
+    uint64_t device_types() const { return device_types_; }
     // The backend's device memory (async_backend.hpp), or nullptr (host backends, or none kept).
     DeviceMemory *device_memory() const { return async_ ? async_->memory() : nullptr; }
     Millis timeout() const { return timeout_; }
@@ -75,9 +75,11 @@ public:
     std::shared_ptr<ProcessGroup> split(int color, int key, PgOptions opts);
 
     // Each returns a Work; with async=false the operation has already run on
-    // the calling thread (and a failure was thrown, not stored).
+    // the calling thread (and a failure was thrown, not stored), and what
+    // returns may be null.
     using WorkPtr = std::shared_ptr<Work>;
     WorkPtr allreduce(std::vector<Tensor> tensors, ReduceOp op, const OpOptions &o, bool async);
+    WorkPtr allreduce(const Tensor &t, ReduceOp op, const OpOptions &o, bool async);
     WorkPtr broadcast(Tensor t, int root, const OpOptions &o, bool async);
     WorkPtr reduce(Tensor t, int root, ReduceOp op, const OpOptions &o, bool async);
     WorkPtr allgather(Tensor input, std::vector<Tensor> outputs, const OpOptions &o, bool async);
@@ -120,10 +122,17 @@ private:
         bool p2p = false;      // paired by tag, outside the group's sequence
     };
     WorkPtr run(const OpInfo &info, const OpOptions &o, bool async, Body body);
+    OpInfo allreduce_info(const Tensor *ts, size_t n, ReduceOp op) const;  // checks the arguments
     // The path of asynchronous backends: number the operation, let the backend
-    // take its Work, and for a blocking call wait (unless stream-ordered).
+    // take its Work; a blocking call returns once done (stream-ordered: enqueued).
     using Start = FnRef<void(const WorkPtr &, const AsyncArgs &)>;
     WorkPtr launch(const OpInfo &info, const OpOptions &o, bool async, Start start);
+    // Its parts off the blocking fast path: an asynchronous or stream-ordered
+    // call's Work; waiting for earlier asynchronous collectives; a blocking
+    // call the backend did not complete in time (aborts the group, throws).
+    WorkPtr launch_work(const OpInfo &info, const AsyncArgs &a, bool host_ordered, Start start);
+    void wait_outstanding(Millis timeout);
+    [[noreturn]] void abort_timed_out(const OpInfo &info, const AsyncArgs &a);
     // Byte collectives through the store (asynchronous backends): `kind` is
     // the collective's name, `mine` this rank's value(s), root -1 for all_gather.
     struct StoreBytesResult {
@@ -160,13 +169,23 @@ private:
     std::atomic<uint64_t> monitored_{0};       // monitored barriers so far
     std::unique_ptr<Backend> backend_;      // gloo, built in
     std::unique_ptr<AsyncBackend> async_;  // or a registered or plugin backend
+    uint64_t device_types_ = (uint64_t{1} << 1) | (uint64_t{1} << 3);  // gloo's: kDLCPU, kDLCUDAHost; else async_'s
+    bool stream_ordered_ = false;                                      // async_'s, read once
     // Asynchronous collectives of a host backend not known to be done: a
     // blocking collective waits for them first, as with gloo (guarded by mu_).
     std::vector<std::weak_ptr<Work>> outstanding_;
     std::atomic<size_t> outstanding_count_{0};  // its size, read without the lock
     std::unique_ptr<Mesh> mesh_;  // collectives up to Mesh::limit() bypass the backend (mesh.hpp)
     bool small(size_t nbytes) const { return mesh_ && nbytes <= Mesh::limit(); }
+    // The last sequence number taken. Collectives of a group are issued one
+    // at a time (issued concurrently they have no order across ranks anyway),
+    // so taking numbers needs no locked increment; a racing issue may repeat one.
     std::atomic<uint64_t> seq_{0};
+    uint64_t take_seq(uint32_t n) {
+        uint64_t s = seq_.load(std::memory_order_relaxed);
+        seq_.store(s + n, std::memory_order_relaxed);
+        return s + 1;
+    }
     std::atomic<bool> aborted_{false};
 
     struct Item {

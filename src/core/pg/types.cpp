@@ -372,24 +372,6 @@ size_t dtype_size(DType t) {
     return 0;
 }
 
-const char *dtype_name(DType t) {
-    switch (t) {
-    case DType::Bool: return "bool";
-    case DType::Int8: return "int8";
-    case DType::UInt8: return "uint8";
-    case DType::Int16: return "int16";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Complex64: return "complex64";
-    case DType::Complex128: return "complex128";
-    }
-    return "unknown";
-}
-
 const char *op_name(ReduceOp op) {
     switch (op) {
     case ReduceOp::Sum: return "SUM";

@@ -14,7 +14,13 @@ enum class DType : uint8_t {
 enum class ReduceOp : uint8_t { Sum, Avg, Product, Min, Max, Band, Bor, Bxor, PremulSum };
 
 size_t dtype_size(DType t);
-const char *dtype_name(DType t);   // "float32", as torch names them
+// "float32", as torch names them.
+inline const char *dtype_name(DType t) {
+    static constexpr const char *kNames[] = {"bool",    "int8",     "uint8",   "int16",   "int32",     "int64",
+                                             "float16", "bfloat16", "float32", "float64", "complex64", "complex128"};
+    unsigned i = static_cast<unsigned>(t);
+    return i < sizeof kNames / sizeof *kNames ? kNames[i] : "unknown";
+}
 const char *op_name(ReduceOp op);  // "SUM", ...
 
 // gloo's reduction signature: c[i] = a[i] (op) b[i] for n elements; c may alias a or b.

@@ -19,6 +19,13 @@ private:
 
 [[noreturn]] inline void fail(int code, const std::string &msg) { throw Error(code, msg); }
 
+// fail(code, message()) with the message built out of line: checks on hot
+// paths then carry no string code (nor the stack frame it needs).
+template <typename F>
+[[noreturn, gnu::cold, gnu::noinline]] void fail_with(int code, F &&message) {
+    throw Error(code, message());
+}
+
 // errno-carrying failure of a system call.
 [[noreturn]] void fail_errno(int code, const std::string &what, int err);
 

@@ -20,11 +20,15 @@ std::string OpLabel::detail() const {
     return "";
 }
 
+std::string describe_op(const char *kind, uint64_t seq, const OpLabel &label) {
+    std::string d = label.detail();
+    return std::string(kind) + (seq ? " #" + std::to_string(seq) : "") + (d.empty() ? "" : " " + d);
+}
+
 const std::string &Work::what() const {
     std::lock_guard<std::mutex> lk(mu_);
     if (!what_built_) {
-        std::string d = label_.detail();
-        what_ = std::string(kind_) + (seq_ ? " #" + std::to_string(seq_) : "") + (d.empty() ? "" : " " + d);
+        what_ = describe_op(kind_, seq_, label_);
         what_built_ = true;
     }
     return what_;
@@ -100,35 +104,6 @@ bool Work::on_complete(std::function<void()> cb) {
     }
     cb();
     return true;
-}
-
-}  // namespace distc
-
-namespace distc {
-
-void Work::reuse(uint64_t seq, const char *kind, OpLabel label) {
-    // No lock: the caller holds the only reference, so whoever completed the
-    // work has returned from complete() and dropped theirs.
-    std::function<void()> release;
-    {
-        seq_ = seq;
-        kind_ = kind;
-        label_ = label;
-        what_.clear();
-        what_built_ = false;
-        has_cb_ = false;
-        code_ = DISTC_INPROGRESS;
-        message_.clear();
-        source_ = -1;
-        start_ = end_ = std::chrono::steady_clock::time_point{};
-        cb_ = nullptr;
-        has_hooks_ = false;
-        wait_stream_ = nullptr;
-        release = std::move(release_);
-        release_ = nullptr;
-        done_.store(false, std::memory_order_relaxed);
-    }
-    if (release) release();
 }
 
 Work::~Work() {

@@ -27,6 +27,9 @@ struct OpLabel {
     std::string detail() const;   // "(float32[16])", "" for Plain
 };
 
+// "allreduce #5 (float32[16])": how messages name an operation (`seq` 0: no number).
+std::string describe_op(const char *kind, uint64_t seq, const OpLabel &label);
+
 class Work {
 public:
     // `kind` is a static string ("allreduce"); seq 0 means no number (point-to-point).
@@ -34,11 +37,6 @@ public:
     ~Work();
     Work(const Work &) = delete;
     Work &operator=(const Work &) = delete;
-
-    // Makes a finished work new, for another operation: how a thread's blocking
-    // calls reuse one Work instead of allocating one each (process_group.cpp).
-    // Only when nothing else refers to it; runs the release hook it had.
-    void reuse(uint64_t seq, const char *kind, OpLabel label);
 
     uint64_t seq() const { return seq_; }
     const char *kind() const { return kind_; }
@@ -69,7 +67,7 @@ public:
     bool wait_stream(void *stream, int &rc) const;
 
 private:
-    uint64_t seq_;  // set at construction (or by reuse, before anyone else sees it)
+    uint64_t seq_;
     const char *kind_;
     OpLabel label_;
     mutable std::mutex mu_;

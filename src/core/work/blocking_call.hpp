@@ -1,0 +1,70 @@
+// The outcome of one blocking call on a host backend, kept without a Work:
+// nobody but the calling thread ever sees it, so it needs no shared
+// ownership, callbacks or durations. A thread lends its one BlockingCall to
+// each blocking call it makes (backends/plugin/). Completed on that thread
+// (inside the backend's call) it takes one plain store; from another thread,
+// one atomic exchange, and the caller sleeps on the mutex only then.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <pthread.h>
+#include <string>
+
+namespace distc {
+
+class BlockingCall {
+public:
+    // Lends it for the next call. Only when reusable().
+    void begin() {
+        code_ = 0;
+        owner_ = pthread_self();
+        state_.store(kRunning, std::memory_order_relaxed);
+    }
+    // Not lent any more: never begun, completed, or taken back after the backend refused the call.
+    bool reusable() const {
+        int s = state_.load(std::memory_order_acquire);
+        return s == kIdle || s == kDone;
+    }
+    // The backend refused the call (it will not complete it).
+    void take_back() { state_.store(kIdle, std::memory_order_relaxed); }
+
+    // From the backend, on any thread, once: code 0 or a negative distc code.
+    void complete(int code, const char *message) {
+        if (code == 0 && pthread_equal(pthread_self(), owner_)) {
+            // Inside the backend's call on the lending thread, which is not waiting.
+            state_.store(kDone, std::memory_order_release);
+            return;
+        }
+        complete_slow(code, message);
+    }
+    // A release hook from the backend (distc_backend_work_set_hooks); run once the call is over.
+    void set_release(std::function<void()> release) { release_ = std::move(release); }
+
+    // Waits up to `timeout` for complete(); false if it did not come (the call
+    // stays lent to the backend). Runs the release hook when it came.
+    bool wait(std::chrono::milliseconds timeout) {
+        if (state_.load(std::memory_order_acquire) == kDone && !release_) return true;  // the common case
+        return wait_slow(timeout);
+    }
+    int code() const { return code_; }
+    const std::string &message() const { return message_; }  // the backend's, when code() < 0
+
+private:
+    void complete_slow(int code, const char *message);
+    bool wait_slow(std::chrono::milliseconds timeout);
+    enum : int { kIdle, kRunning, kSleeping, kDone };
+    std::atomic<int> state_{kIdle};
+    int code_ = 0;
+    pthread_t owner_{};  // the thread that lent it: completed there, it cannot be asleep
+    std::string message_;
+    std::function<void()> release_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+};
+
+}  // namespace distc
