@@ -234,23 +234,7 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
     return w;
 }
 
-ProcessGroup::WorkPtr ProcessGroup::launch(const OpInfo &info, const OpOptions &o, bool async, Start start) {
-    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
-    uint64_t seq = info.p2p ? 0 : take_seq(1);
-    Millis timeout = o.timeout.count() < 0 ? timeout_ : o.timeout;
-    bool host_ordered = !info.p2p && !stream_ordered_;  // streams order device work themselves
-    if (host_ordered && !async && outstanding_count_.load(std::memory_order_acquire)) wait_outstanding(timeout);
-    AsyncArgs args{seq, timeout, o.premul_factor, o.stream, info.kind, &info.label, !async};
-    if (async || stream_ordered_) return launch_work(info, args, host_ordered, start);
-    // A blocking call on the host: the backend completes it before we return,
-    // so it needs no Work (nobody else sees it) and returns none.
-    try {
-        start(nullptr, args);
-    } catch (const BlockingCallTimedOut &) {
-        abort_timed_out(info, args);
-    }
-    return nullptr;
-}
+void ProcessGroup::fail_aborted() const { fail(DISTC_EABORTED, "the group was aborted"); }
 
 void ProcessGroup::wait_outstanding(Millis timeout) {
     // Results come in issue order: earlier asynchronous collectives finish first.

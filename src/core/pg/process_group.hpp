@@ -126,7 +126,25 @@ private:
     // The path of asynchronous backends: number the operation, let the backend
     // take its Work; a blocking call returns once done (stream-ordered: enqueued).
     using Start = FnRef<void(const WorkPtr &, const AsyncArgs &)>;
-    WorkPtr launch(const OpInfo &info, const OpOptions &o, bool async, Start start);
+    template <typename F>
+    WorkPtr launch(const OpInfo &info, const OpOptions &o, bool async, F &&start) {
+        if (aborted_) fail_aborted();
+        uint64_t seq = info.p2p ? 0 : take_seq(1);
+        Millis timeout = o.timeout.count() < 0 ? timeout_ : o.timeout;
+        bool host_ordered = !info.p2p && !stream_ordered_;  // streams order device work themselves
+        if (host_ordered && !async && outstanding_count_.load(std::memory_order_acquire)) wait_outstanding(timeout);
+        AsyncArgs args{seq, timeout, o.premul_factor, o.stream, info.kind, &info.label, !async};
+        if (async || stream_ordered_) return launch_work(info, args, host_ordered, start);
+        // A blocking call on the host: the backend completes it before we
+        // return, so it needs no Work (nobody else sees it) and returns none.
+        try {
+            start(nullptr, args);
+        } catch (const BlockingCallTimedOut &) {
+            abort_timed_out(info, args);
+        }
+        return nullptr;
+    }
+    [[noreturn, gnu::cold]] void fail_aborted() const;
     // Its parts off the blocking fast path: an asynchronous or stream-ordered
     // call's Work; waiting for earlier asynchronous collectives; a blocking
     // call the backend did not complete in time (aborts the group, throws).
