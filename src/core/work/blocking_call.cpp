@@ -5,7 +5,7 @@ namespace distc {
 void BlockingCall::complete_slow(int code, const char *message) {
     code_ = code;
     if (code != 0) message_ = message ? message : "";
-    if (pthread_equal(pthread_self(), owner_)) {
+    if (this_thread() == owner_) {
         state_.store(kDone, std::memory_order_release);
         return;
     }
