@@ -153,6 +153,7 @@ typedef struct ctl {
     void *waited_stream;
     int stream_waits, releases, aborts;
     int refuse;         /* allreduce returns DISTC_EINVAL without taking the work */
+    int refuse_late;    /* the same, after setting hooks */
     int complete_now;   /* complete from a thread after a short while */
     int complete_inline; /* complete before returning (on the calling thread) */
     int fail_inline;    /* fail before returning */
@@ -190,6 +191,7 @@ static int ctl_allreduce(distc_work *w, void *g, const distc_buffer *b, size_t n
     static const distc_work_hooks hooks = {DISTC_WORK_HOOKS_VERSION, ctl_wait_stream, ctl_release};
     int rc = distc_backend_work_set_hooks(w, &hooks, c);
     if (rc) return rc;
+    if (c->refuse_late) return distc_error_set(DISTC_EINVAL, "refused after setting hooks (test)");
     if (c->probe) {
         c->probe_rc = distc_work_test(w);
         distc_work_free(w); /* not the backend's to free: ignored */
@@ -298,6 +300,12 @@ static void test_work_completed_by_backend(void **state) {
     dt_assert_contains(distc_error_last(), "allreduce #");
     dt_assert_contains(distc_error_last(), "float32[2]");
     g_ctl.fail_inline = 0;
+    /* Refused after setting hooks: the release hook still runs, once. */
+    g_ctl.releases = 0;
+    g_ctl.refuse_late = 1;
+    ASSERT_ERR(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL), DISTC_EINVAL, "refused after setting hooks");
+    g_ctl.refuse_late = 0;
+    assert_int_equal(g_ctl.releases, 1);
     g_ctl.complete_now = 1;
     ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));  /* the thread's handle is fine after a failure */
     g_ctl.complete_now = 0;

@@ -25,12 +25,14 @@ bool BlockingCall::wait_slow(std::chrono::milliseconds timeout) {
         if (s != kDone && !cv_.wait_for(lk, timeout, [&] { return state_.load(std::memory_order_acquire) == kDone; }))
             return false;
     }
-    if (release_) {
-        auto release = std::move(release_);
-        release_ = nullptr;
-        release();
-    }
+    if (release_) run_release();
     return true;
+}
+
+void BlockingCall::run_release() {
+    auto release = std::move(release_);
+    release_ = nullptr;
+    release();
 }
 
 }  // namespace distc

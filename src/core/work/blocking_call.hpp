@@ -20,6 +20,7 @@ class BlockingCall {
 public:
     // Lends it for the next call. Only when reusable().
     void begin() {
+        if (release_) run_release();  // a call given up on, completed since
         code_ = 0;
         owner_ = this_thread();
         state_.store(kRunning, std::memory_order_relaxed);
@@ -30,7 +31,10 @@ public:
         return s == kIdle || s == kDone;
     }
     // The backend refused the call (it will not complete it).
-    void take_back() { state_.store(kIdle, std::memory_order_relaxed); }
+    void take_back() {
+        state_.store(kIdle, std::memory_order_relaxed);
+        if (release_) run_release();
+    }
 
     // From the backend, on any thread, once: code 0 or a negative distc code.
     void complete(int code, const char *message) {
@@ -64,6 +68,7 @@ private:
 #endif
     }
     void complete_slow(int code, const char *message);
+    void run_release();
     bool wait_slow(std::chrono::milliseconds timeout);
     enum : int { kIdle, kRunning, kSleeping, kDone };
     std::atomic<int> state_{kIdle};
