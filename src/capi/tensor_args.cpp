@@ -145,7 +145,8 @@ std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const
     if (!ts) fail(DISTC_EINVAL, name + " is NULL");
     std::vector<Tensor> out;
     out.reserve(n);
-    for (size_t i = 0; i < n; ++i) out.push_back(tensor_arg(g, ts[i], (name + "[" + std::to_string(i) + "]").c_str()));
+    for (size_t i = 0; i < n; ++i)
+        out.push_back(tensor_arg(g, ts[i], (name + "[" + std::to_string(i) + "]").c_str()));
     return out;
 }
 

@@ -146,11 +146,15 @@ void PluginBackend::allreduce(const WorkPtr &w, const Tensor *ts, size_t n, Redu
     auto x = args(a);
     if (n == 1) {  // the common case, without an allocation
         auto b = buf(ts[0]);
-        start(w, a, def_->ops.allreduce, [&](distc_work *h) { return def_->ops.allreduce(h, group_, &b, 1, int(op), &x); });
+        start(w, a, def_->ops.allreduce, [&](distc_work *h) {
+            return def_->ops.allreduce(h, group_, &b, 1, int(op), &x);
+        });
         return;
     }
     auto b = bufs(ts, n);
-    start(w, a, def_->ops.allreduce, [&](distc_work *h) { return def_->ops.allreduce(h, group_, b.data(), b.size(), int(op), &x); });
+    start(w, a, def_->ops.allreduce, [&](distc_work *h) {
+        return def_->ops.allreduce(h, group_, b.data(), b.size(), int(op), &x);
+    });
 }
 
 void PluginBackend::broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) {
@@ -198,7 +202,9 @@ void PluginBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const
     auto o = buf(output);
     auto i = bufs(inputs);
     auto x = args(a);
-    start(w, a, def_->ops.reduce_scatter, [&](distc_work *h) { return def_->ops.reduce_scatter(h, group_, &o, i.data(), int(op), &x); });
+    start(w, a, def_->ops.reduce_scatter, [&](distc_work *h) {
+        return def_->ops.reduce_scatter(h, group_, &o, i.data(), int(op), &x);
+    });
 }
 
 void PluginBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
@@ -206,7 +212,9 @@ void PluginBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &output
     auto o = bufs(outputs);
     auto i = bufs(inputs);
     auto x = args(a);
-    start(w, a, def_->ops.alltoall, [&](distc_work *h) { return def_->ops.alltoall(h, group_, o.data(), i.data(), &x); });
+    start(w, a, def_->ops.alltoall, [&](distc_work *h) {
+        return def_->ops.alltoall(h, group_, o.data(), i.data(), &x);
+    });
 }
 
 void PluginBackend::barrier(const WorkPtr &w, const AsyncArgs &a) {
@@ -231,7 +239,9 @@ void PluginBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, con
     for (const auto &op : ops)
         v.push_back(distc_backend_p2p{op.send ? DISTC_P2P_SEND : DISTC_P2P_RECV, op.peer, op.tag, 0, buf(op.tensor)});
     auto x = args(a);
-    start(w, a, def_->ops.batch_p2p, [&](distc_work *h) { return def_->ops.batch_p2p(h, group_, v.data(), v.size(), &x); });
+    start(w, a, def_->ops.batch_p2p, [&](distc_work *h) {
+        return def_->ops.batch_p2p(h, group_, v.data(), v.size(), &x);
+    });
 }
 
 std::unique_ptr<AsyncBackend> PluginBackend::split(int color, int key, const AsyncGroupInfo &info, bool &made) {

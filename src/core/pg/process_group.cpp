@@ -332,7 +332,9 @@ void same_dtype(const Tensor *ts, size_t n, DType dt, const char *name) {
                        ", expected " + dtype_name(dt);
             });
 }
-void same_dtype(const std::vector<Tensor> &ts, DType dt, const char *name) { same_dtype(ts.data(), ts.size(), dt, name); }
+void same_dtype(const std::vector<Tensor> &ts, DType dt, const char *name) {
+    same_dtype(ts.data(), ts.size(), dt, name);
+}
 void same_numel(const std::vector<Tensor> &ts, size_t n, const char *name) {
     for (size_t i = 0; i < ts.size(); ++i)
         if (ts[i].numel != n)
