@@ -23,8 +23,8 @@
  *
  * Work handles: every operation receives a `distc_work *work` created by
  * the core (a blocking call on a host backend gets its thread's reused
- * handle, see DISTC_OP_BLOCKING). Returning 0 means the backend took it and will call
- * distc_backend_work_complete() or distc_backend_work_fail() exactly once,
+ * handle, see DISTC_OP_BLOCKING). Returning 0 means the backend took it and
+ * will call distc_backend_work_complete() or distc_backend_work_fail() exactly once,
  * from any thread, before the operation's timeout has passed (plus a small
  * margin); it may do so before returning. After that call the handle must
  * not be touched again: the backend never frees a handle. Returning a

@@ -65,9 +65,9 @@ public:
 
     // Each either takes `w` (and completes it later, maybe at once) or throws
     // without having sent anything (DISTC_ENOTSUP naming the backend and
-    // AsyncArgs::op when the backend does not implement it). A blocking call on a host backend (not
-    // stream_ordered) has no `w`: it returns once the operation completed, or
-    // throws its failure, or BlockingCallTimedOut.
+    // AsyncArgs::op when the backend does not implement it). A blocking call
+    // on a host backend (not stream_ordered) has no `w`: it returns once the
+    // operation completed, or throws its failure, or BlockingCallTimedOut.
     virtual void allreduce(const WorkPtr &w, const Tensor *ts, size_t n, ReduceOp op, const AsyncArgs &a) = 0;
     virtual void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) = 0;
     virtual void reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) = 0;
