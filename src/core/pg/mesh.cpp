@@ -27,6 +27,21 @@ constexpr size_t kDirectReduceBytes = 64 * 1024;
 // once instead of once per peer.
 constexpr size_t kDirectBroadcastBytes = 1024 * 1024;
 
+// `total` units of `unit` bytes at `base`, cut into `parts` near-equal chunks,
+// each moved in segments of up to `seg` units.
+struct Chunks {
+    uint8_t *base;
+    size_t total, parts, seg, unit;
+    size_t lo(size_t c) const { return total * c / parts; }  // chunk c is units [lo(c), lo(c + 1))
+    size_t segments(size_t c) const { return (lo(c + 1) - lo(c) + seg - 1) / seg; }
+    // Segment k of chunk c, and its length in bytes.
+    uint8_t *piece(size_t c, size_t k, size_t &bytes) const {
+        size_t b = lo(c) + k * seg;
+        bytes = (std::min(b + seg, lo(c + 1)) - b) * unit;
+        return base + b * unit;
+    }
+};
+
 int64_t env_int(const char *name, int64_t dflt) {
     const char *e = std::getenv(name);
     return e && *e ? std::atoll(e) : dflt;
@@ -120,14 +135,10 @@ void Mesh::reduce_direct(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::ti
 void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::time_point deadline) {
     const size_t esz = dtype_size(t.dtype), P = static_cast<size_t>(size_);
     const size_t seg = std::max<size_t>(1, kSegmentBytes / esz);
-    // Rank r owns elements [lo(r), lo(r + 1)); every chunk is cut into segments of `seg`.
-    auto lo = [&](int r) { return t.numel * static_cast<size_t>(r) / P; };
-    auto segments = [&](int r) { return (lo(r + 1) - lo(r) + seg - 1) / seg; };
-    auto piece = [&](int r, size_t k, size_t &bytes) {
-        size_t b = lo(r) + k * seg;
-        bytes = (std::min(b + seg, lo(r + 1)) - b) * esz;
-        return t.bytes() + b * esz;
-    };
+    // Rank r owns chunk r of the elements.
+    const Chunks ch{t.bytes(), t.numel, P, seg, esz};
+    auto segments = [&](int r) { return ch.segments(static_cast<size_t>(r)); };
+    auto piece = [&](int r, size_t k, size_t &bytes) { return ch.piece(static_cast<size_t>(r), k, bytes); };
     const size_t mine = segments(rank_);
     // Each peer's pieces of our chunk land in a window of kWindow segments.
     const size_t slot = std::min(mine, kWindow) * seg * esz;
@@ -207,36 +218,30 @@ void Mesh::broadcast_chunked(Tensor &t, int root, uint32_t seq, Clock::time_poin
     // The non-roots in order after the root: v = 0 .. size-2; chunk v is v's to forward.
     const size_t n = t.nbytes(), m = static_cast<size_t>(size_ - 1);
     auto member = [&](size_t v) { return static_cast<int>((static_cast<size_t>(root) + 1 + v) % (m + 1)); };
-    auto lo = [&](size_t v) { return n * v / m; };
-    auto segments = [&](size_t v) { return (lo(v + 1) - lo(v) + kSegmentBytes - 1) / kSegmentBytes; };
-    auto piece = [&](size_t v, size_t k, size_t &bytes) {
-        size_t b = lo(v) + k * kSegmentBytes;
-        bytes = std::min(b + kSegmentBytes, lo(v + 1)) - b;
-        return t.bytes() + b;
-    };
+    const Chunks ch{t.bytes(), n, m, kSegmentBytes, 1};
     size_t bytes;
     if (rank_ == root) {
         for (size_t v = 0; v < m; ++v)
-            for (size_t k = 0; k < segments(v); ++k) {
-                uint8_t *src = piece(v, k, bytes);
+            for (size_t k = 0; k < ch.segments(v); ++k) {
+                uint8_t *src = ch.piece(v, k, bytes);
                 x_.send(member(v), src, bytes);
             }
         return run(seq, deadline);
     }
-    const size_t me = static_cast<size_t>(rank_ - root - 1 + size_) % (m + 1), mine = segments(me);
+    const size_t me = static_cast<size_t>(rank_ - root - 1 + size_) % (m + 1), mine = ch.segments(me);
     reduced_.reset(new bool[mine]());  // here: which of our chunk's segments came in
     for (size_t k = 0; k < mine; ++k) {
-        uint8_t *dst = piece(me, k, bytes);
+        uint8_t *dst = ch.piece(me, k, bytes);
         x_.recv(root, dst, bytes, static_cast<int>(k));
     }
     for (size_t v = 0; v < m; ++v) {
         if (v == me) continue;
         for (size_t k = 0; k < mine; ++k) {
-            uint8_t *src = piece(me, k, bytes);
+            uint8_t *src = ch.piece(me, k, bytes);
             x_.send(member(v), src, bytes, &reduced_[k]);
         }
-        for (size_t k = 0; k < segments(v); ++k) {
-            uint8_t *dst = piece(v, k, bytes);
+        for (size_t k = 0; k < ch.segments(v); ++k) {
+            uint8_t *dst = ch.piece(v, k, bytes);
             x_.recv(member(v), dst, bytes);
         }
     }

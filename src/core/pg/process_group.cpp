@@ -20,11 +20,12 @@ bool consecutive(const std::vector<Tensor> &ts) {
     return true;
 }
 
-size_t total_numel(const std::vector<Tensor> &ts) {
-    size_t n = 0;
-    for (const auto &t : ts) n += t.numel;
-    return n;
+size_t total_numel(const Tensor *ts, size_t n) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i) total += ts[i].numel;
+    return total;
 }
+size_t total_numel(const std::vector<Tensor> &ts) { return total_numel(ts.data(), ts.size()); }
 
 // A flat tensor over `ts`: the tensors themselves when they are back to back in
 // memory, else packed into `scratch` (with their contents when `copy_in`).
@@ -66,8 +67,7 @@ OpLabel list_label(const Tensor *ts, size_t n) {
     return l;
 }
 
-OpLabel list_label(const std::vector<Tensor> &ts) { return list_label(ts.data(), ts.size());
-}
+OpLabel list_label(const std::vector<Tensor> &ts) { return list_label(ts.data(), ts.size()); }
 
 OpLabel tensor_label(const Tensor &t, OpLabel::Form form = OpLabel::Form::Tensor, int peer = -1, int tag = 0) {
     OpLabel l;
@@ -347,9 +347,7 @@ ProcessGroup::OpInfo ProcessGroup::allreduce_info(const Tensor *ts, size_t n, Re
     if (n == 0) fail(DISTC_EINVAL, "no tensors");
     if (n > 1) same_dtype(ts, n, ts[0].dtype, "tensors");
     check_reduce(ts[0], op);
-    uint64_t numel = 0;
-    for (size_t i = 0; i < n; ++i) numel += ts[i].numel;
-    return OpInfo{"allreduce", list_label(ts, n), int(ts[0].dtype), numel, -1, int(op)};
+    return OpInfo{"allreduce", list_label(ts, n), int(ts[0].dtype), total_numel(ts, n), -1, int(op)};
 }
 
 ProcessGroup::WorkPtr ProcessGroup::allreduce(const Tensor &t, ReduceOp op, const OpOptions &o, bool async) {

@@ -249,12 +249,12 @@ void Reducer::launch_complete_locked() {
             b.wire = std::make_unique<Scratch>(compress_, b.buf->t.numel);
             narrow_floats(compress_, static_cast<uint16_t *>(b.wire->t.data), static_cast<const float *>(b.buf->t.data),
                           b.buf->t.numel);
-            b.work = pg_->allreduce({b.wire->t}, ReduceOp::Avg, OpOptions{}, true);
+            b.work = pg_->allreduce(b.wire->t, ReduceOp::Avg, OpOptions{}, true);
         } else {
             // AVG: one division by the group size per bucket, as c10d does.
             OpOptions o;
             o.stream = stream_;
-            b.work = pg_->allreduce({b.buf->t}, ReduceOp::Avg, o, true);
+            b.work = pg_->allreduce(b.buf->t, ReduceOp::Avg, o, true);
         }
         ++next_bucket_;
     }
