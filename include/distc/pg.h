@@ -33,6 +33,12 @@
  * on every rank; issuing them from several threads at once is allowed but
  * then that order is the caller's to guarantee. Query functions are safe
  * from any thread. distc_pg_abort may be called from any thread at any time.
+ *
+ * Signals: a dead peer is an error (DISTC_EREMOTE), never a SIGPIPE. Threads
+ * the library starts block SIGPIPE; the calling thread blocks it only during
+ * a call that writes to sockets without MSG_NOSIGNAL (Gloo's), and gets its
+ * mask back as it was, with no SIGPIPE left pending. Signal dispositions are
+ * the program's and are not changed.
  */
 #ifndef DISTC_PG_H
 #define DISTC_PG_H

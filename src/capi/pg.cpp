@@ -10,6 +10,7 @@
 #include "capi/tensor_args.hpp"
 #include "core/store/hash_store.hpp"
 #include "core/store/rendezvous.hpp"
+#include "core/util/sigpipe.hpp"
 #include "distc/pg.h"
 
 using namespace distc;
@@ -337,7 +338,7 @@ DISTC_EXTERN(void) distc_pg_free(distc_pg *pg) {
         // thread does it once the callback has returned.
         auto *keep = new (std::nothrow) std::shared_ptr<ProcessGroup>(std::move(pg->impl));
         try {
-            if (keep) std::thread([keep] { delete keep; }).detach();
+            if (keep) start_thread([keep] { delete keep; }).detach();
         } catch (...) {
             // Cannot spawn: leak the group rather than join a thread from itself.
         }

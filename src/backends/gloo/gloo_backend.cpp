@@ -19,6 +19,7 @@
 
 #include "backends/gloo/abortable.hpp"
 #include "core/util/error.hpp"
+#include "core/util/sigpipe.hpp"
 #include "core/util/socket.hpp"
 
 namespace distc {
@@ -93,6 +94,9 @@ std::chrono::milliseconds positive(std::chrono::milliseconds t) {
 
 GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds timeout)
     : rank_(rank), size_(size) {
+    // Gloo's loop threads are born here and inherit the mask: they write to
+    // peers too, and must not take SIGPIPE (core/util/sigpipe.hpp).
+    SigpipeBlocked no_sigpipe;
     try {
         device_ = std::make_shared<AbortableDevice>(gloo::transport::tcp::CreateDevice(device_attr()), abort_,
                                                     positive(timeout));
@@ -118,6 +122,7 @@ void GlooBackend::check_open() const {
 template <typename F>
 auto GlooBackend::guarded(F &&f) -> decltype(f()) {
     check_open();
+    SigpipeBlocked no_sigpipe;  // Gloo writes to dead peers from this thread too
     try {
         return f();
     } catch (const Error &) {

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/util/sigpipe.hpp"
+
 namespace distc_mpi {
 
 std::string mpi_error(int rc) {
@@ -70,7 +72,7 @@ Group::Group(MPI_Comm comm, int64_t timeout_ms) : comm_(comm), timeout_ms_(timeo
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     lk = {};
-    progress_ = std::thread([this] { progress(); });
+    progress_ = distc::start_thread([this] { progress(); });
 }
 
 Group::~Group() {

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/util/sigpipe.hpp"
+
 namespace distc_nccl {
 
 void check_cuda(cudaError_t e, const char *what) {
@@ -157,7 +159,7 @@ void Group::settle(ncclResult_t r, const char *what, Clock::time_point deadline)
 }
 
 void Group::start_watchdog() {
-    watchdog_ = std::thread([this] { watchdog(); });
+    watchdog_ = distc::start_thread([this] { watchdog(); });
 }
 
 Group::~Group() {

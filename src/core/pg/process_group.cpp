@@ -6,6 +6,7 @@
 
 #include "core/store/prefix_store.hpp"
 #include "core/util/error.hpp"
+#include "core/util/sigpipe.hpp"
 
 namespace distc {
 
@@ -223,11 +224,11 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
         if (stopping_) fail(DISTC_ESTATE, "the group is being freed");
         if (info.p2p) {
             p2p_queue_.push_back(Item{w, ctx, std::move(body)});
-            if (p2p_idle_ == 0) p2p_threads_.emplace_back([this] { p2p_loop(); });
+            if (p2p_idle_ == 0) p2p_threads_.push_back(start_thread([this] { p2p_loop(); }));
         } else {
             queue_.push_back(Item{w, ctx, std::move(body)});
             ++collectives_pending_;
-            if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+            if (!worker_.joinable()) worker_ = start_thread([this] { worker_loop(); });
         }
     }
     cv_.notify_all();

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/util/error.hpp"
+#include "core/util/sigpipe.hpp"
 
 namespace distc {
 
@@ -64,7 +65,7 @@ TcpServer::TcpServer(const std::string &host, int port) {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev);
     ev.data.u64 = kWakeId;
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
-    thread_ = std::thread([this] { run(); });
+    thread_ = start_thread([this] { run(); });
 }
 
 TcpServer::~TcpServer() {
