@@ -367,7 +367,8 @@ static int run_op(int op, DLDataType dt, distc_reduce_op rop, int root, int64_t 
     DLTensor tin, tout;
     int rc = 0;
     double t0 = 0;
-    for (int it = 0; it < warmup + iters + (check ? 1 : 0); ++it) {
+    /* The pass at warmup + iters reads the clock; with the check on it also runs once more and checks. */
+    for (int it = 0; it <= warmup + iters; ++it) {
         int checking = check && it == warmup + iters;
         /* In-place operations overwrite their input: the checked run starts from a fresh one. */
         if (it == 0 || checking) {

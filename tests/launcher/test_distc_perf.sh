@@ -28,6 +28,10 @@ done
 rc=$?
 check "a spoiled result is counted in #wrong" sh -c "[ $rc -ne 0 ] && grep -q '^# FAILED: 1 wrong results in 1 rows' '$tmp/out'"
 
+# With the check off every row still has a time (it once read 0.00).
+"$run" -n 2 --no-prefix "$perf" -o allreduce -b 64 -e 256 -f 2 -n 3 -w 1 -c 0 --csv > "$tmp/csv0" 2>&1
+check "-c 0: every row timed" sh -c "[ \$(awk -F, '/^allreduce,/ && \$11 > 0' '$tmp/csv0' | wc -l) -eq 3 ]"
+
 # busbw factors, as nccl-tests' doc/PERFORMANCE.md defines them.
 for n in 2 3 4 8; do
     WORLD_SIZE=$n "$perf" --busbw-factors > "$tmp/f"
