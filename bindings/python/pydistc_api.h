@@ -24,4 +24,9 @@ int pydistc_store_new_object(distc_store **out, PyObject *obj);
  * first with (status, message), from the thread that completed the work. */
 int pydistc_work_keep(distc_work *work, PyObject *objs);
 
+/* Interpreter exit, from an atexit hook (the GIL released): waits for the
+ * completion callbacks already running, and makes later ones leave Python
+ * alone (pydistc_callbacks.c says why). */
+void pydistc_at_exit(void);
+
 #endif /* PYDISTC_API_H */

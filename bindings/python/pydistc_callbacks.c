@@ -3,11 +3,26 @@
  * object (pydistc_api.h). They take the GIL themselves. */
 #include "pydistc.h"
 
+#include <pthread.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ callbacks from distc's threads */
 
-/* At interpreter exit the GIL can no longer be taken; references are then leaked on purpose. */
+/* At interpreter exit the GIL can no longer be taken: a thread that tries
+ * once the interpreter is finalizing is ended by pthread_exit, which unwinds
+ * through distc's C++ frames and aborts the process ("terminate called
+ * without an active exception"). Checking first is not enough: a thread can
+ * check, then wait for the GIL while finalizing starts. So completion
+ * callbacks pass a gate that pydistc_at_exit closes from an atexit hook,
+ * which runs before finalizing: it waits (GIL released) for those already
+ * through, which are short, and later ones leave Python alone, leaking their
+ * references on purpose. A store's methods may block for their timeout, so
+ * exit does not wait for them: they only find the gate closed and fail. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gate_closed;  /* written under gate_mu; store calls read it without */
+static int gate_inside;
+
 static int python_alive(void) {
 #if PY_VERSION_HEX >= 0x030D0000
     return Py_IsInitialized() && !Py_IsFinalizing();
@@ -16,18 +31,42 @@ static int python_alive(void) {
 #endif
 }
 
+/* Takes the GIL unless the interpreter is exiting; 0 then, and nothing taken. */
+static int enter_python(PyGILState_STATE *gil) {
+    pthread_mutex_lock(&gate_mu);
+    int open = !gate_closed && python_alive();
+    if (open) ++gate_inside;
+    pthread_mutex_unlock(&gate_mu);
+    if (open) *gil = PyGILState_Ensure();
+    return open;
+}
+
+static void leave_python(PyGILState_STATE gil) {
+    PyGILState_Release(gil);
+    pthread_mutex_lock(&gate_mu);
+    if (--gate_inside == 0) pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+}
+
+void pydistc_at_exit(void) {
+    pthread_mutex_lock(&gate_mu);
+    __atomic_store_n(&gate_closed, 1, __ATOMIC_RELAXED);
+    while (gate_inside > 0) pthread_cond_wait(&gate_cv, &gate_mu);
+    pthread_mutex_unlock(&gate_mu);
+}
+
 static void release_ref(void *obj) {
-    if (!python_alive()) return;
-    PyGILState_STATE s = PyGILState_Ensure();
+    PyGILState_STATE s;
+    if (!enter_python(&s)) return;
     Py_DECREF((PyObject *)obj);
-    PyGILState_Release(s);
+    leave_python(s);
 }
 
 /* Completion: `payload` is (on_done, buffers...). on_done(status, message) runs
  * first (it resolves futures), then the buffers are released. */
 static void keep_done(distc_work *work, void *payload) {
-    if (!python_alive()) return;
-    PyGILState_STATE s = PyGILState_Ensure();
+    PyGILState_STATE s;
+    if (!enter_python(&s)) return;
     PyObject *objs = (PyObject *)payload;
     if (PyTuple_Check(objs) && PyTuple_GET_SIZE(objs) > 0 && PyCallable_Check(PyTuple_GET_ITEM(objs, 0))) {
         const char *msg = "";
@@ -37,7 +76,7 @@ static void keep_done(distc_work *work, void *payload) {
         Py_XDECREF(r);
     }
     Py_DECREF(objs);
-    PyGILState_Release(s);
+    leave_python(s);
 }
 
 int pydistc_work_keep(distc_work *work, PyObject *objs) {
@@ -80,15 +119,26 @@ static int store_failure(const char *op) {
     return distc_error_set(code, msg);
 }
 
+static int exiting(const char *op) {
+    char msg[128];
+    snprintf(msg, sizeof(msg), "the Python store's %s cannot run: the interpreter is exiting", op);
+    return distc_error_set(DISTC_ESTATE, msg);
+}
+
+/* Takes the GIL for a store operation, or returns its failure at exit. */
+#define STORE_ENTER(op)                                      \
+    if (__atomic_load_n(&gate_closed, __ATOMIC_RELAXED) || !python_alive()) return exiting(op); \
+    PyGILState_STATE gil_ = PyGILState_Ensure()
+
 /* Calls obj.<name>(args...) with the GIL; NULL with the failure recorded. */
 #define STORE_CALL(result, op, fmt, ...)                                                      \
-    PyGILState_STATE gil_ = PyGILState_Ensure();                                              \
+    STORE_ENTER(op);                                                                          \
     PyObject *result = PyObject_CallMethod((PyObject *)payload, op, fmt, __VA_ARGS__);        \
     int rc_ = 0;                                                                              \
     if (!result) rc_ = store_failure(op)
 
-#define STORE_RETURN()            \
-    PyGILState_Release(gil_);     \
+#define STORE_RETURN()         \
+    PyGILState_Release(gil_);  \
     return rc_
 
 static int bytes_result(PyObject *r, distc_buf *out, const char *op) {
@@ -161,7 +211,7 @@ static int py_compare_set(void *payload, const char *key, const void *expected, 
 }
 
 static int py_check(void *payload, const char *const *keys, size_t n, int32_t *out) {
-    PyGILState_STATE gil_ = PyGILState_Ensure();
+    STORE_ENTER("check");
     int rc_ = 0;
     PyObject *k = keys_tuple(keys, n);
     PyObject *r = k ? PyObject_CallMethod((PyObject *)payload, "check", "(O)", k) : NULL;
@@ -177,7 +227,7 @@ static int py_check(void *payload, const char *const *keys, size_t n, int32_t *o
 }
 
 static int py_wait(void *payload, const char *const *keys, size_t n, int64_t timeout_ms) {
-    PyGILState_STATE gil_ = PyGILState_Ensure();
+    STORE_ENTER("wait");
     int rc_ = 0;
     PyObject *k = keys_tuple(keys, n);
     PyObject *r = k ? PyObject_CallMethod((PyObject *)payload, "wait", "(Od)", k, (double)timeout_ms / 1000.0) : NULL;

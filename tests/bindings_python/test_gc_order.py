@@ -91,3 +91,54 @@ def test_pending_work_every_order():
 
 def test_interpreter_exit_with_pending_work():
     assert "exiting" in run(AT_EXIT, timeout=60)
+
+
+# A completion callback that waits for the GIL while the interpreter starts to
+# exit: rank 1 never calls, so the work fails on distc's worker after 1 s
+# while the main thread keeps the GIL (a long switch interval, no I/O) until
+# the script ends. Taking the GIL once finalizing has begun would end the
+# worker with pthread_exit, through C++ frames: "terminate called without an
+# active exception". The exit hook lets the callback through first.
+CALLBACK_AT_EXIT = r'''
+import sys, threading, time, numpy as np, distc
+s = distc.HashStore()
+g1 = []
+t = threading.Thread(target=lambda: g1.append(distc.ProcessGroup(s, 1, 2, timeout=1)))
+t.start()
+g = distc.ProcessGroup(s, 0, 2, timeout=1)
+t.join()
+w = g.all_reduce(np.ones(4), async_op=True)
+sys.setswitchinterval(100)
+end = time.monotonic() + 2
+while time.monotonic() < end:
+    pass
+'''
+
+
+def test_interpreter_exit_while_a_callback_waits_for_the_gil():
+    run(CALLBACK_AT_EXIT, timeout=60)
+
+
+# Once the exit hook has run, a store written in Python answers with an error
+# instead of taking the GIL.
+STORE_AFTER_EXIT_HOOK = r'''
+import distc
+from distc import _distc
+class D:
+    def __init__(self): self.d = {}
+    def set(self, k, v): self.d[k] = v
+    def get(self, k, timeout): return self.d[k]
+    def add(self, k, n): return n
+st = distc.CustomStore(D())
+st.set("a", b"1")
+_distc.pydistc_at_exit()
+try:
+    st.get("a")
+except distc.DistcStateError as e:
+    print("refused:", e)
+'''
+
+
+def test_python_store_after_the_exit_hook():
+    out = run(STORE_AFTER_EXIT_HOOK, timeout=60)
+    assert "refused:" in out and "interpreter is exiting" in out, out

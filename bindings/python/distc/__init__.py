@@ -6,7 +6,14 @@ tensors, or anything with __dlpack__ (in place, no copies). The object
 collectives use pickle: unpickling data from untrusted peers can run
 arbitrary code, so use them only among trusted ranks.
 """
+import atexit
+
 from . import _distc
+
+# Registered first, so it runs after every exit hook distc or its user adds
+# later: from then on, completion callbacks on distc's threads no longer
+# take the GIL (pydistc_callbacks.c says why).
+atexit.register(_distc.pydistc_at_exit)
 from ._errors import (DistcAborted, DistcBackendError, DistcError, DistcInternalError, DistcInvalidArgument,
                       DistcIOError, DistcNotFound, DistcNotSupported, DistcOutOfMemory, DistcProtocolError,
                       DistcRemoteError, DistcStateError, DistcTimeoutError)
