@@ -59,14 +59,21 @@ for order in itertools.permutations(names):
 print("ok", n)
 '''
 
-AT_EXIT = r'''
-import threading, numpy as np, distc
+
+# Two ranks in one interpreter: g is rank 0, g0[0] rank 1 (made on a thread).
+def two_ranks(timeout):
+    return f'''
+import sys, threading, time, numpy as np, distc
 s = distc.HashStore()
 g0 = []
-t = threading.Thread(target=lambda: g0.append(distc.ProcessGroup(s, 1, 2, timeout=60)))
+t = threading.Thread(target=lambda: g0.append(distc.ProcessGroup(s, 1, 2, timeout={timeout})))
 t.start()
-g = distc.ProcessGroup(s, 0, 2, timeout=60)
+g = distc.ProcessGroup(s, 0, 2, timeout={timeout})
 t.join()
+'''
+
+
+AT_EXIT = two_ranks(60) + r'''
 w = g.all_reduce(np.ones(1000), async_op=True)   # never completes: rank 1 does not call it
 w2 = g0[0].barrier(async_op=True)                   # pending too
 r = distc.Reducer(g, [np.zeros(3)])
@@ -99,15 +106,8 @@ def test_interpreter_exit_with_pending_work():
 # the script ends. Taking the GIL once finalizing has begun would end the
 # worker with pthread_exit, through C++ frames: "terminate called without an
 # active exception". The exit hook lets the callback through first.
-CALLBACK_AT_EXIT = r'''
-import sys, threading, time, numpy as np, distc
-s = distc.HashStore()
-g1 = []
-t = threading.Thread(target=lambda: g1.append(distc.ProcessGroup(s, 1, 2, timeout=1)))
-t.start()
-g = distc.ProcessGroup(s, 0, 2, timeout=1)
-t.join()
-w = g.all_reduce(np.ones(4), async_op=True)
+CALLBACK_AT_EXIT = two_ranks(60) + r'''
+w = g.all_reduce(np.ones(4), async_op=True, timeout=1)
 sys.setswitchinterval(100)
 end = time.monotonic() + 2
 while time.monotonic() < end:
