@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -120,9 +121,10 @@ void GlooBackend::check_open() const {
 }
 
 template <typename F>
-auto GlooBackend::guarded(F &&f) -> decltype(f()) {
+auto GlooBackend::guarded(F &&f, bool writes) -> decltype(f()) {
     check_open();
-    SigpipeBlocked no_sigpipe;  // Gloo writes to dead peers from this thread too
+    std::optional<SigpipeBlocked> no_sigpipe;  // Gloo writes to dead peers from this thread too
+    if (writes) no_sigpipe.emplace();
     try {
         return f();
     } catch (const Error &) {
@@ -281,7 +283,7 @@ public:
             bool ok = send_ ? buf_->waitSend(&peer, positive(timeout)) : buf_->waitRecv(&peer, positive(timeout));
             if (!ok) fail(DISTC_EABORTED, "the group was aborted");
             return peer;
-        });
+        }, false);  // the transfer was posted (and written) by post_send/post_recv
     }
 
 private:

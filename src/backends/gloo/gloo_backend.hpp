@@ -34,8 +34,10 @@ public:
     void abort() override;
 
     // Runs f, turning Gloo's exceptions into distc errors (public for PendingP2p).
+    // `writes`: f may write to peers, so SIGPIPE is blocked meanwhile; a wait
+    // that only waits spares the three system calls.
     template <typename F>
-    auto guarded(F &&f) -> decltype(f());
+    auto guarded(F &&f, bool writes = true) -> decltype(f());
 
 private:
     void check_open() const;
