@@ -126,7 +126,7 @@ static int exiting(const char *op) {
 }
 
 /* Takes the GIL for a store operation, or returns its failure at exit. */
-#define STORE_ENTER(op)                                      \
+#define STORE_ENTER(op)                                                                       \
     if (__atomic_load_n(&gate_closed, __ATOMIC_RELAXED) || !python_alive()) return exiting(op); \
     PyGILState_STATE gil_ = PyGILState_Ensure()
 
