@@ -67,9 +67,9 @@ public:
     bool wait_stream(void *stream, int &rc) const;
 
 private:
-    uint64_t seq_;
-    const char *kind_;
-    OpLabel label_;
+    const uint64_t seq_;
+    const char *const kind_;
+    const OpLabel label_;
     mutable std::mutex mu_;
     mutable std::string what_;
     mutable bool what_built_ = false;
