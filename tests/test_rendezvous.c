@@ -7,6 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Where calls that test something else put the rank and world size. */
+static int32_t g_rank, g_world;
+
 #define WORLD 3
 
 /* The variables rendezvous reads; the test process starts without them. */
@@ -218,14 +221,18 @@ static void test_options_override(void **state) {
     distc_store_free(s);
     assert_int_not_equal(access(path, F_OK), 0);
 
-    /* Options alone, with a URL that has no query; rank and world_size outputs may be NULL. */
+    /* Options alone, with a URL that has no query; the rank and world_size outputs are required. */
     snprintf(url, sizeof url, "file://%s", path);
-    ASSERT_OK(distc_rendezvous(&s, NULL, NULL, url, &o));
+    int32_t r0 = -5, w0 = -5;
+    ASSERT_EINVAL(distc_rendezvous(&s, NULL, &w0, url, &o), "distc_rendezvous", "rank");
+    ASSERT_EINVAL(distc_rendezvous(&s, &r0, NULL, url, &o), "distc_rendezvous", "world_size");
+    assert_int_equal(w0, -5);
+    ASSERT_OK(distc_rendezvous(&s, &r0, &w0, url, &o));
     distc_store_free(s);
 
     /* A huge timeout is a long one, not an overflow. */
     o.timeout_ms = INT64_MAX;
-    ASSERT_OK(distc_rendezvous(&s, NULL, NULL, url, &o));
+    ASSERT_OK(distc_rendezvous(&s, &r0, &w0, url, &o));
     ASSERT_OK(distc_store_get_timeout(&t, s));
     assert_true(t >= INT64_C(86400000) * 365 * 10);
     distc_store_free(s);
@@ -358,22 +365,22 @@ static void test_bad_urls(void **state) {
     distc_rendezvous_options o = DISTC_RENDEZVOUS_OPTIONS_INIT;
     snprintf(url, sizeof url, "file://%s?rank=0&world_size=1", path);
     o.version = 99;
-    ASSERT_EINVAL(distc_rendezvous(&s, NULL, NULL, url, &o), "distc_rendezvous", "version");
+    ASSERT_EINVAL(distc_rendezvous(&s, &g_rank, &g_world, url, &o), "distc_rendezvous", "version");
     o = (distc_rendezvous_options)DISTC_RENDEZVOUS_OPTIONS_INIT;
     o.timeout_ms = 0;
-    ASSERT_EINVAL(distc_rendezvous(&s, NULL, NULL, url, &o), "distc_rendezvous", "timeout_ms");
+    ASSERT_EINVAL(distc_rendezvous(&s, &g_rank, &g_world, url, &o), "distc_rendezvous", "timeout_ms");
     o.timeout_ms = -2;
-    ASSERT_EINVAL(distc_rendezvous(&s, NULL, NULL, url, &o), "distc_rendezvous", "timeout_ms");
+    ASSERT_EINVAL(distc_rendezvous(&s, &g_rank, &g_world, url, &o), "distc_rendezvous", "timeout_ms");
     o = (distc_rendezvous_options)DISTC_RENDEZVOUS_OPTIONS_INIT;
     o.rank = -2;
-    ASSERT_EINVAL(distc_rendezvous(&s, NULL, NULL, url, &o), "distc_rendezvous", "rank");
+    ASSERT_EINVAL(distc_rendezvous(&s, &g_rank, &g_world, url, &o), "distc_rendezvous", "rank");
     o = (distc_rendezvous_options)DISTC_RENDEZVOUS_OPTIONS_INIT;
     o.world_size = 0;
-    ASSERT_EINVAL(distc_rendezvous(&s, NULL, NULL, url, &o), "distc_rendezvous", "world_size");
+    ASSERT_EINVAL(distc_rendezvous(&s, &g_rank, &g_world, url, &o), "distc_rendezvous", "world_size");
     o = (distc_rendezvous_options)DISTC_RENDEZVOUS_OPTIONS_INIT;
     o.rank = 4;
     o.world_size = 2;
-    ASSERT_EINVAL(distc_rendezvous(&s, NULL, NULL, url, &o), "distc_rendezvous", "not below");
+    ASSERT_EINVAL(distc_rendezvous(&s, &g_rank, &g_world, url, &o), "distc_rendezvous", "not below");
     assert_null(s);
     assert_int_not_equal(access(path, F_OK), 0);
     free(path);
@@ -424,7 +431,7 @@ static void test_timeout_file(void **state) {
     o.timeout_ms = 500;
     distc_store *s = NULL;
     int64_t t0 = dt_now_ms();
-    ASSERT_ERR(distc_rendezvous(&s, NULL, NULL, url, &o), DISTC_ETIMEOUT, "only 1 of 2");
+    ASSERT_ERR(distc_rendezvous(&s, &g_rank, &g_world, url, &o), DISTC_ETIMEOUT, "only 1 of 2");
     dt_assert_contains(distc_error_last(), "distc_rendezvous");
     assert_true(dt_now_ms() - t0 < 5000);
     assert_null(s);
@@ -440,7 +447,7 @@ static void test_timeout_tcp(void **state) {
     o.timeout_ms = 500;
     distc_store *s = NULL;
     int64_t t0 = dt_now_ms();
-    ASSERT_ERR(distc_rendezvous(&s, NULL, NULL, url, &o), DISTC_ETIMEOUT, "only 1 of 2");
+    ASSERT_ERR(distc_rendezvous(&s, &g_rank, &g_world, url, &o), DISTC_ETIMEOUT, "only 1 of 2");
     dt_assert_contains(distc_error_last(), "distc_rendezvous");
     assert_true(dt_now_ms() - t0 < 5000);
     assert_null(s);
@@ -448,7 +455,7 @@ static void test_timeout_tcp(void **state) {
     /* A rank other than 0 with nobody serving: a timeout as well, not a hang. */
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d?rank=1&world_size=2", dt_free_port());
     t0 = dt_now_ms();
-    ASSERT_ERR(distc_rendezvous(&s, NULL, NULL, url, &o), DISTC_ETIMEOUT, "distc_rendezvous");
+    ASSERT_ERR(distc_rendezvous(&s, &g_rank, &g_world, url, &o), DISTC_ETIMEOUT, "distc_rendezvous");
     assert_true(dt_now_ms() - t0 < 5000);
     assert_null(s);
 }
@@ -463,7 +470,7 @@ static void test_port_in_use(void **state) {
     distc_rendezvous_options o = DISTC_RENDEZVOUS_OPTIONS_INIT;
     o.timeout_ms = 1000;
     distc_store *s = NULL;
-    ASSERT_ERR(distc_rendezvous(&s, NULL, NULL, url, &o), DISTC_EIO, "distc_rendezvous");
+    ASSERT_ERR(distc_rendezvous(&s, &g_rank, &g_world, url, &o), DISTC_EIO, "distc_rendezvous");
     assert_null(s);
     distc_store_free(other);
 }

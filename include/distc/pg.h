@@ -9,7 +9,11 @@
  * (<dlpack/dlpack.h>), borrowed for the call and, for asynchronous work,
  * until the work completes. They must be contiguous (`strides` NULL or
  * compact) and in memory the backend takes: CPU (or CUDA host) memory for
- * gloo, CUDA device memory of the group's device for nccl.
+ * gloo, CUDA device memory of the group's device for nccl. A tensor's size
+ * (its shape's product times the element size, computed with overflow
+ * checks) and its `byte_offset` must each be at most DISTC_TENSOR_MAX_BYTES,
+ * and `data + byte_offset` plus that size must not wrap the address space;
+ * otherwise the call fails with DISTC_EINVAL before anything is sent.
  *
  * Device backends (nccl) are stream-ordered, as NCCL itself: an operation
  * is enqueued on `distc_op_options.stream` (NULL: the legacy default stream)
@@ -66,6 +70,12 @@ typedef enum distc_reduce_op {
     DISTC_BXOR = 7,
     DISTC_PREMUL_SUM = 8  /**< each input times distc_op_options.premul_factor, then summed */
 } distc_reduce_op;
+
+/**
+ * The largest tensor, byte string or result buffer a collective takes: 2^48
+ * bytes (256 TiB). Sizes over it are DISTC_EINVAL, never allocated or read.
+ */
+#define DISTC_TENSOR_MAX_BYTES ((uint64_t)1 << 48)
 
 /** c10d's default collective timeout: 30 minutes. */
 #define DISTC_PG_DEFAULT_TIMEOUT_MS 1800000

@@ -202,7 +202,8 @@ DISTC_EXTERN(int) distc_rendezvous_options_init(distc_rendezvous_options *opts, 
  * - `tcp://HOST:PORT?rank=R&world_size=N`: rank 0 serves on PORT.
  * - `file:///PATH?rank=R&world_size=N`: a file store at PATH.
  *
- * Missing or malformed parts give DISTC_EINVAL naming what is wrong.
+ * Missing or malformed parts give DISTC_EINVAL naming what is wrong; so do
+ * NULL `out`, `rank` or `world_size` (all three are required outputs).
  */
 DISTC_EXTERN(int) distc_rendezvous(distc_store **out, int32_t *rank, int32_t *world_size,
                                    const char *url, const distc_rendezvous_options *opts);

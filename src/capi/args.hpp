@@ -13,6 +13,17 @@
 
 namespace distc::capi {
 
+// The integer a caller passed as an enum. C callers (and FFIs) may pass any
+// int; reading it as the C++ enum is undefined outside the enumerators' range,
+// so the bits are copied out first and range-checked as an int.
+template <typename E>
+inline int enum_value(const E &e) {
+    static_assert(sizeof(E) == sizeof(int), "C enums are int-sized here");
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
+
 // The core adds timeouts to steady_clock::now() in nanoseconds, which overflows
 // past ~292 years: INT64_MAX ("forever" to many callers) timed out at once.
 // Anything longer than a century means a century.

@@ -10,6 +10,7 @@
 #include "capi/tensor_args.hpp"
 #include "core/store/hash_store.hpp"
 #include "core/store/rendezvous.hpp"
+#include "core/util/checked.hpp"
 #include "core/util/sigpipe.hpp"
 #include "distc/pg.h"
 
@@ -393,7 +394,8 @@ DISTC_EXTERN(int) distc_allgather(distc_work **out, distc_pg *pg, DLTensor *cons
 namespace {
 // `n` equal consecutive views of a flat tensor; its size must divide by n.
 std::vector<Tensor> split_views(const Tensor &flat, size_t n, size_t part_numel, const char *name) {
-    if (flat.numel != part_numel * n)
+    uint64_t whole = 0;
+    if (!mul_fits(part_numel, n, whole) || flat.numel != whole)
         fail(DISTC_EINVAL, std::string(name) + " has " + std::to_string(flat.numel) + " elements, expected " +
                                std::to_string(n) + " x " + std::to_string(part_numel));
     std::vector<Tensor> v(n, flat);

@@ -62,18 +62,9 @@ DISTC_EXTERN(int) distc_compute_bucket_assignment_by_size(int32_t *bucket_of, si
         ts.reserve(n);
         for (size_t i = 0; i < n; ++i) {
             const DLTensor *t = tensors[i];
-            std::string at = "tensors[" + std::to_string(i) + "]";
-            if (!t) fail(DISTC_EINVAL, at + " is NULL");
-            if (t->ndim < 0 || (t->ndim > 0 && !t->shape)) fail(DISTC_EINVAL, at + " has a malformed shape");
-            if (t->dtype.bits == 0 || t->dtype.bits % 8 || t->dtype.lanes != 1)
-                fail(DISTC_EINVAL, at + " has an element size that is not whole bytes");
-            uint64_t numel = 1;
-            for (int d = 0; d < t->ndim; ++d) {
-                if (t->shape[d] < 0) fail(DISTC_EINVAL, at + " has a negative dimension");
-                numel *= static_cast<uint64_t>(t->shape[d]);
-            }
-            ts.push_back(BucketTensor{t->dtype.code, t->dtype.bits, t->device.device_type, t->device.device_id,
-                                      numel * (t->dtype.bits / 8), expect_sparse && expect_sparse[i] != 0});
+            Tensor d = capi::described_tensor_arg(t, ("tensors[" + std::to_string(i) + "]").c_str());
+            ts.push_back(BucketTensor{t->dtype.code, t->dtype.bits, d.device_type, d.device_id, d.nbytes(),
+                                      expect_sparse && expect_sparse[i] != 0});
         }
         auto buckets = compute_bucket_assignment_by_size(ts, lim);
         for (size_t b = 0; b < buckets.size(); ++b)

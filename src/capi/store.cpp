@@ -302,10 +302,13 @@ DISTC_EXTERN(int) distc_rendezvous(distc_store **out, int32_t *rank, int32_t *wo
                                    const distc_rendezvous_options *opts) {
     return guard(__func__, [&] {
         require_ptr(out, "out");
-        RendezvousResult r = rendezvous(capi::rendezvous_request(url, opts, "opts"));
+        RendezvousRequest req = capi::rendezvous_request(url, opts, "opts");
+        require_ptr(rank, "rank");
+        require_ptr(world_size, "world_size");
+        RendezvousResult r = rendezvous(req);
         *out = box(std::move(r.store));
-        if (rank) *rank = r.rank;
-        if (world_size) *world_size = r.world_size;
+        *rank = r.rank;
+        *world_size = r.world_size;
         return 0;
     });
 }

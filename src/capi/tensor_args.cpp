@@ -1,6 +1,8 @@
 #include "capi/tensor_args.hpp"
 
+#include "capi/args.hpp"
 #include "capi/guard.hpp"
+#include "core/util/checked.hpp"
 
 namespace distc::capi {
 
@@ -54,25 +56,34 @@ std::string device_list(uint64_t mask) {
 }
 
 // What is wrong with a tensor argument (Fault::None: nothing).
-enum class Fault : uint8_t { None, Null, Device, Ndim, NoShape, Dtype, NegativeDim, Strides, NoData };
+enum class Fault : uint8_t { None, Null, Device, Ndim, NoShape, Dtype, NegativeDim, TooLarge, Offset, Strides, NoData };
 
 // The checks of tensor_arg, with no message built: this runs on every call.
 // On a Strides fault, `dim` is the offending dimension.
 Fault check_tensor(uint64_t device_types, const DLTensor *t, Tensor &out, int &dim) {
     if (!t) return Fault::Null;
-    int type = t->device.device_type;
+    int type = enum_value(t->device.device_type);
     if (type < 0 || type >= 64 || !(device_types >> type & 1)) return Fault::Device;
     if (t->ndim < 0) return Fault::Ndim;
     if (t->ndim > 0 && !t->shape) return Fault::NoShape;
     int dt = dtype_of(t->dtype);
     if (dt < 0) return Fault::Dtype;
-    size_t numel = 1;
+    bool empty = false;
     for (int i = 0; i < t->ndim; ++i) {
         if (t->shape[i] < 0) return Fault::NegativeDim;
-        numel *= static_cast<size_t>(t->shape[i]);
+        empty |= t->shape[i] == 0;
     }
+    // The shape's product, checked: a wrapped count would let a small buffer pass for a huge one.
+    uint64_t numel = empty ? 0 : 1, nbytes = 0;
+    for (int i = 0; i < t->ndim && !empty; ++i)
+        if (!mul_fits(numel, static_cast<uint64_t>(t->shape[i]), numel)) return Fault::TooLarge;
+    if (!mul_fits(numel, dtype_size(static_cast<DType>(dt)), nbytes) || nbytes > kMaxBytes) return Fault::TooLarge;
+    uintptr_t base = reinterpret_cast<uintptr_t>(t->data), end = 0;
+    if (t->byte_offset > kMaxBytes || __builtin_add_overflow(base, t->byte_offset + nbytes, &end))
+        return Fault::Offset;
     // Contiguous: no strides, or the compact row-major ones (dimensions of size 1 may have any stride).
-    if (t->strides) {
+    // An empty tensor has no element to be out of place; the running product then stays below numel.
+    if (t->strides && !empty) {
         int64_t expect = 1;
         for (int i = t->ndim - 1; i >= 0; --i) {
             if (t->shape[i] != 1 && t->strides[i] != expect) {
@@ -92,16 +103,24 @@ Fault check_tensor(uint64_t device_types, const DLTensor *t, Tensor &out, int &d
     return Fault::None;
 }
 
+std::string shape_text(const DLTensor *t) {
+    std::string s = "{";
+    for (int i = 0; i < t->ndim; ++i) s += (i ? ", " : "") + std::to_string(t->shape[i]);
+    return s + "}";
+}
+
 // The message for a fault check_tensor found.
-[[noreturn, gnu::cold]] void fail_tensor(const ProcessGroup &g, const DLTensor *t, const char *name, Fault f,
+// `g` is null for a tensor that is only described (any device).
+[[noreturn, gnu::cold]] void fail_tensor(const ProcessGroup *g, const DLTensor *t, const char *name, Fault f,
                                          int dim) {
     std::string n(name);
     switch (f) {
     case Fault::Null: fail(DISTC_EINVAL, n + " is NULL");
     case Fault::Device: {
-        int type = t->device.device_type;
+        int type = enum_value(t->device.device_type);
+        if (!g) fail(DISTC_EINVAL, n + " has DLPack device type " + std::to_string(type) + ", which is not one");
         fail(DISTC_EINVAL, n + " is in " + device_name(type) + " memory (DLPack device type " + std::to_string(type) +
-                               "); the " + g.backend_name() + " backend takes " + device_list(g.device_types()) +
+                               "); the " + g->backend_name() + " backend takes " + device_list(g->device_types()) +
                                " memory");
     }
     case Fault::Ndim: fail(DISTC_EINVAL, n + " has ndim < 0");
@@ -114,6 +133,13 @@ Fault check_tensor(uint64_t device_types, const DLTensor *t, Tensor &out, int &d
                                std::to_string(t->dtype.bits) + " bits); supported: bool, int8, uint8, int16, int32, "
                                "int64, float16, bfloat16, float32, float64, complex64, complex128");
     case Fault::NegativeDim: fail(DISTC_EINVAL, n + " has a negative dimension");
+    case Fault::TooLarge:
+        fail(DISTC_EINVAL, n + " has shape " + shape_text(t) + " of " + std::to_string(t->dtype.bits / 8) +
+                               "-byte elements: over DISTC_TENSOR_MAX_BYTES (2^48 bytes)");
+    case Fault::Offset:
+        fail(DISTC_EINVAL, n + " has byte_offset " + std::to_string(t->byte_offset) +
+                               (t->byte_offset > kMaxBytes ? ", over DISTC_TENSOR_MAX_BYTES (2^48 bytes)"
+                                                           : ", which with its size runs past the end of memory"));
     case Fault::Strides: {
         int64_t expect = 1;
         for (int i = t->ndim - 1; i > dim; --i) expect *= t->shape[i];
@@ -121,11 +147,7 @@ Fault check_tensor(uint64_t device_types, const DLTensor *t, Tensor &out, int &d
                                std::to_string(dim) + ", expected " + std::to_string(expect) +
                                "); make a contiguous copy first");
     }
-    case Fault::NoData: {
-        size_t numel = 1;
-        for (int i = 0; i < t->ndim; ++i) numel *= static_cast<size_t>(t->shape[i]);
-        fail(DISTC_EINVAL, n + " has no data but " + std::to_string(numel) + " elements");
-    }
+    case Fault::NoData: fail(DISTC_EINVAL, n + " has no data but shape " + shape_text(t));
     case Fault::None: break;
     }
     fail(DISTC_EINTERNAL, n + ": unexplained fault");
@@ -137,7 +159,15 @@ Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const char *name) {
     Tensor out;
     int dim = 0;
     Fault f = check_tensor(g.device_types(), t, out, dim);
-    if (f != Fault::None) fail_tensor(g, t, name, f, dim);
+    if (f != Fault::None) fail_tensor(&g, t, name, f, dim);
+    return out;
+}
+
+Tensor described_tensor_arg(const DLTensor *t, const char *name) {
+    Tensor out;
+    int dim = 0;
+    Fault f = check_tensor(~uint64_t{0}, t, out, dim);
+    if (f != Fault::None) fail_tensor(nullptr, t, name, f, dim);
     return out;
 }
 

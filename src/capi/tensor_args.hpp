@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "capi/args.hpp"
 #include "core/pg/process_group.hpp"
 #include "core/pg/tensor.hpp"
 #include "distc/pg.h"
@@ -16,8 +17,13 @@ namespace distc::capi {
 Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const char *name);
 // `n` tensors from an array; the array and every entry must be non-NULL.
 std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const std::string &name);
+// A tensor whose sizes and dtype are planned with (buckets) but whose data is
+// not read: any device, the same checks otherwise (NULL data is refused too).
+Tensor described_tensor_arg(const DLTensor *t, const char *name);
 [[noreturn, gnu::cold]] void fail_reduce_op(int op);
-inline ReduceOp reduce_op_arg(int op) {
+// By reference: the caller's value is range-checked as an int before it is read as the enum.
+inline ReduceOp reduce_op_arg(const distc_reduce_op &given) {
+    int op = enum_value(given);
     if (op < DISTC_SUM || op > DISTC_PREMUL_SUM) fail_reduce_op(op);
     return static_cast<ReduceOp>(op);
 }

@@ -159,7 +159,9 @@ void GlooBackend::broadcast(Tensor &t, int root, const OpCtx &ctx) {
     if (t.numel == 0 || size_ == 1) return;
     guarded([&] {
         gloo::BroadcastOptions o(context_);
-        if (rank_ == root) o.setInput(t.bytes(), t.nbytes());
+        // Output only, on the root too: Gloo then broadcasts in place. Given
+        // the same buffer as input it would copy it onto itself while its
+        // loop thread sends from it.
         o.setOutput(t.bytes(), t.nbytes());
         o.setRoot(root);
         o.setTag(ctx.tag);

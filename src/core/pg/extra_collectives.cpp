@@ -21,6 +21,22 @@ OpLabel bytes_label(size_t n) {
     return l;
 }
 
+// The lengths announced in the first step of a byte collective (by each
+// rank, or by the root for each rank), checked on every rank alike, so that
+// all fail together on one too long.
+size_t checked_max_len(const int64_t *lens, size_t n, const char *kind, bool by_root = false) {
+    uint64_t max = 0;
+    for (size_t r = 0; r < n; ++r) {
+        auto len = static_cast<uint64_t>(lens[r]);
+        if (len > DISTC_STORE_MAX_VALUE_SIZE)
+            fail(DISTC_EINVAL, std::string(kind) + ": " + (by_root ? "the root passed " : "rank " + std::to_string(r) + " passed ") +
+                                   std::to_string(len) + " bytes" + (by_root ? " for rank " + std::to_string(r) : "") +
+                                   ", over DISTC_STORE_MAX_VALUE_SIZE (2^30)");
+        max = std::max(max, len);
+    }
+    return static_cast<size_t>(max);
+}
+
 Tensor view_of(void *p, DType dt, size_t numel) {
     Tensor t;
     t.data = p;
@@ -59,6 +75,10 @@ struct StoreBytes {
 ProcessGroup::StoreBytesResult ProcessGroup::store_bytes(const char *kind, const OpOptions &o, int root,
                                                          const std::vector<ByteView> &mine) {
     if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    for (const auto &v : mine)
+        if (v.size > DISTC_STORE_MAX_VALUE_SIZE)
+            fail(DISTC_EINVAL, std::string(kind) + ": " + std::to_string(v.size) +
+                                   " bytes, over DISTC_STORE_MAX_VALUE_SIZE (2^30)");
     uint64_t seq = take_seq(1);
     StoreBytes sb{*store_, "bytes/" + std::to_string(seq) + "/", size_, o.timeout.count() < 0 ? timeout_ : o.timeout};
     StoreBytesResult res;
@@ -219,8 +239,8 @@ std::vector<Bytes> ProcessGroup::all_gather_bytes(ByteView data, const OpOptions
         std::vector<int64_t> lens(static_cast<size_t>(size_));
         Tensor lt = view_of(&len, DType::Int64, 1), lall = view_of(lens.data(), DType::Int64, lens.size());
         p.allgather(lt, lall, 0);
-        size_t max = static_cast<size_t>(*std::max_element(lens.begin(), lens.end()));
-        Scratch mine(DType::UInt8, max), all(DType::UInt8, max * static_cast<size_t>(size_));
+        size_t max = checked_max_len(lens.data(), lens.size(), "all_gather_bytes");
+        Scratch mine(DType::UInt8, max), all(DType::UInt8, checked_mul(max, size_, "the gathered bytes"));
         if (data.size) std::memcpy(mine.t.data, data.data, data.size);
         if (max) p.allgather(mine.t, all.t, 1);
         for (int r = 0; r < size_; ++r) {
@@ -241,8 +261,9 @@ std::vector<Bytes> ProcessGroup::gather_bytes(ByteView data, int root, const OpO
         std::vector<int64_t> lens(static_cast<size_t>(size_));
         Tensor lt = view_of(&len, DType::Int64, 1), lall = view_of(lens.data(), DType::Int64, lens.size());
         p.allgather(lt, lall, 0);  // everyone needs the longest to pad to
-        size_t max = static_cast<size_t>(*std::max_element(lens.begin(), lens.end()));
-        Scratch mine(DType::UInt8, max), all(DType::UInt8, rank_ == root ? max * static_cast<size_t>(size_) : 1);
+        size_t max = checked_max_len(lens.data(), lens.size(), "gather_bytes");
+        Scratch mine(DType::UInt8, max),
+            all(DType::UInt8, rank_ == root ? checked_mul(max, size_, "the gathered bytes") : 1);
         if (data.size) std::memcpy(mine.t.data, data.data, data.size);
         if (max) p.gather(mine.t, rank_ == root ? &all.t : nullptr, root, 1);
         if (rank_ == root)
@@ -262,8 +283,9 @@ Bytes ProcessGroup::broadcast_bytes(ByteView data, int root, const OpOptions &o)
         int64_t len = rank_ == root ? static_cast<int64_t>(data.size) : 0;
         Tensor lt = view_of(&len, DType::Int64, 1);
         p.broadcast(lt, root, 0);
-        if (len < 0 || static_cast<uint64_t>(len) > DISTC_STORE_MAX_VALUE_SIZE)
-            fail(DISTC_EPROTO, "root announced " + std::to_string(len) + " bytes");
+        std::vector<int64_t> lens(static_cast<size_t>(size_), 0);
+        lens[static_cast<size_t>(root)] = len;
+        checked_max_len(lens.data(), lens.size(), "broadcast_bytes");
         out = rank_ == root ? data.to_bytes() : Bytes(static_cast<size_t>(len));
         Tensor bt = view_of(out.data(), DType::UInt8, out.size());
         p.broadcast(bt, root, 1);
@@ -284,8 +306,9 @@ Bytes ProcessGroup::scatter_bytes(const std::vector<ByteView> &data, int root, c
             for (size_t r = 0; r < data.size(); ++r) lens[r] = static_cast<int64_t>(data[r].size);
         Tensor lt = view_of(lens.data(), DType::Int64, lens.size());
         p.broadcast(lt, root, 0);
-        size_t max = static_cast<size_t>(*std::max_element(lens.begin(), lens.end()));
-        Scratch all(DType::UInt8, rank_ == root ? max * static_cast<size_t>(size_) : 1), mine(DType::UInt8, max);
+        size_t max = checked_max_len(lens.data(), lens.size(), "scatter_bytes", true);
+        Scratch all(DType::UInt8, rank_ == root ? checked_mul(max, size_, "the scattered bytes") : 1),
+            mine(DType::UInt8, max);
         if (rank_ == root)
             for (size_t r = 0; r < data.size(); ++r)
                 if (data[r].size) std::memcpy(all.t.bytes() + max * r, data[r].data, data[r].size);

@@ -21,10 +21,11 @@ bool consecutive(const std::vector<Tensor> &ts) {
     return true;
 }
 
+// Each tensor was checked on its own; their sum is checked here.
 size_t total_numel(const Tensor *ts, size_t n) {
     size_t total = 0;
-    for (size_t i = 0; i < n; ++i) total += ts[i].numel;
-    return total;
+    for (size_t i = 0; i < n; ++i) checked_add(total, ts[i].nbytes(), "the tensors together");
+    return n ? total / dtype_size(ts[0].dtype) : 0;
 }
 size_t total_numel(const std::vector<Tensor> &ts) { return total_numel(ts.data(), ts.size()); }
 
@@ -534,7 +535,7 @@ ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, T
                    // Reduce a copy of the inputs (never the caller's) and keep this
                    // rank's part: the mesh reduces only each rank's part, Gloo (which
                    // has no reduce-scatter collective) allreduces all of it.
-                   Scratch all(output.dtype, output.numel * static_cast<size_t>(size_));
+                   Scratch all(output.dtype, checked_mul(output.numel, size_, "the inputs together"));
                    uint8_t *p = all.t.bytes();
                    for (const auto &t : inputs) {
                        if (t.nbytes()) std::memcpy(p, t.data, t.nbytes());
@@ -603,10 +604,14 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
         if (splits.size() != static_cast<size_t>(size_))
             fail(DISTC_EINVAL, std::string(name) + "_splits has " + std::to_string(splits.size()) +
                                    " entries, expected " + std::to_string(size_));
-        int64_t sum = 0;
-        for (size_t i = 0; i < splits.size(); ++i) {
+        for (size_t i = 0; i < splits.size(); ++i)
             if (splits[i] < 0)
                 fail(DISTC_EINVAL, std::string(name) + "_splits[" + std::to_string(i) + "] is negative");
+        int64_t sum = 0;
+        for (size_t i = 0; i < splits.size(); ++i) {
+            if (splits[i] > t.dim0 - sum)  // also keeps the sum from overflowing
+                fail(DISTC_EINVAL, std::string(name) + "_splits add up to more than the first dimension (" +
+                                       std::to_string(t.dim0) + ")");
             sum += splits[i];
         }
         if (sum != t.dim0)

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/pg/types.hpp"
+#include "core/util/checked.hpp"
 
 namespace distc {
 
@@ -26,10 +27,11 @@ struct Tensor {
 };
 
 // Scratch memory without zero-filling: every byte is written before it is read.
+// Its size is checked (core/util/checked.hpp): counts may come from peers.
 struct Scratch {
     std::unique_ptr<uint8_t[]> buf;
     Tensor t;
-    Scratch(DType dt, size_t numel) : buf(new uint8_t[numel * dtype_size(dt) + 1]) {
+    Scratch(DType dt, size_t numel) : buf(new uint8_t[checked_mul(numel, dtype_size(dt), "a scratch buffer") + 1]) {
         t.data = buf.get();
         t.numel = numel;
         t.dtype = dt;

@@ -9,12 +9,16 @@ void BlockingCall::complete_slow(int code, const char *message) {
         state_.store(kDone, std::memory_order_release);
         return;
     }
-    // The caller went to sleep only if it saw kRunning under the mutex: then
-    // taking the mutex here orders this wake-up after its wait began.
-    if (state_.exchange(kDone, std::memory_order_acq_rel) == kSleeping) {
-        { std::lock_guard<std::mutex> lk(mu_); }
-        cv_.notify_all();
-    }
+    // Not asleep (kRunning): the caller sees kDone itself, and this thread
+    // must not touch the call again, as the caller may reuse or free it at once.
+    int s = kRunning;
+    if (state_.compare_exchange_strong(s, kDone, std::memory_order_acq_rel)) return;
+    // Asleep (it went to sleep under the mutex): it cannot see kDone, wake and
+    // free the call before this thread lets go of the mutex, so the wake-up
+    // happens under it.
+    std::lock_guard<std::mutex> lk(mu_);
+    state_.store(kDone, std::memory_order_release);
+    cv_.notify_all();
 }
 
 bool BlockingCall::wait_slow(std::chrono::milliseconds timeout) {

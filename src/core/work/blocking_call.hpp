@@ -3,7 +3,7 @@
 // ownership, callbacks or durations. A thread lends its one BlockingCall to
 // each blocking call it makes (backends/plugin/). Completed on that thread
 // (inside the backend's call) it takes one plain store; from another thread,
-// one atomic exchange, and the caller sleeps on the mutex only then.
+// one compare-exchange, and the mutex only when the caller went to sleep.
 #pragma once
 
 #include <atomic>
