@@ -160,6 +160,9 @@ typedef struct ctl {
     int probe;          /* try the user's work calls on the handle first */
     int probe_rc;       /* what distc_work_test answered */
     int never;          /* never complete (the handle stays in `pending`) */
+    int twice;          /* complete inline, then try to complete, fail and hook it again */
+    int racing;         /* complete from a new thread at once, racing the caller's wait */
+    int again_rc[3];    /* what the second complete, fail and set_hooks answered */
     int32_t seen_device;
 } ctl;
 
@@ -176,6 +179,11 @@ static void ctl_release(void *payload) { ++((ctl *)payload)->releases; }
 static void *complete_later(void *arg) {
     struct timespec ts = {0, 30 * 1000000L};
     nanosleep(&ts, NULL);
+    distc_backend_work_complete(arg, -1);
+    return NULL;
+}
+
+static void *complete_at_once(void *arg) {
     distc_backend_work_complete(arg, -1);
     return NULL;
 }
@@ -198,6 +206,19 @@ static int ctl_allreduce(distc_work *w, void *g, const distc_buffer *b, size_t n
     }
     if (c->never) {
         c->pending = w;
+        return 0;
+    }
+    if (c->twice) {
+        int rc1 = distc_backend_work_complete(w, -1);
+        c->again_rc[0] = distc_backend_work_complete(w, -1);
+        c->again_rc[1] = distc_backend_work_fail(w, DISTC_EREMOTE, "late");
+        c->again_rc[2] = distc_backend_work_set_hooks(w, &hooks, c);
+        return rc1;
+    }
+    if (c->racing) {
+        pthread_t t;
+        pthread_create(&t, NULL, complete_at_once, w);
+        pthread_detach(t);
         return 0;
     }
     if (c->complete_inline) return distc_backend_work_complete(w, -1);
@@ -309,6 +330,16 @@ static void test_work_completed_by_backend(void **state) {
     g_ctl.complete_now = 1;
     ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));  /* the thread's handle is fine after a failure */
     g_ctl.complete_now = 0;
+    /* A blocking call completed twice, failed or hooked after it completed: refused, the call unharmed. */
+    g_ctl.twice = 1;
+    g_ctl.releases = 0;
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));
+    g_ctl.twice = 0;
+    for (int i = 0; i < 3; ++i) assert_int_equal(g_ctl.again_rc[i], DISTC_ESTATE);
+    assert_int_equal(g_ctl.releases, 1);
+    g_ctl.complete_inline = 1;
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));
+    g_ctl.complete_inline = 0;
 
     ASSERT_ERR(distc_backend_work_complete(NULL, -1), DISTC_EINVAL, "work");
     ASSERT_ERR(distc_backend_work_set_hooks(NULL, NULL, NULL), DISTC_EINVAL, "work");
@@ -319,6 +350,36 @@ static void test_work_completed_by_backend(void **state) {
     ASSERT_OK(distc_backend_work_complete(g_ctl.pending, -1));
     ASSERT_OK(distc_work_wait(w, -1));
     distc_work_free(w);
+    distc_pg_free(pg);
+}
+
+/* Short-lived threads whose blocking call another thread completes at once:
+ * each thread's call is freed as the thread exits, so a completion that
+ * touched the call after waking its caller would use freed memory (the
+ * sanitizer presets catch it). */
+static void *one_racing_call(void *arg) {
+    float x[2] = {1, 2};
+    int64_t shape = 2;
+    DLTensor t = tensor_f32(x, &shape);
+    *(int *)((void **)arg)[1] = distc_allreduce(NULL, ((void **)arg)[0], &t, DISTC_SUM, NULL);
+    return NULL;
+}
+
+static void test_blocking_calls_completed_racing_thread_exit(void **state) {
+    (void)state;
+    memset(&g_ctl, 0, sizeof g_ctl);
+    register_ctl("ctl_racing", 0, DISTC_DEVICE_BIT(kDLCPU));
+    distc_pg *pg = new_group("ctl_racing", 0, NULL);
+    g_ctl.racing = 1;
+    for (int i = 0; i < 200; ++i) {
+        int rc = -1;
+        void *arg[2] = {pg, &rc};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, one_racing_call, arg), 0);
+        pthread_join(th, NULL);
+        assert_int_equal(rc, 0);
+    }
+    g_ctl.racing = 0;
     distc_pg_free(pg);
 }
 
@@ -451,6 +512,7 @@ int main(void) {
         cmocka_unit_test(test_plugin_from_path),
         cmocka_unit_test(test_broken_plugins),
         cmocka_unit_test(test_work_completed_by_backend),
+        cmocka_unit_test(test_blocking_calls_completed_racing_thread_exit),
         cmocka_unit_test(test_backend_never_completes),
         cmocka_unit_test(test_stream_ordered_and_devices),
         cmocka_unit_test(test_split_through_engine),

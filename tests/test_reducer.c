@@ -326,6 +326,16 @@ static void rank_errors(distc_pg *pg, int rank, int size, void *arg) {
     dev.device.device_type = kDLCUDA;
     DLTensor *gd[1] = {&dev};
     RK_ERR(distc_reducer_new(&r, pg, gd, 1, NULL), DISTC_EINVAL, "grads[0]");
+    /* The same gradient twice (as bucket views or not), or two that overlap: refused. */
+    DLTensor *twice[3] = {g[0], g[1], g[0]};
+    RK_ERR(distc_reducer_new(&r, pg, twice, 3, NULL), DISTC_EINVAL, "grads[0] and grads[2] share memory");
+    o = (distc_reducer_options)DISTC_REDUCER_OPTIONS_INIT;
+    o.gradient_as_bucket_view = 1;
+    RK_ERR(distc_reducer_new(&r, pg, twice, 3, &o), DISTC_EINVAL, "share memory");
+    DLTensor tail = *g[1];
+    tail.byte_offset = 4; /* starts inside g[1], runs past its end */
+    DLTensor *overlap[2] = {g[1], &tail};
+    RK_ERR(distc_reducer_new(&r, pg, overlap, 2, NULL), DISTC_EINVAL, "grads[0] and grads[1] share memory");
 
     if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, NULL))) return;
     RK_ERR(distc_reducer_mark_ready(r, 0), DISTC_ESTATE, "prepare_for_backward first");

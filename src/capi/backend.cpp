@@ -21,6 +21,10 @@ std::shared_ptr<Work> release_handle(distc_work *work) {
     return w;
 }
 
+[[noreturn, gnu::cold]] void fail_completed() {
+    fail(DISTC_ESTATE, "the work was already completed (a backend completes each work once, and sets hooks before)");
+}
+
 DType dtype_value(int32_t dtype) {
     if (dtype < DISTC_DTYPE_BOOL || dtype > DISTC_DTYPE_COMPLEX128)
         fail(DISTC_EINVAL, "dtype " + std::to_string(dtype) + " is not a distc_dtype");
@@ -62,7 +66,7 @@ DISTC_EXTERN(int) distc_backend_work_set_hooks(distc_work *work, const distc_wor
         std::function<void()> rel;
         if (hooks->release) rel = [fn = hooks->release, payload] { fn(payload); };
         if (work->call) {  // a blocking host call: no stream waits on it; released when it is over
-            work->call->set_release(std::move(rel));
+            if (!work->call->set_release(std::move(rel))) fail_completed();
             return 0;
         }
         if (!work->impl->set_hooks(std::move(ws), std::move(rel)))
@@ -72,12 +76,11 @@ DISTC_EXTERN(int) distc_backend_work_set_hooks(distc_work *work, const distc_wor
 }
 
 DISTC_EXTERN(int) distc_backend_work_complete(distc_work *work, int32_t source_rank) {
-    if (work && work->call) {  // a blocking call, the fast path: nobody asks for its source rank
-        work->call->complete(0, nullptr);
-        return 0;
-    }
+    // A blocking call, the fast path: nobody asks for its source rank.
+    if (work && work->call && work->call->complete(0, nullptr)) return 0;
     return guard(__func__, [&] {
         require_ptr(work, "work");
+        if (work->call) fail_completed();
         std::shared_ptr<Work> w = release_handle(work);
         w->complete(0, "", source_rank);
         return 0;
@@ -89,7 +92,7 @@ DISTC_EXTERN(int) distc_backend_work_fail(distc_work *work, int code, const char
         require_ptr(work, "work");
         require(code < 0, "code must be a negative distc error code");
         if (work->call) {
-            work->call->complete(code, message && *message ? message : distc_strerror(code));
+            if (!work->call->complete(code, message && *message ? message : distc_strerror(code))) fail_completed();
             return 0;
         }
         std::shared_ptr<Work> w = release_handle(work);

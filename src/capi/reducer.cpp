@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <tuple>
 
 #include "capi/args.hpp"
 #include "capi/guard.hpp"
@@ -74,6 +75,26 @@ DISTC_EXTERN(int) distc_compute_bucket_assignment_by_size(int32_t *bucket_of, si
     });
 }
 
+namespace {
+// Two gradients in the same memory would be reduced twice, or (as bucket
+// views) one bucket slot would be two gradients: refused.
+void refuse_overlaps(const std::vector<Tensor> &ts) {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < ts.size(); ++i)
+        if (ts[i].nbytes()) order.push_back(i);
+    auto lo = [&](size_t i) { return reinterpret_cast<uintptr_t>(ts[i].data); };
+    auto key = [&](size_t i) { return std::make_tuple(ts[i].device_type, ts[i].device_id, lo(i)); };
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+    for (size_t k = 1; k < order.size(); ++k) {
+        size_t a = order[k - 1], b = order[k];
+        if (ts[a].device_type == ts[b].device_type && ts[a].device_id == ts[b].device_id &&
+            lo(a) + ts[a].nbytes() > lo(b))
+            fail(DISTC_EINVAL, "grads[" + std::to_string(std::min(a, b)) + "] and grads[" +
+                                   std::to_string(std::max(a, b)) + "] share memory; each gradient needs its own");
+    }
+}
+}  // namespace
+
 DISTC_EXTERN(int) distc_reducer_options_init(distc_reducer_options *opts, unsigned int version) {
     return guard(__func__, [&] {
         capi::init_options(opts, version, DISTC_REDUCER_OPTIONS_VERSION,
@@ -98,6 +119,7 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
         if (o.version >= 2 && o.expect_sparse)
             for (size_t i = 0; i < n; ++i) sparse[i] = o.expect_sparse[i] != 0;
         std::vector<Tensor> ts = capi::tensor_list_arg(*pg->impl, grads, n, "grads");
+        refuse_overlaps(ts);
         std::vector<std::vector<size_t>> buckets;
         std::vector<uint64_t> rebuild;  // c10d rebuilds buckets made by size, without unused-parameter search
         if (o.bucket_of) {

@@ -37,16 +37,24 @@ public:
     }
 
     // From the backend, on any thread, once: code 0 or a negative distc code.
-    void complete(int code, const char *message) {
+    // False, changing nothing, when the call is not running (completed already).
+    bool complete(int code, const char *message) {
+        if (!running()) return false;
         if (code == 0 && this_thread() == owner_) {
             // Inside the backend's call on the lending thread, which is not waiting.
             state_.store(kDone, std::memory_order_release);
-            return;
+            return true;
         }
         complete_slow(code, message);
+        return true;
     }
-    // A release hook from the backend (distc_backend_work_set_hooks); run once the call is over.
-    void set_release(std::function<void()> release) { release_ = std::move(release); }
+    // A release hook from the backend (distc_backend_work_set_hooks); run once
+    // the call is over. False when it is over already.
+    bool set_release(std::function<void()> release) {
+        if (!running()) return false;
+        release_ = std::move(release);
+        return true;
+    }
 
     // Waits up to `timeout` for complete(); false if it did not come (the call
     // stays lent to the backend). Runs the release hook when it came.
@@ -66,6 +74,10 @@ private:
         static thread_local char mark;
         return &mark;
 #endif
+    }
+    bool running() const {
+        int s = state_.load(std::memory_order_acquire);
+        return s == kRunning || s == kSleeping;
     }
     void complete_slow(int code, const char *message);
     void run_release();
