@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "pg_harness.h"
@@ -327,12 +328,56 @@ static void test_debug_mode(void **state) {
     dt_run_ranks(3, debug_body, NULL);
 }
 
+/* ------------------------------------------- what freed groups leave behind */
+
+typedef struct keys_arg {
+    distc_store *store;
+    int rank, size;
+} keys_arg;
+
+static void *keys_rank(void *p) {
+    keys_arg *a = p;
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.group_name = "left_behind";
+    distc_pg *pg = NULL;
+    if (RK_OK(distc_pg_new(&pg, a->store, a->rank, a->size, &o))) {
+        RK_OK(distc_barrier(NULL, pg, NULL));
+        distc_pg_free(pg);
+    }
+    return NULL;
+}
+
+/* Groups created and freed again and again leave one key: their name's instance counter. */
+static void test_freed_groups_leave_no_keys(void **state) {
+    (void)state;
+    if (strcmp(dt_backend(), "gloo") != 0) skip();
+    for (int size = 2; size <= 3; ++size) {
+        distc_store *st = NULL;
+        ASSERT_OK(distc_store_new_hash(&st));
+        for (int round = 0; round < 3; ++round) {
+            pthread_t th[3];
+            keys_arg args[3];
+            for (int r = 0; r < size; ++r) {
+                args[r] = (keys_arg){st, r, size};
+                assert_int_equal(pthread_create(&th[r], NULL, keys_rank, &args[r]), 0);
+            }
+            for (int r = 0; r < size; ++r) pthread_join(th[r], NULL);
+            assert_int_equal(dt_rank_failures(), 0);
+            int64_t n = -1;
+            ASSERT_OK(distc_store_num_keys(&n, st));
+            if (n != 1) fail_msg("%d groups of %d ranks left %lld keys, expected 1", round + 1, size, (long long)n);
+        }
+        distc_store_free(st);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_subgroups),   cmocka_unit_test(test_split),
         cmocka_unit_test(test_monitored_barrier), cmocka_unit_test(test_bytes_collectives),
         cmocka_unit_test(test_batch_isend_irecv), cmocka_unit_test(test_debug_mode),
         cmocka_unit_test(test_group_call_args), cmocka_unit_test(test_free_group_in_callback),
+        cmocka_unit_test(test_freed_groups_leave_no_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

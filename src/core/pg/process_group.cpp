@@ -110,6 +110,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
     if (opts.backend == "gloo" && !make) {
         backend_ = make_backend(opts.backend, store_, rank, size, timeout_);
         if (size > 1 && Mesh::limit() > 0) mesh_ = std::make_unique<Mesh>(*store_, rank, size, timeout_);
+        forget_connection_keys();
         return;
     }
     AsyncGroupInfo info{store_, rank, size, timeout_, instance, {}, opts.device};
@@ -118,6 +119,22 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
     device_types_ = async_->device_types();
     stream_ordered_ = async_->stream_ordered();
     debug_ = false;  // the cross-check runs over host memory, which a device backend may not take
+}
+
+void ProcessGroup::forget_connection_keys() {
+    // Every rank has read what it needs of its peers' addresses once it is
+    // connected: the last one to get there removes them all, so a freed group
+    // leaves only its name's instance counter in the store. The names are the
+    // mesh's and Gloo's rendezvous' (test_pg_groups counts what is left).
+    try {
+        if (store_->add("connected", 1) < size_) return;
+        for (int r = 0; r < size_; ++r)
+            for (const std::string &k : {"mesh/" + std::to_string(r), std::to_string(r), "rank_" + std::to_string(r)})
+                store_->delete_key(k);
+        store_->delete_key("connected");
+    } catch (const Error &) {
+        // A store that fails now leaves the keys behind; the group itself is connected and works.
+    }
 }
 
 int ProcessGroup::global_rank(int group_rank) const {

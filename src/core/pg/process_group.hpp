@@ -169,6 +169,7 @@ private:
     // Completes every queued (not yet running) operation with DISTC_EABORTED.
     void drop_queued(bool stop, const char *why);
     void check_rank(int r, const char *what) const;
+    void forget_connection_keys();  // once every rank of a built-in group is connected
     // Subgroups (groups.cpp): the members' group, once everyone's (color, key) is known;
     // and how an asynchronous backend makes it (color < 0: joins the engine's split as a non-member).
     std::shared_ptr<ProcessGroup> split_members(int color, int key, PgOptions opts, const Scratch &all);
