@@ -56,6 +56,11 @@ static void rank_huge_tensors(distc_pg *pg, int rank, int size, void *arg) {
     DLTensor high = {(void *)(UINTPTR_MAX - 32), {kDLCPU, 0}, 1, DT_F32, &sixteen, NULL, 16};
     RK_ERR2(distc_allreduce(NULL, pg, &high, DISTC_SUM, NULL), DISTC_EINVAL, "byte_offset", "past the end");
 
+    /* Data that is not aligned to its elements (the kernels read them as their type). */
+    t.byte_offset = 2;
+    RK_ERR2(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL), DISTC_EINVAL, "not aligned", "4 bytes");
+    t.byte_offset = 0;
+
     /* Every dimension's product overflows, but one is 0: an empty tensor, which is fine. */
     int64_t empty[3] = {INT64_C(1) << 62, INT64_C(1) << 62, 0};
     DLTensor e = {data, {kDLCPU, 0}, 3, DT_F32, empty, NULL, 0};

@@ -13,6 +13,7 @@ pkgs=(
   swig python3-dev                     # the Python bindings (bindings/python)
   bindgen                              # regenerates and checks the Rust bindings (bindings/rust/distc-sys)
   python3-torch                        # the PyTorch peer for wire-compatibility tests and benchmarks
+  clang libclang-rt-14-dev             # libFuzzer and its sanitizer runtimes (tools/fuzz.sh)
 )
 
 missing=()

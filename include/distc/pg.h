@@ -12,8 +12,9 @@
  * gloo, CUDA device memory of the group's device for nccl. A tensor's size
  * (its shape's product times the element size, computed with overflow
  * checks) and its `byte_offset` must each be at most DISTC_TENSOR_MAX_BYTES,
- * and `data + byte_offset` plus that size must not wrap the address space;
- * otherwise the call fails with DISTC_EINVAL before anything is sent.
+ * and `data + byte_offset` plus that size must not wrap the address space,
+ * and must be aligned to the element size (to the part's size for complex
+ * dtypes); otherwise the call fails with DISTC_EINVAL before anything is sent.
  *
  * Device backends (nccl) are stream-ordered, as NCCL itself: an operation
  * is enqueued on `distc_op_options.stream` (NULL: the legacy default stream)

@@ -391,6 +391,8 @@ DISTC_EXTERN(int) distc_allgather(distc_work **out, distc_pg *pg, DLTensor *cons
     });
 }
 
+}  // extern "C"
+
 namespace {
 // `n` equal consecutive views of a flat tensor; its size must divide by n.
 std::vector<Tensor> split_views(const Tensor &flat, size_t n, size_t part_numel, const char *name) {
@@ -407,6 +409,8 @@ std::vector<Tensor> split_views(const Tensor &flat, size_t n, size_t part_numel,
     return v;
 }
 }  // namespace
+
+extern "C" {
 
 DISTC_EXTERN(int) distc_allgather_into_tensor(distc_work **out, distc_pg *pg, DLTensor *output,
                                               const DLTensor *input, const distc_op_options *opts) {

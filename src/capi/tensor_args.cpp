@@ -55,8 +55,15 @@ std::string device_list(uint64_t mask) {
     return s;
 }
 
+size_t element_alignment(DType t) {
+    size_t n = dtype_size(t);
+    return t == DType::Complex64 || t == DType::Complex128 ? n / 2 : n;
+}
+
 // What is wrong with a tensor argument (Fault::None: nothing).
-enum class Fault : uint8_t { None, Null, Device, Ndim, NoShape, Dtype, NegativeDim, TooLarge, Offset, Strides, NoData };
+enum class Fault : uint8_t {
+    None, Null, Device, Ndim, NoShape, Dtype, NegativeDim, TooLarge, Offset, Strides, NoData, Misaligned
+};
 
 // The checks of tensor_arg, with no message built: this runs on every call.
 // On a Strides fault, `dim` is the offending dimension.
@@ -94,7 +101,10 @@ Fault check_tensor(uint64_t device_types, const DLTensor *t, Tensor &out, int &d
         }
     }
     if (!t->data && numel > 0) return Fault::NoData;
-    out.data = static_cast<char *>(t->data) + t->byte_offset;
+    // The kernels read elements as their type (complex ones as two of their parts).
+    if (numel > 0 && (base + t->byte_offset) % element_alignment(static_cast<DType>(dt)) != 0) return Fault::Misaligned;
+    // An empty tensor may have no data and still an offset: nothing to point at.
+    out.data = t->data ? static_cast<char *>(t->data) + t->byte_offset : nullptr;
     out.numel = numel;
     out.dtype = static_cast<DType>(dt);
     out.dim0 = t->ndim == 0 ? 1 : t->shape[0];
@@ -148,6 +158,10 @@ std::string shape_text(const DLTensor *t) {
                                "); make a contiguous copy first");
     }
     case Fault::NoData: fail(DISTC_EINVAL, n + " has no data but shape " + shape_text(t));
+    case Fault::Misaligned:
+        fail(DISTC_EINVAL, n + "'s data (with byte_offset " + std::to_string(t->byte_offset) + ") is not aligned to " +
+                               std::to_string(element_alignment(static_cast<DType>(dtype_of(t->dtype)))) +
+                               " bytes, as its elements must be");
     case Fault::None: break;
     }
     fail(DISTC_EINTERNAL, n + ": unexplained fault");

@@ -252,7 +252,8 @@ extern "C" {
     #[doc = " - `tcp://HOST:PORT?rank=R&world_size=N`: rank 0 serves on PORT."]
     #[doc = " - `file:///PATH?rank=R&world_size=N`: a file store at PATH."]
     #[doc = ""]
-    #[doc = " Missing or malformed parts give DISTC_EINVAL naming what is wrong."]
+    #[doc = " Missing or malformed parts give DISTC_EINVAL naming what is wrong; so do"]
+    #[doc = " NULL `out`, `rank` or `world_size` (all three are required outputs)."]
     pub fn distc_rendezvous(
         out: *mut *mut distc_store,
         rank: *mut i32,
