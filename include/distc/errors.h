@@ -6,7 +6,8 @@
  * on failure. DISTC_INPROGRESS (> 0) comes only from polling calls. Codes are
  * never renumbered. After a failure, distc_error_last() on the same thread
  * holds one line naming the function, the argument and, where relevant, the
- * peer.
+ * peer. Quoted input (keys, URLs) has its control bytes replaced by '?', and
+ * a message over 2 KiB keeps its start and end around a marked cut.
  */
 #ifndef DISTC_ERRORS_H
 #define DISTC_ERRORS_H

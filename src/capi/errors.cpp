@@ -22,9 +22,15 @@ int set_last_error(int code, const char *fn, const std::string &msg) {
     last_code = code;
     try {
         last_msg = std::string(fn) + ": " + msg;
-        // One line: messages may quote peer data or system text.
+        // Messages quote what callers and peers sent (keys, URLs, paths): one
+        // line, no control bytes a terminal would act on, and a bounded
+        // length that keeps the start and the end (where the verdict is).
         for (auto &c : last_msg)
-            if (c == '\n' || c == '\r') c = ' ';
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = c == '\t' || c == '\n' || c == '\r' ? ' ' : '?';
+        constexpr size_t kMax = 2048, kHead = 1400, kTail = 600;
+        if (last_msg.size() > kMax)
+            last_msg = last_msg.substr(0, kHead) + " [... " + std::to_string(last_msg.size() - kHead - kTail) +
+                       " bytes cut ...] " + last_msg.substr(last_msg.size() - kTail);
     } catch (...) {
         last_msg.clear();
     }
