@@ -383,6 +383,79 @@ static void test_blocking_calls_completed_racing_thread_exit(void **state) {
     distc_pg_free(pg);
 }
 
+/* -------------------------------------------- creation that fails, then a retry */
+
+/* Rank 0 fails at once (no device, say); the others wait in the store for
+ * what rank 0 would have published (an NCCL unique id): without the
+ * failure announced, they would wait out the store's timeout. */
+static int half_create(void **g, const distc_backend_group_info *info, void *payload) {
+    (void)payload;
+    if (info->rank == 0) return distc_error_set(DISTC_EBACKEND, "no device on rank 0 (test)");
+    distc_buf id = {0};
+    int rc = distc_store_get(&id, info->store, "unique_id");
+    distc_buf_dispose(&id);
+    if (rc < 0) return rc;
+    *g = (void *)1;
+    return 0;
+}
+
+typedef struct retry_arg {
+    distc_store *store;
+    int rank, size;
+} retry_arg;
+
+static void *retry_rank(void *p) {
+    retry_arg *a = p;
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.group_name = "retried";
+    o.backend = "half_fails";
+    distc_pg *pg = NULL;
+    int rc = distc_pg_new(&pg, a->store, a->rank, a->size, &o);
+    if (a->rank == 0)
+        RK_CHECKF(rc == DISTC_EBACKEND && strstr(distc_error_last(), "no device on rank 0"),
+                  "rank 0's own failure: %d %s", rc, distc_error_last());
+    else
+        RK_CHECKF(rc == DISTC_EREMOTE && strstr(distc_error_last(), "rank 0: ") &&
+                      strstr(distc_error_last(), "no device on rank 0"),
+                  "rank %d did not learn of rank 0's failure: %d %s", a->rank, rc, distc_error_last());
+    RK_CHECK(pg == NULL);
+    /* The same name again, on gloo: every rank must land on the same instance. */
+    o.backend = "gloo";
+    if (RK_OK(distc_pg_new(&pg, a->store, a->rank, a->size, &o))) {
+        int32_t v = a->rank + 1;
+        int64_t one = 1;
+        DLTensor t = {&v, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, &one, NULL, 0};
+        if (RK_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL))) RK_EQ_INT(v, a->size * (a->size + 1) / 2);
+        distc_pg_free(pg);
+    }
+    return NULL;
+}
+
+/* "Try the engine, fall back to gloo" on one group name, 20 times at 2 and at 4 ranks: never a hang. */
+static void test_failed_creation_then_retry(void **state) {
+    (void)state;
+    distc_backend_ops ops = {.version = DISTC_BACKEND_OPS_VERSION,
+                             .device_types = DISTC_DEVICE_BIT(kDLCPU),
+                             .create = half_create,
+                             .destroy = ok_destroy};
+    ASSERT_OK(distc_backend_register("half_fails", &ops, NULL));
+    for (int size = 2; size <= 4; size += 2) {
+        distc_store *st = NULL;
+        ASSERT_OK(distc_store_new_hash(&st));
+        for (int rep = 0; rep < 20; ++rep) {
+            pthread_t th[4];
+            retry_arg args[4];
+            for (int r = 0; r < size; ++r) {
+                args[r] = (retry_arg){st, r, size};
+                assert_int_equal(pthread_create(&th[r], NULL, retry_rank, &args[r]), 0);
+            }
+            for (int r = 0; r < size; ++r) pthread_join(th[r], NULL);
+            if (dt_rank_failures()) fail_msg("repetition %d at %d ranks failed", rep, size);
+        }
+        distc_store_free(st);
+    }
+}
+
 static void test_backend_never_completes(void **state) {
     (void)state;
     memset(&g_ctl, 0, sizeof g_ctl);
@@ -513,6 +586,7 @@ int main(void) {
         cmocka_unit_test(test_broken_plugins),
         cmocka_unit_test(test_work_completed_by_backend),
         cmocka_unit_test(test_blocking_calls_completed_racing_thread_exit),
+        cmocka_unit_test(test_failed_creation_then_retry),
         cmocka_unit_test(test_backend_never_completes),
         cmocka_unit_test(test_stream_ordered_and_devices),
         cmocka_unit_test(test_split_through_engine),

@@ -153,6 +153,7 @@ DISTC_EXTERN(int) distc_pg_new_from_url(distc_pg **out, const char *url, const d
             o.backend = scheme;
             int rank = -1, size = -1;
             engine_world(scheme, rank, size);
+            o.private_store = true;
             *out = new distc_pg{make_pg(std::make_shared<HashStore>(), rank, size, o)};
             return 0;
         }

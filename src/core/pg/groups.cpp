@@ -20,6 +20,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int> 
     }
     // Every parent rank counts creations, so all agree on the name without talking.
     uint64_t n = ++subgroups_;
+    opts.private_store = private_store_;
     if (opts.name.empty()) opts.name = name_ + "/sub" + std::to_string(n);
     auto it = std::find(ranks.begin(), ranks.end(), rank_);
     int index = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
@@ -83,6 +84,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, PgOptions 
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split_members(int color, int key, PgOptions opts, const Scratch &all) {
     uint64_t n = ++subgroups_;
+    opts.private_store = private_store_;
     if (color < 0) {
         if (async_) engine_split(-1, key, opts);
         return nullptr;

@@ -29,6 +29,9 @@ struct PgOptions {
     std::string name;  // empty: "default_pg" for a root group, derived for subgroups
     int debug = -1;  // -1: from DISTC_DEBUG ("detail" turns it on); 0 off; 1 on
     int device = -1;  // device backends: the accelerator; -1: the backend's choice
+    // The store is this process's alone (an engine's world: mpi://). Ranks
+    // then cannot meet in it; the engine's own creation is collective.
+    bool private_store = false;
 };
 
 struct OpOptions {
@@ -169,7 +172,12 @@ private:
     // Completes every queued (not yet running) operation with DISTC_EABORTED.
     void drop_queued(bool stop, const char *why);
     void check_rank(int r, const char *what) const;
-    void forget_connection_keys();  // once every rank of a built-in group is connected
+    // Creation (the constructor's parts): the backend (and mesh) through `store`;
+    // then every rank waits for all to have succeeded.
+    static constexpr const char *kCreationFailed = "creation_failed";  // a failing rank's reason
+    void connect(const PgOptions &opts, const MakeAsync &make, const std::shared_ptr<Store> &store,
+                 const std::string &instance);
+    void agree_created(Store &store);
     // Subgroups (groups.cpp): the members' group, once everyone's (color, key) is known;
     // and how an asynchronous backend makes it (color < 0: joins the engine's split as a non-member).
     std::shared_ptr<ProcessGroup> split_members(int color, int key, PgOptions opts, const Scratch &all);
@@ -183,6 +191,7 @@ private:
     const std::string name_;
     const Millis timeout_;
     const std::vector<int> global_ranks_;
+    const bool private_store_;  // PgOptions::private_store; subgroups inherit it
     bool debug_ = false;
     std::atomic<uint64_t> subgroups_{0};       // creations so far, same on every rank
     std::atomic<uint64_t> monitored_{0};       // monitored barriers so far
