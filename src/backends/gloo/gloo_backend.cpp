@@ -134,7 +134,8 @@ auto GlooBackend::guarded(F &&f, bool writes) -> decltype(f()) {
         std::string m = e.what();
         bool timeout = m.find("Timed out") != std::string::npos || m.find("timed out") != std::string::npos;
         if (timeout) fail(DISTC_ETIMEOUT, m);
-        if (dynamic_cast<const gloo::IoException *>(&e)) fail(DISTC_EREMOTE, m);
+        if (dynamic_cast<const gloo::IoException *>(&e))
+            fail(DISTC_EREMOTE, m + " (a peer gave up on the group after a failure there, or died)");
         fail(DISTC_EBACKEND, m);
     }
 }

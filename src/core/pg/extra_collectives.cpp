@@ -29,7 +29,7 @@ size_t checked_max_len(const int64_t *lens, size_t n, const char *kind, bool by_
     for (size_t r = 0; r < n; ++r) {
         auto len = static_cast<uint64_t>(lens[r]);
         if (len > DISTC_STORE_MAX_VALUE_SIZE)
-            fail(DISTC_EINVAL, std::string(kind) + ": " + (by_root ? "the root passed " : "rank " + std::to_string(r) + " passed ") +
+            fail_agreed(DISTC_EINVAL, std::string(kind) + ": " + (by_root ? "the root passed " : "rank " + std::to_string(r) + " passed ") +
                                    std::to_string(len) + " bytes" + (by_root ? " for rank " + std::to_string(r) : "") +
                                    ", over DISTC_STORE_MAX_VALUE_SIZE (2^30)");
         max = std::max(max, len);
@@ -74,7 +74,7 @@ struct StoreBytes {
 
 ProcessGroup::StoreBytesResult ProcessGroup::store_bytes(const char *kind, const OpOptions &o, int root,
                                                          const std::vector<ByteView> &mine) {
-    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    if (aborted_) fail_aborted();
     for (const auto &v : mine)
         if (v.size > DISTC_STORE_MAX_VALUE_SIZE)
             fail(DISTC_EINVAL, std::string(kind) + ": " + std::to_string(v.size) +
@@ -127,7 +127,7 @@ ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOp
         for (const auto &op : ops) v.push_back({op.send, op.tensor, op.peer, static_cast<int>(op.tag)});
         return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->batch_p2p(w, v, a); });
     }
-    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    if (aborted_) fail_aborted();
     // Everything is posted before anything is waited for: the batch cannot deadlock on its own order.
     std::vector<std::shared_ptr<PendingP2p>> posted;
     for (auto &op : ops)
@@ -345,7 +345,7 @@ void ProcessGroup::debug_check(const OpInfo &info, const OpCtx &ctx) {
         msg += " call " + c.first + ";";
     }
     msg.pop_back();
-    fail(DISTC_EINVAL, msg);
+    fail_agreed(DISTC_EINVAL, msg);
 }
 
 }  // namespace distc

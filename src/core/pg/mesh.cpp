@@ -100,7 +100,16 @@ Mesh::~Mesh() = default;
 
 void Mesh::abort() {
     for (auto &s : socks_)
-        if (s.valid()) ::shutdown(s.get(), SHUT_RDWR);
+        if (s.valid()) {
+            // A reset rather than a FIN: a peer's next send on it fails at
+            // once, even while what this rank sent before is still unread
+            // there. connect(AF_UNSPEC) disconnects a TCP socket and keeps
+            // its descriptor, which other threads may still hold.
+            sockaddr unspec{};
+            unspec.sa_family = AF_UNSPEC;
+            ::connect(s.get(), &unspec, sizeof unspec);
+            ::shutdown(s.get(), SHUT_RDWR);
+        }
 }
 
 uint8_t *Mesh::scratch(size_t n) {

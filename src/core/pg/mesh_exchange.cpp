@@ -12,6 +12,12 @@
 namespace distc {
 
 namespace {
+// A peer resets its connections when an operation fails on it (ProcessGroup::break_group).
+constexpr const char *kGaveUp = " (it gave up on the group after a failure there, or died)";
+}  // namespace
+
+
+namespace {
 
 // The header's length field is 32 bits: larger payloads go as several messages.
 constexpr size_t kMaxMsg = size_t(1) << 30;
@@ -80,7 +86,7 @@ bool MeshExchange::push(int fd, Lane &l, uint32_t seq, int p) {
         }
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        fail_errno(DISTC_EREMOTE, "connection to " + rank_name(p) + " lost while sending", w < 0 ? errno : EPIPE);
+        fail_errno(DISTC_EREMOTE, "connection to " + rank_name(p) + " lost while sending" + kGaveUp, w < 0 ? errno : EPIPE);
     }
     return moved;
 }
@@ -94,11 +100,11 @@ bool MeshExchange::pull(int fd, Lane &l, uint32_t seq, int p, FnRef<void(int, in
         mh.msg_iov = iov;
         mh.msg_iovlen = static_cast<size_t>(remaining(l, iov));
         ssize_t r = ::recvmsg(fd, &mh, MSG_DONTWAIT);
-        if (r == 0) fail(DISTC_EREMOTE, rank_name(p) + " closed the connection");
+        if (r == 0) fail(DISTC_EREMOTE, rank_name(p) + " closed the connection" + kGaveUp);
         if (r < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-            fail_errno(DISTC_EREMOTE, "connection to " + rank_name(p) + " lost while receiving", errno);
+            fail_errno(DISTC_EREMOTE, "connection to " + rank_name(p) + " lost while receiving" + kGaveUp, errno);
         }
         moved = true;
         size_t before = l.done;

@@ -217,16 +217,18 @@ void ProcessGroup::abort() {
     drop_queued(false, "the group was aborted");
 }
 
-void ProcessGroup::execute(Work &w, const OpCtx &ctx, const Body &body) noexcept {
+void ProcessGroup::execute(Work &w, const OpCtx &ctx, const Body &body, bool collective) noexcept {
     w.start();
     int code = 0;
     std::string msg;
     int32_t src = -1;
+    bool agreed = false;
     try {
         src = body(ctx);
     } catch (const Error &e) {
         code = e.code();
         msg = e.what();
+        agreed = dynamic_cast<const AgreedError *>(&e) != nullptr;
     } catch (const std::bad_alloc &) {
         code = DISTC_ENOMEM;
         msg = "out of memory";
@@ -238,12 +240,31 @@ void ProcessGroup::execute(Work &w, const OpCtx &ctx, const Body &body) noexcept
         // Our own abort shut the connections; what the transport saw is a symptom.
         code = DISTC_EABORTED;
         msg = "the group was aborted (" + msg + ")";
+    } else if (code != 0 && collective && !agreed) {
+        break_group(w.what() + " failed on rank " + std::to_string(rank_) + ": " + msg);
     }
     w.complete(code, code ? w.what() + " failed: " + msg : "", src);
 }
 
+void ProcessGroup::break_group(const std::string &why) {
+    // A collective that failed here may have completed, or be about to, on
+    // peers that had what they needed (a late rank reads what this one sent
+    // before giving up). Resetting every connection makes their same
+    // operation and every later one fail instead, naming this rank, as a
+    // timed-out Gloo group closes its pairs and NCCL aborts its communicator.
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!broken_.empty()) return;
+        broken_ = why;
+    }
+    aborted_ = true;
+    if (mesh_) mesh_->abort();
+    if (backend_) backend_->abort();
+    drop_queued(false, ("the group broke: " + why).c_str());
+}
+
 ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, bool async, Body body) {
-    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    if (aborted_) fail_aborted();
     // Point-to-point operations are paired by tag, not by the group's sequence,
     // so only collectives advance it (ranks skip each other's sends and recvs).
     // A collective takes `steps` numbers (+1 for the debug cross-check) as its tags.
@@ -266,7 +287,7 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
             std::unique_lock<std::mutex> lk(mu_);
             idle_cv_.wait(lk, [&] { return collectives_pending_ == 0 || stopping_; });
         }
-        execute(*w, ctx, body);
+        execute(*w, ctx, body, !info.p2p);
         if (w->status() != 0) fail(w->status(), w->message());
         return w;
     }
@@ -274,10 +295,10 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
         std::lock_guard<std::mutex> lk(mu_);
         if (stopping_) fail(DISTC_ESTATE, "the group is being freed");
         if (info.p2p) {
-            p2p_queue_.push_back(Item{w, ctx, std::move(body)});
+            p2p_queue_.push_back(Item{w, ctx, std::move(body), false});
             if (p2p_idle_ == 0) p2p_threads_.push_back(start_thread([this] { p2p_loop(); }));
         } else {
-            queue_.push_back(Item{w, ctx, std::move(body)});
+            queue_.push_back(Item{w, ctx, std::move(body), true});
             ++collectives_pending_;
             if (!worker_.joinable()) worker_ = start_thread([this] { worker_loop(); });
         }
@@ -286,7 +307,14 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
     return w;
 }
 
-void ProcessGroup::fail_aborted() const { fail(DISTC_EABORTED, "the group was aborted"); }
+void ProcessGroup::fail_aborted() const {
+    std::string why;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        why = broken_;
+    }
+    fail(DISTC_EABORTED, why.empty() ? "the group was aborted" : "the group is broken: " + why);
+}
 
 void ProcessGroup::wait_outstanding(Millis timeout) {
     // Results come in issue order: earlier asynchronous collectives finish first.
@@ -340,7 +368,7 @@ void ProcessGroup::worker_loop() {
             it = std::move(queue_.front());
             queue_.pop_front();
         }
-        execute(*it.work, it.ctx, it.body);
+        execute(*it.work, it.ctx, it.body, it.collective);
         {
             std::lock_guard<std::mutex> lk(mu_);
             --collectives_pending_;
@@ -360,7 +388,7 @@ void ProcessGroup::p2p_loop() {
         Item it = std::move(p2p_queue_.front());
         p2p_queue_.pop_front();
         lk.unlock();
-        execute(*it.work, it.ctx, it.body);
+        execute(*it.work, it.ctx, it.body, it.collective);
         lk.lock();
     }
 }
@@ -730,7 +758,7 @@ ProcessGroup::WorkPtr ProcessGroup::send(Tensor t, int dst, int tag, const OpOpt
     info.p2p = true;
     if (async_)
         return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->send(w, t, dst, tag, a); });
-    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    if (aborted_) fail_aborted();
     std::shared_ptr<PendingP2p> p = backend_->post_send(t, dst, static_cast<uint32_t>(tag));
     return run(info, o, async, [p](const OpCtx &ctx) { return p->wait(ctx.timeout); });
 }
@@ -745,7 +773,7 @@ ProcessGroup::WorkPtr ProcessGroup::recv(Tensor t, int src, int tag, const OpOpt
     info.p2p = true;
     if (async_)
         return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->recv(w, t, src, tag, a); });
-    if (aborted_) fail(DISTC_EABORTED, "the group was aborted");
+    if (aborted_) fail_aborted();
     std::shared_ptr<PendingP2p> p = backend_->post_recv(t, src, static_cast<uint32_t>(tag));
     return run(info, o, async, [p](const OpCtx &ctx) { return p->wait(ctx.timeout); });
 }

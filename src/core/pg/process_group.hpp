@@ -166,7 +166,10 @@ private:
     // Runs a byte collective's two steps with the primitives this group's backend offers.
     void with_byte_prims(const OpInfo &info, const OpOptions &o, const std::function<void(BytePrims &)> &body);
     void debug_check(const OpInfo &info, const OpCtx &ctx);
-    void execute(Work &w, const OpCtx &ctx, const Body &body) noexcept;
+    // Runs one operation and completes its Work; a collective that fails
+    // (unless every rank failed it alike) breaks the group.
+    void execute(Work &w, const OpCtx &ctx, const Body &body, bool collective) noexcept;
+    void break_group(const std::string &why);
     void worker_loop();
     void p2p_loop();
     // Completes every queued (not yet running) operation with DISTC_EABORTED.
@@ -220,8 +223,10 @@ private:
         WorkPtr work;
         OpCtx ctx;
         Body body;
+        bool collective;
     };
-    std::mutex mu_;
+    mutable std::mutex mu_;
+    std::string broken_;  // why a collective failed here and broke the group (guarded by mu_)
     std::condition_variable cv_;       // the worker and the p2p waiters wait for items here
     std::condition_variable idle_cv_;  // blocking collectives wait here for earlier async ones
     // Async collectives run one at a time, in order, on worker_.

@@ -19,6 +19,15 @@ private:
 
 [[noreturn]] inline void fail(int code, const std::string &msg) { throw Error(code, msg); }
 
+// A failure every rank of a group reaches alike, from what all of them know
+// (lengths they exchanged, the calls they compared): it fails the operation
+// everywhere, so it leaves the group usable instead of breaking it.
+class AgreedError : public Error {
+public:
+    using Error::Error;
+};
+[[noreturn]] inline void fail_agreed(int code, const std::string &msg) { throw AgreedError(code, msg); }
+
 // fail(code, message()) with the message built out of line: checks on hot
 // paths then carry no string code (nor the stack frame it needs).
 template <typename F>

@@ -1,0 +1,99 @@
+/*
+ * A failure is a failure everywhere: a rank whose collective fails breaks the
+ * group, so that no peer completes that collective or a later one as if
+ * nothing happened. The late-rank case: rank 0 times out on allreduce #1
+ * before rank 1 arrives; rank 1 must then fail #1 too (not complete it from
+ * what rank 0 sent before giving up), and both fail every later collective
+ * with a message naming where the group broke.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pg_harness.h"
+#include "test_util.h"
+
+static void rank_late(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    float v[4] = {1, 2, 3, 4};
+    int64_t four = 4;
+    DLTensor t = {v, {kDLCPU, 0}, 1, DT_F32, &four, NULL, 0};
+    distc_store *st = dt_rank_store();
+    if (rank == 0) {
+        distc_op_options o = DISTC_OP_OPTIONS_INIT;
+        o.timeout_ms = 300;
+        RK_ERR2(distc_allreduce(NULL, pg, &t, DISTC_SUM, &o), DISTC_ETIMEOUT, "allreduce #1", "");
+        RK_OK(distc_store_set(st, "late/gave_up", "1", 1));
+    } else {
+        /* Arrive only once rank 0 has given up (through the store: threads or processes alike). */
+        distc_buf b = {0};
+        RK_OK(distc_store_get(&b, st, "late/gave_up"));
+        distc_buf_dispose(&b);
+        int rc = distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
+        RK_CHECKF(rc == DISTC_EREMOTE || rc == DISTC_EABORTED,
+                  "the late rank's allreduce #1 gave %d (%s), expected it to fail", rc, distc_error_last());
+        /* The mesh names the rank; Gloo's pairs know only its address. */
+        const char *mesh = getenv("DISTC_MESH_BYTES");
+        if (size == 2 && !(mesh && strcmp(mesh, "0") == 0))
+            RK_CHECKF(strstr(distc_error_last(), "rank 0"), "no word of rank 0: %s", distc_error_last());
+        RK_CHECKF(strstr(distc_error_last(), "gave up"), "no word of a rank giving up: %s", distc_error_last());
+    }
+    /* Every later collective fails at once on every rank, saying where the group broke. */
+    RK_ERR2(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL), DISTC_EABORTED, "the group is broken", "allreduce #1");
+    distc_work *w = NULL;
+    RK_ERR(distc_barrier(&w, pg, NULL), DISTC_EABORTED, "the group is broken");
+    RK_CHECK(w == NULL);
+    RK_ERR(distc_broadcast(NULL, pg, &t, 0, NULL), DISTC_EABORTED, "the group is broken");
+}
+
+static void test_late_rank_after_a_timeout(void **state) {
+    (void)state;
+    for (int size = 2; size <= 3; ++size) dt_run_ranks(size, rank_late, NULL);
+}
+
+/* An asynchronous collective that fails breaks the group too: what was queued behind it is dropped. */
+static void rank_late_async(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg, (void)size;
+    float v[4] = {1, 2, 3, 4};
+    int64_t four = 4;
+    DLTensor t = {v, {kDLCPU, 0}, 1, DT_F32, &four, NULL, 0};
+    distc_store *st = dt_rank_store();
+    if (rank == 0) {
+        distc_op_options o = DISTC_OP_OPTIONS_INIT;
+        o.timeout_ms = 300;
+        distc_work *w1 = NULL, *w2 = NULL;
+        RK_OK(distc_allreduce(&w1, pg, &t, DISTC_SUM, &o));
+        RK_OK(distc_allreduce(&w2, pg, &t, DISTC_SUM, NULL));
+        RK_ERR(distc_work_wait(w1, -1), DISTC_ETIMEOUT, "allreduce #1");
+        RK_ERR2(distc_work_wait(w2, -1), DISTC_EABORTED, "allreduce #2", "allreduce #1");
+        distc_work_free(w1);
+        distc_work_free(w2);
+        RK_OK(distc_store_set(st, "late_async/gave_up", "1", 1));
+    } else {
+        distc_buf b = {0};
+        RK_OK(distc_store_get(&b, st, "late_async/gave_up"));
+        distc_buf_dispose(&b);
+        distc_work *w = NULL;
+        if (RK_OK(distc_allreduce(&w, pg, &t, DISTC_SUM, NULL))) {
+            int rc = distc_work_wait(w, -1);
+            RK_CHECKF(rc == DISTC_EREMOTE || rc == DISTC_EABORTED, "the late rank's allreduce #1 gave %d (%s)", rc,
+                      distc_error_last());
+            distc_work_free(w);
+        }
+    }
+    RK_ERR(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL), DISTC_EABORTED, "the group is broken");
+}
+
+static void test_late_rank_after_an_async_timeout(void **state) {
+    (void)state;
+    dt_run_ranks(2, rank_late_async, NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_late_rank_after_a_timeout),
+        cmocka_unit_test(test_late_rank_after_an_async_timeout),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
