@@ -7,6 +7,7 @@
  * with a message naming where the group broke.
  */
 #define _GNU_SOURCE
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,10 +91,71 @@ static void test_late_rank_after_an_async_timeout(void **state) {
     dt_run_ranks(2, rank_late_async, NULL);
 }
 
+/* ------------------------------------------------ mismatched collectives */
+
+/* Each rank's call in one scenario of a 2-rank mismatch, without debug mode. */
+typedef enum { COUNTS, DTYPES, SPLITS, BCAST_VS_ALLREDUCE } mismatch;
+
+static int mismatched_call(distc_pg *pg, int rank, mismatch m) {
+    float f[5] = {1, 2, 3, 4, 5};
+    int32_t i[4] = {1, 2, 3, 4};
+    int64_t four = 4, five = 5;
+    DLTensor t = {f, {kDLCPU, 0}, 1, DT_F32, &four, NULL, 0};
+    switch (m) {
+    case COUNTS: /* 4 floats against 5 */
+        if (rank == 1) t.shape = &five;
+        return distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
+    case DTYPES: /* float32 against int32 */
+        if (rank == 1) t = (DLTensor){i, {kDLCPU, 0}, 1, DT_I32, &four, NULL, 0};
+        return distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
+    case SPLITS: { /* rank 1 expects 3 elements from rank 0, which sends it 2 */
+        int64_t in_splits[2] = {2, 2}, out_splits[2] = {2, 2}, n5 = 5;
+        if (rank == 1) out_splits[0] = 3;
+        DLTensor in = {i, {kDLCPU, 0}, 1, DT_I32, &four, NULL, 0};
+        int32_t o[5];
+        DLTensor out = {o, {kDLCPU, 0}, 1, DT_I32, rank == 1 ? &n5 : &four, NULL, 0};
+        return distc_alltoall_single(NULL, pg, &out, &in, out_splits, in_splits, NULL);
+    }
+    case BCAST_VS_ALLREDUCE:
+        return rank == 0 ? distc_broadcast(NULL, pg, &t, 0, NULL) : distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
+    }
+    return -1;
+}
+
+static void rank_mismatch(distc_pg *pg, int rank, int size, void *arg) {
+    (void)size;
+    mismatch m = (mismatch)(intptr_t)arg;
+    int rc = mismatched_call(pg, rank, m);
+    const char *msg = distc_error_last();
+    if (m == BCAST_VS_ALLREDUCE && rank == 0) {
+        /* The root only sends: it cannot see rank 1's call in this one. Its next call fails. */
+        RK_CHECKF(distc_barrier(NULL, pg, NULL) != 0, "the root's next call succeeded after a mismatch");
+        return;
+    }
+    RK_CHECKF(rc == DISTC_EINVAL, "scenario %d: rank %d got %d (%s), expected DISTC_EINVAL", (int)m, rank, rc, msg);
+    if (m == SPLITS)
+        RK_CHECKF(strstr(msg, "split sizes disagree") != NULL, "scenario %d: %s", (int)m, msg);
+    else
+        RK_CHECKF(strstr(msg, "ranks disagree on collective #1") && strstr(msg, rank == 0 ? "rank 1 calls" : "rank 0 calls"),
+                  "scenario %d: rank %d: %s", (int)m, rank, msg);
+    if (m == BCAST_VS_ALLREDUCE) RK_CHECKF(strstr(msg, "broadcast #1") != NULL, "the peer's call is not named: %s", msg);
+    /* The group is broken for both now. */
+    RK_CHECKF(distc_barrier(NULL, pg, NULL) != 0, "a call after the mismatch succeeded");
+}
+
+/* Every frame of the mesh carries its call: ranks calling different things fail instead of mixing bytes. */
+static void test_mismatched_collectives(void **state) {
+    (void)state;
+    const char *mesh = getenv("DISTC_MESH_BYTES");
+    if (mesh && strcmp(mesh, "0") == 0) skip(); /* Gloo's pairs carry no call: only DISTC_DEBUG=detail tells */
+    for (int m = COUNTS; m <= BCAST_VS_ALLREDUCE; ++m) dt_run_ranks(2, rank_mismatch, (void *)(intptr_t)m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_late_rank_after_a_timeout),
         cmocka_unit_test(test_late_rank_after_an_async_timeout),
+        cmocka_unit_test(test_mismatched_collectives),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

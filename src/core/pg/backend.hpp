@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/pg/call.hpp"
 #include "core/pg/tensor.hpp"
 #include "core/store/store.hpp"
 
@@ -25,6 +26,7 @@ public:
 struct OpCtx {
     uint32_t tag;
     std::chrono::milliseconds timeout;
+    Call call{};  // what the operation is (its seq is tag), for transports that check it on every message
 };
 
 class Backend {

@@ -120,20 +120,20 @@ uint8_t *Mesh::scratch(size_t n) {
     return scratch_.get();
 }
 
-void Mesh::run(uint32_t seq, Clock::time_point deadline) {
-    x_.run(socks_, seq, deadline, spin_, [](int, int) {});
+void Mesh::run(const Call &call, Clock::time_point deadline) {
+    x_.run(socks_, call, deadline, spin_, [](int, int) {});
 }
 
-void Mesh::reduce_direct(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::time_point deadline) {
+void Mesh::reduce_direct(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline) {
     size_t n = t.nbytes();
     if (to != rank_)
         for (int p = 0; p < size_; ++p)
             if (p != rank_ && (to == kEveryone || p == to)) x_.send(p, t.data, n);
-    if (to != kEveryone && to != rank_) return run(seq, deadline);
+    if (to != kEveryone && to != rank_) return run(call, deadline);
     uint8_t *all = scratch(n * static_cast<size_t>(size_));
     for (int p = 0; p < size_; ++p)
         if (p != rank_) x_.recv(p, all + n * static_cast<size_t>(p), n);
-    run(seq, deadline);
+    run(call, deadline);
     if (n) std::memcpy(all + n * static_cast<size_t>(rank_), t.data, n);
     // In rank order on every rank: the same bits everywhere.
     ReduceFn fn = reduce_fn(t.dtype, op);
@@ -141,7 +141,7 @@ void Mesh::reduce_direct(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::ti
     for (int p = 2; p < size_; ++p) fn(t.data, t.data, all + n * static_cast<size_t>(p), t.numel);
 }
 
-void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::time_point deadline) {
+void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline) {
     const size_t esz = dtype_size(t.dtype), P = static_cast<size_t>(size_);
     const size_t seg = std::max<size_t>(1, kSegmentBytes / esz);
     // Rank r owns chunk r of the elements.
@@ -192,7 +192,7 @@ void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::t
         fn(acc, in(0), in(1), n);
         for (int r = 2; r < size_; ++r) fn(r == size_ - 1 ? out : acc, acc, in(r), n);
     };
-    x_.run(socks_, seq, deadline, spin_, [&](int, int id) {
+    x_.run(socks_, call, deadline, spin_, [&](int, int id) {
         if (id < 0) return;
         auto k = static_cast<size_t>(id);
         if (++arrived_[k] < size_ - 1) return;
@@ -201,29 +201,29 @@ void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::t
     });
 }
 
-void Mesh::reduce_to(Tensor &t, ReduceOp op, int to, uint32_t seq, Millis timeout) {
+void Mesh::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
-        reduce_chunked(t, op, to, seq, deadline);
+        reduce_chunked(t, op, to, call, deadline);
     else  // a small reduce-scatter reduces everything everywhere and keeps its part
-        reduce_direct(t, op, to == kNobody ? kEveryone : to, seq, deadline);
+        reduce_direct(t, op, to == kNobody ? kEveryone : to, call, deadline);
 }
 
-void Mesh::broadcast(Tensor &t, int root, uint32_t seq, Millis timeout) {
+void Mesh::broadcast(Tensor &t, int root, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
-    if (size_ > 2 && t.nbytes() > kDirectBroadcastBytes) return broadcast_chunked(t, root, seq, deadline);
+    if (size_ > 2 && t.nbytes() > kDirectBroadcastBytes) return broadcast_chunked(t, root, call, deadline);
     if (rank_ == root) {
         for (int p = 0; p < size_; ++p)
             if (p != rank_) x_.send(p, t.data, t.nbytes());
     } else {
         x_.recv(root, t.data, t.nbytes());
     }
-    run(seq, deadline);
+    run(call, deadline);
 }
 
-void Mesh::broadcast_chunked(Tensor &t, int root, uint32_t seq, Clock::time_point deadline) {
+void Mesh::broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline) {
     // The non-roots in order after the root: v = 0 .. size-2; chunk v is v's to forward.
     const size_t n = t.nbytes(), m = static_cast<size_t>(size_ - 1);
     auto member = [&](size_t v) { return static_cast<int>((static_cast<size_t>(root) + 1 + v) % (m + 1)); };
@@ -235,7 +235,7 @@ void Mesh::broadcast_chunked(Tensor &t, int root, uint32_t seq, Clock::time_poin
                 uint8_t *src = ch.piece(v, k, bytes);
                 x_.send(member(v), src, bytes);
             }
-        return run(seq, deadline);
+        return run(call, deadline);
     }
     const size_t me = static_cast<size_t>(rank_ - root - 1 + size_) % (m + 1), mine = ch.segments(me);
     reduced_.reset(new bool[mine]());  // here: which of our chunk's segments came in
@@ -254,12 +254,12 @@ void Mesh::broadcast_chunked(Tensor &t, int root, uint32_t seq, Clock::time_poin
             x_.recv(member(v), dst, bytes);
         }
     }
-    x_.run(socks_, seq, deadline, spin_, [&](int, int id) {
+    x_.run(socks_, call, deadline, spin_, [&](int, int id) {
         if (id >= 0) reduced_[static_cast<size_t>(id)] = true;
     });
 }
 
-void Mesh::allgather(const Tensor &in, Tensor &out, uint32_t seq, Millis timeout) {
+void Mesh::allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     size_t n = in.nbytes();
@@ -272,10 +272,10 @@ void Mesh::allgather(const Tensor &in, Tensor &out, uint32_t seq, Millis timeout
         x_.send(p, own, n);
         x_.recv(p, out.bytes() + n * static_cast<size_t>(p), n);
     }
-    run(seq, deadline);
+    run(call, deadline);
 }
 
-void Mesh::gather(const Tensor &in, Tensor *out, int root, uint32_t seq, Millis timeout) {
+void Mesh::gather(const Tensor &in, Tensor *out, int root, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     size_t n = in.nbytes();
@@ -287,27 +287,27 @@ void Mesh::gather(const Tensor &in, Tensor *out, int root, uint32_t seq, Millis 
         for (int p = 0; p < size_; ++p)
             if (p != rank_) x_.recv(p, out->bytes() + n * static_cast<size_t>(p), n);
     }
-    run(seq, deadline);
+    run(call, deadline);
 }
 
-void Mesh::scatter(const Tensor *in, Tensor &out, int root, uint32_t seq, Millis timeout) {
+void Mesh::scatter(const Tensor *in, Tensor &out, int root, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     size_t n = out.nbytes();
     if (rank_ != root) {
         x_.recv(root, out.data, n);
-        return run(seq, deadline);
+        return run(call, deadline);
     }
     for (int p = 0; p < size_; ++p)
         if (p != rank_) x_.send(p, in->bytes() + n * static_cast<size_t>(p), n);
-    run(seq, deadline);
+    run(call, deadline);
     // After the sends: `out` may alias another rank's part of `in`.
     const uint8_t *own = in->bytes() + n * static_cast<size_t>(rank_);
     if (own != out.data && n) std::memmove(out.data, own, n);
 }
 
 void Mesh::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
-                     const std::vector<size_t> &out_counts, uint32_t seq, Millis timeout) {
+                     const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     const size_t esz = dtype_size(in.dtype);
@@ -336,10 +336,10 @@ void Mesh::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Ten
         ioff += ni;
         ooff += no;
     }
-    run(seq, deadline);
+    run(call, deadline);
 }
 
-void Mesh::barrier(uint32_t seq, Millis timeout) {
+void Mesh::barrier(const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     for (int p = 0; p < size_; ++p) {
@@ -347,7 +347,7 @@ void Mesh::barrier(uint32_t seq, Millis timeout) {
         x_.send(p, nullptr, 0);
         x_.recv(p, nullptr, 0);
     }
-    run(seq, deadline);
+    run(call, deadline);
 }
 
 }  // namespace distc

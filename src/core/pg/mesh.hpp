@@ -41,36 +41,36 @@ public:
     // can only take the mesh when every size does: ranks must agree on the path.
     static bool takes_every_size() { return limit() == static_cast<size_t>(kEverySize); }
 
-    void allreduce(Tensor &t, ReduceOp op, uint32_t seq, Millis timeout) { reduce_to(t, op, kEveryone, seq, timeout); }
-    void broadcast(Tensor &t, int root, uint32_t seq, Millis timeout);
-    void reduce(Tensor &t, int root, ReduceOp op, uint32_t seq, Millis timeout) { reduce_to(t, op, root, seq, timeout); }
-    void allgather(const Tensor &in, Tensor &out, uint32_t seq, Millis timeout);
+    void allreduce(Tensor &t, ReduceOp op, const Call &call, Millis timeout) { reduce_to(t, op, kEveryone, call, timeout); }
+    void broadcast(Tensor &t, int root, const Call &call, Millis timeout);
+    void reduce(Tensor &t, int root, ReduceOp op, const Call &call, Millis timeout) { reduce_to(t, op, root, call, timeout); }
+    void allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout);
     // `out` / `in` (size x the part, in rank order) only on the root.
-    void gather(const Tensor &in, Tensor *out, int root, uint32_t seq, Millis timeout);
-    void scatter(const Tensor *in, Tensor &out, int root, uint32_t seq, Millis timeout);
+    void gather(const Tensor &in, Tensor *out, int root, const Call &call, Millis timeout);
+    void scatter(const Tensor *in, Tensor &out, int root, const Call &call, Millis timeout);
     // Counts in elements, per peer in rank order; parts packed in that order in `in` and `out`.
     void alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
-                   const std::vector<size_t> &out_counts, uint32_t seq, Millis timeout);
+                   const std::vector<size_t> &out_counts, const Call &call, Millis timeout);
     // `all` holds size parts; on return this rank's part of it holds their reduction.
-    void reduce_scatter(Tensor &all, ReduceOp op, uint32_t seq, Millis timeout) {
-        reduce_to(all, op, kNobody, seq, timeout);
+    void reduce_scatter(Tensor &all, ReduceOp op, const Call &call, Millis timeout) {
+        reduce_to(all, op, kNobody, call, timeout);
     }
-    void barrier(uint32_t seq, Millis timeout);
+    void barrier(const Call &call, Millis timeout);
 
     void abort();  // shuts every socket down: waits in flight fail at once
 
 private:
-    void run(uint32_t seq, Clock::time_point deadline);
+    void run(const Call &call, Clock::time_point deadline);
     // A reduction's result on every rank, on `to` only, or (reduce-scatter) each rank's part on its rank.
-    void reduce_to(Tensor &t, ReduceOp op, int to, uint32_t seq, Millis timeout);
+    void reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout);
     // Every rank's copy of t, reduced in rank order into t on every rank or on `to` only.
-    void reduce_direct(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::time_point deadline);
+    void reduce_direct(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline);
     // Reduce-scatter in segments, each chunk reduced by its owner as its pieces
     // arrive, then the chunks gathered to every rank, to `to` only, or to nobody.
-    void reduce_chunked(Tensor &t, ReduceOp op, int to, uint32_t seq, Clock::time_point deadline);
+    void reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline);
     // Scatter from the root, then every rank forwards its piece to the others
     // as it arrives (more than two ranks, large messages).
-    void broadcast_chunked(Tensor &t, int root, uint32_t seq, Clock::time_point deadline);
+    void broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline);
     uint8_t *scratch(size_t n);
     std::string peer_name(int peer) const { return "rank " + std::to_string(peer); }
 

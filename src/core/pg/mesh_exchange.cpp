@@ -64,11 +64,12 @@ int MeshExchange::remaining(Lane &l, iovec *iov) {
     return cnt;
 }
 
-bool MeshExchange::push(int fd, Lane &l, uint32_t seq, int p) {
+bool MeshExchange::push(int fd, Peer &pr, const Call &call, int p) {
+    Lane &l = pr.out;
     bool moved = false;
     while (l.ready()) {
         const Msg &m = l.msgs[l.next];
-        if (l.done == 0) l.hdr = Header{seq, static_cast<uint32_t>(m.n)};
+        if (l.done == 0) l.hdr = Header{call, m.n, pr.in_total};
         // Header and payload in one call: a small message is one segment on the wire.
         iovec iov[2];
         msghdr mh{};
@@ -91,7 +92,8 @@ bool MeshExchange::push(int fd, Lane &l, uint32_t seq, int p) {
     return moved;
 }
 
-bool MeshExchange::pull(int fd, Lane &l, uint32_t seq, int p, FnRef<void(int, int)> on_recv) {
+bool MeshExchange::pull(int fd, Peer &pr, const Call &call, int p, FnRef<void(int, int)> on_recv) {
+    Lane &l = pr.in;
     bool moved = false;
     while (l.ready()) {
         const Msg &m = l.msgs[l.next];
@@ -109,11 +111,7 @@ bool MeshExchange::pull(int fd, Lane &l, uint32_t seq, int p, FnRef<void(int, in
         moved = true;
         size_t before = l.done;
         l.done += static_cast<size_t>(r);
-        if (before < sizeof(Header) && l.done >= sizeof(Header) && (l.hdr.seq != seq || l.hdr.len != m.n))
-            fail(DISTC_EPROTO, rank_name(p) + " sent " + std::to_string(l.hdr.len) + " bytes for collective #" +
-                                   std::to_string(l.hdr.seq) + " while this rank expected " + std::to_string(m.n) +
-                                   " bytes for #" + std::to_string(seq) +
-                                   " (ranks out of step: set DISTC_DEBUG=detail to see who calls what)");
+        if (before < sizeof(Header) && l.done >= sizeof(Header)) check_header(pr, l, call, p);
         if (l.done == sizeof(Header) + m.n) {
             int id = m.id;
             ++l.next;
@@ -124,7 +122,28 @@ bool MeshExchange::pull(int fd, Lane &l, uint32_t seq, int p, FnRef<void(int, in
     return moved;
 }
 
-void MeshExchange::run(const std::vector<Fd> &socks, uint32_t seq, Clock::time_point deadline,
+void MeshExchange::check_header(const Peer &pr, const Lane &l, const Call &call, int p) const {
+    const Header &h = l.hdr;
+    const Msg &m = l.msgs[l.next];
+    if (h.call.seq != call.seq)
+        fail(DISTC_EPROTO, rank_name(p) + " sent a message of collective #" + std::to_string(h.call.seq) +
+                               " while this rank runs #" + std::to_string(call.seq) + " (ranks out of step)");
+    if (!h.call.same_as(call))
+        fail(DISTC_EINVAL, "ranks disagree on collective #" + std::to_string(call.seq) + ": " + rank_name(p) +
+                               " calls " + describe(h.call) + ", this rank " + describe(call));
+    // Both directions of a pair: what the peer expects from us, then what it sends.
+    if (l.next == 0 && h.expect != pr.out_total)
+        fail(DISTC_EINVAL, rank_name(p) + " expects " + std::to_string(h.expect) + " bytes from this rank in " +
+                               describe(call) + ", which sends it " + std::to_string(pr.out_total) +
+                               (call.all_to_all() ? ": the ranks' split sizes disagree" : ""));
+    if (h.len != m.n)
+        fail(call.all_to_all() ? DISTC_EINVAL : DISTC_EPROTO,
+             rank_name(p) + " sends " + std::to_string(h.len) + " bytes in " + describe(call) +
+                 " where this rank expects " + std::to_string(m.n) +
+                 (call.all_to_all() ? ": the ranks' split sizes disagree" : ""));
+}
+
+void MeshExchange::run(const std::vector<Fd> &socks, const Call &call, Clock::time_point deadline,
                        std::chrono::microseconds spin, FnRef<void(int, int)> on_recv) {
     // Whatever happens, the next collective starts with empty queues.
     struct Clear {
@@ -136,6 +155,11 @@ void MeshExchange::run(const std::vector<Fd> &socks, uint32_t seq, Clock::time_p
             }
         }
     } clear{peers_};
+    for (auto &pr : peers_) {
+        pr.out_total = pr.in_total = 0;
+        for (const Msg &m : pr.out.msgs) pr.out_total += m.n;
+        for (const Msg &m : pr.in.msgs) pr.in_total += m.n;
+    }
     std::vector<pollfd> fds;
     auto spin_until = Clock::now() + spin;
     for (;;) {
@@ -144,8 +168,16 @@ void MeshExchange::run(const std::vector<Fd> &socks, uint32_t seq, Clock::time_p
             Peer &pr = peers_[p];
             if (pr.out.idle() && pr.in.idle()) continue;
             int fd = socks[p].get();
-            moved |= push(fd, pr.out, seq, int(p));
-            moved |= pull(fd, pr.in, seq, int(p), on_recv);
+            try {
+                moved |= push(fd, pr, call, int(p));
+            } catch (const Error &e) {
+                // The peer reset the connection: what it sent before may say
+                // why (another call, other sizes). Read that first; only a
+                // peer that agreed with this rank is reported as lost.
+                if (e.code() == DISTC_EREMOTE) pull(fd, pr, call, int(p), on_recv);
+                throw;
+            }
+            moved |= pull(fd, pr, call, int(p), on_recv);
             pending |= !pr.out.idle() || !pr.in.idle();
         }
         if (!pending) return;

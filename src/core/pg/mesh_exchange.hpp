@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/pg/call.hpp"
 #include "core/util/fn_ref.hpp"
 #include "core/util/socket.hpp"
 
@@ -29,16 +30,20 @@ public:
     void recv(int peer, void *p, size_t n, int id = -1, const bool *gate = nullptr);
 
     // Moves every queued message, then clears the queues (keeping their memory
-    // for the next collective). Each message carries `seq` and its length, so
-    // ranks out of step get DISTC_EPROTO instead of each other's bytes. Waiting
+    // for the next collective). Each message carries `call` (what this rank is
+    // running), its length and the bytes this rank expects from that peer in
+    // all: a peer out of step is DISTC_EPROTO; one running another call, or
+    // an all-to-all whose split sizes disagree with this rank's, is
+    // DISTC_EINVAL naming both sides, found before its bytes are read. Waiting
     // spins (yielding) for `spin` after the last progress, then sleeps in poll.
-    void run(const std::vector<Fd> &socks, uint32_t seq, Clock::time_point deadline, std::chrono::microseconds spin,
-             FnRef<void(int peer, int id)> on_recv);
+    void run(const std::vector<Fd> &socks, const Call &call, Clock::time_point deadline,
+             std::chrono::microseconds spin, FnRef<void(int peer, int id)> on_recv);
 
 private:
     struct Header {
-        uint32_t seq;
-        uint32_t len;
+        Call call;
+        uint64_t len;     // this message's payload
+        uint64_t expect;  // what the sender receives from this peer in this call, all messages together
     };
     struct Msg {
         uint8_t *p;
@@ -62,13 +67,16 @@ private:
     };
     struct Peer {
         Lane out, in;
+        uint64_t out_total = 0, in_total = 0;  // this call's bytes each way, set as run starts
     };
 
     Peer &peer(int p);
     static int remaining(Lane &l, ::iovec *iov);  // the rest of the current message
     // Moves what the socket takes now; true if any byte moved.
-    bool push(int fd, Lane &l, uint32_t seq, int peer);
-    bool pull(int fd, Lane &l, uint32_t seq, int peer, FnRef<void(int, int)> on_recv);
+    bool push(int fd, Peer &pr, const Call &call, int peer);
+    bool pull(int fd, Peer &pr, const Call &call, int peer, FnRef<void(int, int)> on_recv);
+    // The checks of a peer's header, once it is in.
+    void check_header(const Peer &pr, const Lane &l, const Call &call, int peer) const;
     std::vector<Peer> peers_;
 };
 

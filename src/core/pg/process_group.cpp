@@ -271,13 +271,16 @@ ProcessGroup::WorkPtr ProcessGroup::run(const OpInfo &info, const OpOptions &o, 
     uint64_t seq = 0;
     uint32_t steps = info.steps + (debug_ ? 1 : 0);
     if (!info.p2p) seq = take_seq(steps);
-    OpCtx ctx{static_cast<uint32_t>(seq), o.timeout.count() < 0 ? timeout_ : o.timeout};
+    OpCtx ctx{static_cast<uint32_t>(seq), o.timeout.count() < 0 ? timeout_ : o.timeout,
+              make_call(info.kind, info.dtype, info.reduce, info.root, info.numel, static_cast<uint32_t>(seq))};
     auto w = std::make_shared<Work>(seq, info.kind, info.label);
     if (debug_ && !info.p2p) {
         Body inner = std::move(body);
         body = [this, info, inner](const OpCtx &c) {
             debug_check(info, c);
-            return inner(OpCtx{c.tag + 1, c.timeout});
+            Call next = c.call;
+            next.seq = c.tag + 1;
+            return inner(OpCtx{c.tag + 1, c.timeout, next});
         };
     }
     if (!async) {
@@ -449,7 +452,7 @@ ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp o
         Tensor flat = flatten(ts, scratch, true);
         if (op == ReduceOp::PremulSum) scale_in_place(flat.dtype, flat.data, flat.numel, factor);
         if (small(flat.nbytes()))
-            mesh_->allreduce(flat, op, ctx.tag, ctx.timeout);
+            mesh_->allreduce(flat, op, ctx.call, ctx.timeout);
         else
             backend_->allreduce(flat, op, ctx);
         if (op == ReduceOp::Avg) scale_in_place(flat.dtype, flat.data, flat.numel, 1.0 / size_);
@@ -466,7 +469,7 @@ ProcessGroup::WorkPtr ProcessGroup::broadcast(Tensor t, int root, const OpOption
     return run(info, o, async,
                [this, t, root](const OpCtx &ctx) mutable {
         if (small(t.nbytes()))
-            mesh_->broadcast(t, root, ctx.tag, ctx.timeout);
+            mesh_->broadcast(t, root, ctx.call, ctx.timeout);
         else
             backend_->broadcast(t, root, ctx);
         return -1;
@@ -492,7 +495,7 @@ ProcessGroup::WorkPtr ProcessGroup::reduce(Tensor t, int root, ReduceOp op, cons
         }
         if (op == ReduceOp::PremulSum) scale_in_place(work.dtype, work.data, work.numel, factor);
         if (small(work.nbytes()))
-            mesh_->reduce(work, root, op, ctx.tag, ctx.timeout);
+            mesh_->reduce(work, root, op, ctx.call, ctx.timeout);
         else
             backend_->reduce(work, root, op, ctx);
         if (rank_ == root && op == ReduceOp::Avg) scale_in_place(t.dtype, t.data, t.numel, 1.0 / size_);
@@ -516,7 +519,7 @@ ProcessGroup::WorkPtr ProcessGroup::allgather(Tensor input, std::vector<Tensor> 
         std::unique_ptr<Scratch> scratch;
         Tensor flat = flatten(outputs, scratch, false);
         if (small(input.nbytes()))
-            mesh_->allgather(input, flat, ctx.tag, ctx.timeout);
+            mesh_->allgather(input, flat, ctx.call, ctx.timeout);
         else
             backend_->allgather(input, flat, ctx);
         unflatten(flat, outputs);
@@ -545,14 +548,14 @@ ProcessGroup::WorkPtr ProcessGroup::gather(Tensor input, std::vector<Tensor> out
         bool mesh = small(input.nbytes());
         if (rank_ != root) {
             if (mesh)
-                mesh_->gather(input, nullptr, root, ctx.tag, ctx.timeout);
+                mesh_->gather(input, nullptr, root, ctx.call, ctx.timeout);
             else
                 backend_->gather(input, nullptr, root, ctx);
             return -1;
         }
         Tensor flat = flatten(outputs, scratch, false);
         if (mesh)
-            mesh_->gather(input, &flat, root, ctx.tag, ctx.timeout);
+            mesh_->gather(input, &flat, root, ctx.call, ctx.timeout);
         else
             backend_->gather(input, &flat, root, ctx);
         unflatten(flat, outputs);
@@ -580,14 +583,14 @@ ProcessGroup::WorkPtr ProcessGroup::scatter(std::vector<Tensor> inputs, Tensor o
         bool mesh = small(output.nbytes());
         if (rank_ != root) {
             if (mesh)
-                mesh_->scatter(nullptr, output, root, ctx.tag, ctx.timeout);
+                mesh_->scatter(nullptr, output, root, ctx.call, ctx.timeout);
             else
                 backend_->scatter(nullptr, output, root, ctx);
             return -1;
         }
         Tensor flat = flatten(inputs, scratch, true);
         if (mesh)
-            mesh_->scatter(&flat, output, root, ctx.tag, ctx.timeout);
+            mesh_->scatter(&flat, output, root, ctx.call, ctx.timeout);
         else
             backend_->scatter(&flat, output, root, ctx);
         return -1;
@@ -621,7 +624,7 @@ ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, T
                    }
                    if (op == ReduceOp::PremulSum) scale_in_place(all.t.dtype, all.t.data, all.t.numel, factor);
                    if (small(all.t.nbytes()))
-                       mesh_->reduce_scatter(all.t, op, ctx.tag, ctx.timeout);
+                       mesh_->reduce_scatter(all.t, op, ctx.call, ctx.timeout);
                    else
                        backend_->allreduce(all.t, op, ctx);
                    uint8_t *mine = all.t.bytes() + output.nbytes() * static_cast<size_t>(rank_);
@@ -654,7 +657,7 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall(std::vector<Tensor> inputs, std::ve
         for (const auto &t : inputs) ic.push_back(t.numel);
         for (const auto &t : outputs) oc.push_back(t.numel);
         if (mesh_ && Mesh::takes_every_size())
-            mesh_->alltoallv(fin, ic, fout, oc, ctx.tag, ctx.timeout);
+            mesh_->alltoallv(fin, ic, fout, oc, ctx.call, ctx.timeout);
         else
             backend_->alltoallv(fin, ic, fout, oc, ctx);
         unflatten(fout, outputs);
@@ -731,7 +734,7 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
                    // Uneven splits: sizes differ between ranks, so only a mesh that takes every size.
                    bool mesh = even ? small(ic[0] * dtype_size(input.dtype)) : mesh_ && Mesh::takes_every_size();
                    if (mesh)
-                       mesh_->alltoallv(input, ic, output, oc, ctx.tag, ctx.timeout);
+                       mesh_->alltoallv(input, ic, output, oc, ctx.call, ctx.timeout);
                    else
                        backend_->alltoallv(input, ic, output, oc, ctx);
                    return -1;
@@ -743,7 +746,7 @@ ProcessGroup::WorkPtr ProcessGroup::barrier(const OpOptions &o, bool async) {
     if (async_) return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->barrier(w, a); });
     return run(info, o, async, [this](const OpCtx &ctx) {
         if (mesh_)
-            mesh_->barrier(ctx.tag, ctx.timeout);
+            mesh_->barrier(ctx.call, ctx.timeout);
         else
             backend_->barrier(ctx);
         return -1;
