@@ -399,36 +399,30 @@ static int half_create(void **g, const distc_backend_group_info *info, void *pay
     return 0;
 }
 
-typedef struct retry_arg {
-    distc_store *store;
-    int rank, size;
-} retry_arg;
-
-static void *retry_rank(void *p) {
-    retry_arg *a = p;
+static void retry_rank(distc_store *store, int rank, int size, void *arg) {
+    (void)arg;
     distc_pg_options o = DISTC_PG_OPTIONS_INIT;
     o.group_name = "retried";
     o.backend = "half_fails";
     distc_pg *pg = NULL;
-    int rc = distc_pg_new(&pg, a->store, a->rank, a->size, &o);
-    if (a->rank == 0)
+    int rc = distc_pg_new(&pg, store, rank, size, &o);
+    if (rank == 0)
         RK_CHECKF(rc == DISTC_EBACKEND && strstr(distc_error_last(), "no device on rank 0"),
                   "rank 0's own failure: %d %s", rc, distc_error_last());
     else
         RK_CHECKF(rc == DISTC_EREMOTE && strstr(distc_error_last(), "rank 0: ") &&
                       strstr(distc_error_last(), "no device on rank 0"),
-                  "rank %d did not learn of rank 0's failure: %d %s", a->rank, rc, distc_error_last());
+                  "rank %d did not learn of rank 0's failure: %d %s", rank, rc, distc_error_last());
     RK_CHECK(pg == NULL);
     /* The same name again, on gloo: every rank must land on the same instance. */
     o.backend = "gloo";
-    if (RK_OK(distc_pg_new(&pg, a->store, a->rank, a->size, &o))) {
-        int32_t v = a->rank + 1;
+    if (RK_OK(distc_pg_new(&pg, store, rank, size, &o))) {
+        int32_t v = rank + 1;
         int64_t one = 1;
         DLTensor t = {&v, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, &one, NULL, 0};
-        if (RK_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL))) RK_EQ_INT(v, a->size * (a->size + 1) / 2);
+        if (RK_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL))) RK_EQ_INT(v, size * (size + 1) / 2);
         distc_pg_free(pg);
     }
-    return NULL;
 }
 
 /* "Try the engine, fall back to gloo" on one group name, 20 times at 2 and at 4 ranks: never a hang. */
@@ -443,14 +437,7 @@ static void test_failed_creation_then_retry(void **state) {
         distc_store *st = NULL;
         ASSERT_OK(distc_store_new_hash(&st));
         for (int rep = 0; rep < 20; ++rep) {
-            pthread_t th[4];
-            retry_arg args[4];
-            for (int r = 0; r < size; ++r) {
-                args[r] = (retry_arg){st, r, size};
-                assert_int_equal(pthread_create(&th[r], NULL, retry_rank, &args[r]), 0);
-            }
-            for (int r = 0; r < size; ++r) pthread_join(th[r], NULL);
-            if (dt_rank_failures()) fail_msg("repetition %d at %d ranks failed", rep, size);
+            if (dt_run_threads(st, size, retry_rank, NULL) != 0) fail_msg("repetition %d at %d ranks failed", rep, size);
         }
         distc_store_free(st);
     }

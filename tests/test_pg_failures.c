@@ -15,22 +15,37 @@
 #include "pg_harness.h"
 #include "test_util.h"
 
+/* Four floats of the calling rank's own (ranks are threads here, or processes). */
+static __thread float t_v[4];
+static __thread int64_t t_four;
+static DLTensor f32_4(void) {
+    for (int i = 0; i < 4; ++i) t_v[i] = (float)(i + 1);
+    t_four = 4;
+    return (DLTensor){t_v, {kDLCPU, 0}, 1, DT_F32, &t_four, NULL, 0};
+}
+
+/* The late ranks arrive only once rank 0 has given up (through the store: threads or processes alike). */
+static void gave_up(const char *key) { RK_OK(distc_store_set(dt_rank_store(), key, "1", 1)); }
+static void wait_until_given_up(const char *key) {
+    distc_buf b = {0};
+    RK_OK(distc_store_get(&b, dt_rank_store(), key));
+    distc_buf_dispose(&b);
+}
+static distc_op_options short_timeout(void) {
+    distc_op_options o = DISTC_OP_OPTIONS_INIT;
+    o.timeout_ms = 300;
+    return o;
+}
+
 static void rank_late(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
-    float v[4] = {1, 2, 3, 4};
-    int64_t four = 4;
-    DLTensor t = {v, {kDLCPU, 0}, 1, DT_F32, &four, NULL, 0};
-    distc_store *st = dt_rank_store();
+    DLTensor t = f32_4();
     if (rank == 0) {
-        distc_op_options o = DISTC_OP_OPTIONS_INIT;
-        o.timeout_ms = 300;
+        distc_op_options o = short_timeout();
         RK_ERR2(distc_allreduce(NULL, pg, &t, DISTC_SUM, &o), DISTC_ETIMEOUT, "allreduce #1", "");
-        RK_OK(distc_store_set(st, "late/gave_up", "1", 1));
+        gave_up("late/gave_up");
     } else {
-        /* Arrive only once rank 0 has given up (through the store: threads or processes alike). */
-        distc_buf b = {0};
-        RK_OK(distc_store_get(&b, st, "late/gave_up"));
-        distc_buf_dispose(&b);
+        wait_until_given_up("late/gave_up");
         int rc = distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
         RK_CHECKF(rc == DISTC_EREMOTE || rc == DISTC_EABORTED,
                   "the late rank's allreduce #1 gave %d (%s), expected it to fail", rc, distc_error_last());
@@ -56,13 +71,9 @@ static void test_late_rank_after_a_timeout(void **state) {
 /* An asynchronous collective that fails breaks the group too: what was queued behind it is dropped. */
 static void rank_late_async(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg, (void)size;
-    float v[4] = {1, 2, 3, 4};
-    int64_t four = 4;
-    DLTensor t = {v, {kDLCPU, 0}, 1, DT_F32, &four, NULL, 0};
-    distc_store *st = dt_rank_store();
+    DLTensor t = f32_4();
     if (rank == 0) {
-        distc_op_options o = DISTC_OP_OPTIONS_INIT;
-        o.timeout_ms = 300;
+        distc_op_options o = short_timeout();
         distc_work *w1 = NULL, *w2 = NULL;
         RK_OK(distc_allreduce(&w1, pg, &t, DISTC_SUM, &o));
         RK_OK(distc_allreduce(&w2, pg, &t, DISTC_SUM, NULL));
@@ -70,11 +81,9 @@ static void rank_late_async(distc_pg *pg, int rank, int size, void *arg) {
         RK_ERR2(distc_work_wait(w2, -1), DISTC_EABORTED, "allreduce #2", "allreduce #1");
         distc_work_free(w1);
         distc_work_free(w2);
-        RK_OK(distc_store_set(st, "late_async/gave_up", "1", 1));
+        gave_up("late_async/gave_up");
     } else {
-        distc_buf b = {0};
-        RK_OK(distc_store_get(&b, st, "late_async/gave_up"));
-        distc_buf_dispose(&b);
+        wait_until_given_up("late_async/gave_up");
         distc_work *w = NULL;
         if (RK_OK(distc_allreduce(&w, pg, &t, DISTC_SUM, NULL))) {
             int rc = distc_work_wait(w, -1);

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include "pg_harness.h"
@@ -330,21 +329,15 @@ static void test_debug_mode(void **state) {
 
 /* ------------------------------------------- what freed groups leave behind */
 
-typedef struct keys_arg {
-    distc_store *store;
-    int rank, size;
-} keys_arg;
-
-static void *keys_rank(void *p) {
-    keys_arg *a = p;
+static void keys_rank(distc_store *store, int rank, int size, void *arg) {
+    (void)arg;
     distc_pg_options o = DISTC_PG_OPTIONS_INIT;
     o.group_name = "left_behind";
     distc_pg *pg = NULL;
-    if (RK_OK(distc_pg_new(&pg, a->store, a->rank, a->size, &o))) {
+    if (RK_OK(distc_pg_new(&pg, store, rank, size, &o))) {
         RK_OK(distc_barrier(NULL, pg, NULL));
         distc_pg_free(pg);
     }
-    return NULL;
 }
 
 /* Groups created and freed again and again leave one key per rank: its count of attempts at the name. */
@@ -355,14 +348,7 @@ static void test_freed_groups_leave_no_keys(void **state) {
         distc_store *st = NULL;
         ASSERT_OK(distc_store_new_hash(&st));
         for (int round = 0; round < 3; ++round) {
-            pthread_t th[3];
-            keys_arg args[3];
-            for (int r = 0; r < size; ++r) {
-                args[r] = (keys_arg){st, r, size};
-                assert_int_equal(pthread_create(&th[r], NULL, keys_rank, &args[r]), 0);
-            }
-            for (int r = 0; r < size; ++r) pthread_join(th[r], NULL);
-            assert_int_equal(dt_rank_failures(), 0);
+            assert_int_equal(dt_run_threads(st, size, keys_rank, NULL), 0);
             int64_t n = -1;
             ASSERT_OK(distc_store_num_keys(&n, st));
             if (n != size)

@@ -43,6 +43,32 @@ distc_store *dt_rank_store(void) { return tls_store; }
 const char *dt_rank_group(void) { return tls_group; }
 int dt_rank_failures(void) { return __atomic_load_n(&g_failures, __ATOMIC_SEQ_CST); }
 
+typedef struct thread_arg {
+    distc_store *store;
+    int rank, size;
+    dt_thread_fn fn;
+    void *arg;
+} thread_arg;
+
+static void *thread_main(void *p) {
+    thread_arg *a = p;
+    a->fn(a->store, a->rank, a->size, a->arg);
+    return NULL;
+}
+
+int dt_run_threads(distc_store *store, int size, dt_thread_fn fn, void *arg) {
+    pthread_t th[16];
+    thread_arg args[16];
+    int before = dt_rank_failures();
+    if (size < 1 || size > 16) return -1;
+    for (int r = 0; r < size; ++r) {
+        args[r] = (thread_arg){store, r, size, fn, arg};
+        if (pthread_create(&th[r], NULL, thread_main, &args[r]) != 0) return -1;
+    }
+    for (int r = 0; r < size; ++r) pthread_join(th[r], NULL);
+    return dt_rank_failures() - before;
+}
+
 void dt_rank_fail(const char *file, int line, const char *fmt, ...) {
     int n = __atomic_add_fetch(&g_failures, 1, __ATOMIC_SEQ_CST);
     if (n > DT_MAX_PRINTED) {

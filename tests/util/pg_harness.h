@@ -66,6 +66,15 @@ void dt_rank_fail(const char *file, int line, const char *fmt, ...) __attribute_
 /* Failures recorded so far in the current run (all ranks). */
 int dt_rank_failures(void);
 
+/*
+ * Runs fn(store, rank, size, arg) on `size` plain threads (at most 16) that
+ * share `store` and make their own groups (what group creation itself does
+ * is the test), joins them, and returns the failures the RK_* checks
+ * recorded meanwhile.
+ */
+typedef void (*dt_thread_fn)(distc_store *store, int rank, int size, void *arg);
+int dt_run_threads(distc_store *store, int size, dt_thread_fn fn, void *arg);
+
 /* ------------------------------------------------------------------ checks */
 /* Each evaluates to 1 when the check passed, 0 when it recorded a failure. */
 
