@@ -15,7 +15,7 @@ extern "C" {  // cmocka 1.1 has no C++ guards of its own
 
 #include <cerrno>
 
-#include "core/util/sigpipe.hpp"
+#include "support/sigpipe.hpp"
 
 using distc::SigpipeBlocked;
 

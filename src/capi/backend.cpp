@@ -1,6 +1,6 @@
 // C shims for distc/sys/backend.h: registering backends, and the calls a
 // backend makes to complete work and to use the core's host kernels.
-#include "backends/plugin/registry.hpp"
+#include "capi/registry.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "core/pg/types.hpp"

@@ -11,7 +11,7 @@
 #include "core/store/hash_store.hpp"
 #include "core/store/rendezvous.hpp"
 #include "core/util/checked.hpp"
-#include "core/util/sigpipe.hpp"
+#include "support/sigpipe.hpp"
 #include "distc/pg.h"
 
 using namespace distc;

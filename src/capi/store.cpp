@@ -5,7 +5,7 @@
 #include "capi/args.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
-#include "core/store/custom_store.hpp"
+#include "capi/custom_store.hpp"
 #include "core/store/file_store.hpp"
 #include "core/store/hash_store.hpp"
 #include "core/store/prefix_store.hpp"

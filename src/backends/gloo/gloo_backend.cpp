@@ -20,7 +20,7 @@
 
 #include "backends/gloo/abortable.hpp"
 #include "core/util/error.hpp"
-#include "core/util/sigpipe.hpp"
+#include "support/sigpipe.hpp"
 #include "core/util/socket.hpp"
 
 namespace distc {

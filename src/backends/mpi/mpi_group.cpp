@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/util/sigpipe.hpp"
+#include "support/sigpipe.hpp"
 
 namespace distc_mpi {
 

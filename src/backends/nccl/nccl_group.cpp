@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/util/sigpipe.hpp"
+#include "support/sigpipe.hpp"
 
 namespace distc_nccl {
 

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/plugin/plugin_failure.hpp"
+#include "support/plugin_failure.hpp"
 #include "distc/sys/backend.h"
 
 namespace distc_nccl {

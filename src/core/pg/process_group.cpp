@@ -7,7 +7,7 @@
 #include "core/store/prefix_store.hpp"
 #include "core/store/watchful_store.hpp"
 #include "core/util/error.hpp"
-#include "core/util/sigpipe.hpp"
+#include "support/sigpipe.hpp"
 
 namespace distc {
 

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "core/util/error.hpp"
-#include "core/util/sigpipe.hpp"
+#include "support/sigpipe.hpp"
 
 namespace distc {
 

@@ -1,4 +1,4 @@
-#include "backends/plugin/registry.hpp"
+#include "capi/registry.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "core/store/custom_store.hpp"
+#include "capi/custom_store.hpp"
 
 #include <thread>
 

@@ -1,4 +1,4 @@
-#include "backends/plugin/plugin_backend.hpp"
+#include "capi/plugin_backend.hpp"
 
 #include <algorithm>
 #include <cstring>

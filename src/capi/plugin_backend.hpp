@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "backends/plugin/registry.hpp"
+#include "capi/registry.hpp"
 #include "core/pg/async_backend.hpp"
 
 struct distc_store;

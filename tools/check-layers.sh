@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Fails on an #include that crosses a layer the wrong way (README, Layout).
+# Layers from the top: capi/ -> core/ -> backends/; support/ is header-only
+# code every layer and the plugins may use, and it uses nothing of distc.
+# The plugins (backends/mpi, backends/nccl) are libraries of their own: they
+# use the public headers (distc/...), support/ and their own folder only.
+#   tools/check-layers.sh [SRC_DIR]   (default: src/ next to tools/)
+set -euo pipefail
+src=${1:-"$(dirname "$0")/../src"}
+cd "$src"
+bad=0
+while IFS= read -r -d '' f; do
+  layer=${f#./}
+  while IFS= read -r line; do
+    inc=$(printf '%s' "$line" | sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p')
+    [ -n "$inc" ] || continue
+    top=${inc%%/*}
+    why=""
+    case "$layer" in
+      core/*) case "$top" in capi|backends) why="core/ uses neither capi/ nor backends/";; esac ;;
+      backends/mpi/*|backends/nccl/*)
+        plugin=${layer#backends/}; plugin=${plugin%%/*}
+        case "$inc" in distc/*|distc.h|support/*|backends/"$plugin"/*) ;;
+          *) why="a plugin uses the public headers, support/ and its own folder only";; esac ;;
+      backends/*) case "$top" in capi) why="backends/ do not use capi/";; esac ;;
+      support/*) case "$inc" in distc/*|distc.h) ;; *) why="support/ uses nothing of distc but its public headers";; esac ;;
+    esac
+    if [ -n "$why" ]; then
+      echo "check-layers: $layer includes \"$inc\": $why"
+      bad=1
+    fi
+  done < "$f"
+done < <(find . -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.c' \) -print0)
+[ $bad -eq 0 ] && echo "check-layers: every include points down"
+exit $bad
