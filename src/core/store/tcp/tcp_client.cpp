@@ -159,11 +159,24 @@ int64_t TcpClient::add(const std::string &key, int64_t delta, Millis timeout) {
         try {
             return io.recv_pod<int64_t>();
         } catch (const Error &e) {
-            if (e.code() != DISTC_EREMOTE) throw;
-            // The protocol has no error reply: the server drops a client whose ADD it cannot do.
-            fail(DISTC_EINVAL, std::string(e.what()) + " during ADD (a non-integer value, or an int64 overflow?)");
+            // PyTorch's protocol has no error reply: a server drops the client whose ADD it
+            // cannot do. A dead server drops it too, but then it accepts no new connection.
+            if (e.code() != DISTC_EREMOTE || !reachable(io.deadline)) throw;
+            fail(DISTC_EINVAL, std::string(e.what()) + " during ADD but still accepts connections: key '" + key +
+                                   "' holds a non-integer value, or the sum overflows int64");
         }
     });
+}
+
+bool TcpClient::reachable(Clock::time_point deadline) {
+    try {
+        Fd fd = connect(deadline, 0);
+        std::lock_guard<std::mutex> lk(mu_);
+        if (idle_.size() < kMaxIdle) idle_.push_back(std::move(fd));
+        return true;
+    } catch (const Error &) {
+        return false;
+    }
 }
 
 Bytes TcpClient::compare_set(const std::string &key, ByteView expected, ByteView desired, Millis timeout) {

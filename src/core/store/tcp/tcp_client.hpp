@@ -54,6 +54,7 @@ private:
     auto call(Millis timeout, F &&body) -> decltype(body(std::declval<Io &>()));
     Fd connect(Clock::time_point deadline, int retries);
     bool handshake(Io &io);  // false: not a distc server
+    bool reachable(Clock::time_point deadline);  // one new connection succeeds (kept in the pool)
     wire::Writer request(wire::Op op) const { return wire::Writer(wire::encode_op(dialect_, op)); }
     static wire::Writer &put_keys(wire::Writer &w, const std::vector<std::string> &keys);
 
