@@ -57,6 +57,117 @@ static child_server start_child_server(limit_fn limit) {
     return cs;
 }
 
+/* Kills the child; returns whether it was still alive (not crashed) until then. */
+static int stop_child_server(child_server cs) {
+    int st = 0;
+    int alive = waitpid(cs.pid, &st, WNOHANG) == 0;
+    if (alive) {
+        kill(cs.pid, SIGKILL);
+        waitpid(cs.pid, &st, 0);
+    } else {
+        fprintf(stderr, "child server died: %s %d\n", WIFSIGNALED(st) ? "signal" : "exit code",
+                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    }
+    return alive;
+}
+
+/* This process's address space in bytes (VmSize). */
+static uint64_t vm_size(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    uint64_t kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %lu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* The child may map what it has now plus this much: enough to serve 1 MiB
+ * values, not enough for a reply of hundreds of MiB. */
+static void limit_memory(void) {
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max = vm_size() + (320u << 20);
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+}
+
+static const char **repeated(const char *key, size_t n) {
+    const char **keys = malloc(n * sizeof *keys);
+    for (size_t i = 0; i < n; ++i) keys[i] = key;
+    return keys;
+}
+
+/* A 100 KB MULTI_GET naming one 1 MiB key 8192 times asks for an 8 GiB reply:
+ * refused with DISTC_ENOMEM, the connection and the server stay usable. */
+static void test_multi_get_amplification(void **state) {
+    (void)state;
+    child_server cs = start_child_server(limit_memory);
+    distc_store *c = dt_tcp_client(cs.port, 10000);
+    size_t n = 1u << 20;
+    uint8_t *big = calloc(1, n);
+    ASSERT_OK(distc_store_set(c, "big", big, n));
+    enum { K = 8192 };
+    const char **keys = repeated("big", K);
+    distc_buf *out = calloc(K, sizeof *out);
+    ASSERT_ERR(distc_store_multi_get(out, c, keys, K), DISTC_ENOMEM, "refused MULTI_GET");
+    dt_assert_contains(distc_error_last(), "1 GiB limit");
+    distc_buf b = {0};
+    ASSERT_OK(distc_store_get(&b, c, "big"));
+    assert_int_equal(b.size, n);
+    distc_buf_dispose(&b);
+    ASSERT_OK(distc_store_multi_get(out, c, keys, 3)); /* repeats within the limit are fine */
+    for (int i = 0; i < 3; ++i) {
+        assert_int_equal(out[i].size, n);
+        distc_buf_dispose(&out[i]);
+    }
+
+    /* A PyTorch 2.x client's MULTI_GET has no error reply: it is dropped, the server serves on. */
+    distc_tcp_store_options o = DISTC_TCP_STORE_OPTIONS_INIT;
+    o.host = "127.0.0.1";
+    o.port = cs.port;
+    o.timeout_ms = 10000;
+    o.protocol = DISTC_TCP_PROTOCOL_TORCH2;
+    distc_store *t = NULL;
+    ASSERT_OK(distc_store_new_tcp(&t, &o));
+    ASSERT_ERR(distc_store_multi_get(out, t, keys, K), DISTC_EREMOTE, "closed the connection");
+    ASSERT_OK(distc_store_get(&b, t, "big"));
+    distc_buf_dispose(&b);
+    distc_store_free(t);
+
+    distc_store_free(c);
+    free(out);
+    free(keys);
+    free(big);
+    assert_true(stop_child_server(cs));
+}
+
+/* A reply within the limits that the server cannot allocate (the child's
+ * address space is capped) costs that connection only. */
+static void test_server_survives_out_of_memory(void **state) {
+    (void)state;
+    child_server cs = start_child_server(limit_memory);
+    distc_store *c = dt_tcp_client(cs.port, 10000);
+    size_t n = 1u << 20;
+    uint8_t *big = calloc(1, n);
+    ASSERT_OK(distc_store_set(c, "big", big, n));
+    enum { K = 700 }; /* 700 MiB: under the reply limit, over what the child may map */
+    const char **keys = repeated("big", K);
+    distc_buf *out = calloc(K, sizeof *out);
+    ASSERT_ERR(distc_store_multi_get(out, c, keys, K), DISTC_EREMOTE, "closed the connection");
+    distc_store *c2 = dt_tcp_client(cs.port, 10000);
+    distc_buf b = {0};
+    ASSERT_OK(distc_store_get(&b, c2, "big"));
+    assert_int_equal(b.size, n);
+    distc_buf_dispose(&b);
+    int64_t v = 0;
+    ASSERT_OK(distc_store_add(&v, c, "after", 1)); /* the first client reconnects */
+    distc_store_free(c2);
+    distc_store_free(c);
+    free(out);
+    free(keys);
+    free(big);
+    assert_true(stop_child_server(cs));
+}
+
 /* A dead server is DISTC_EREMOTE for ADD too, not a bad argument: the client
  * tells a dropped ADD from a dead server by whether the server still accepts. */
 static void test_add_after_server_killed(void **state) {
@@ -74,6 +185,8 @@ static void test_add_after_server_killed(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_after_server_killed),
+        cmocka_unit_test(test_multi_get_amplification),
+        cmocka_unit_test(test_server_survives_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

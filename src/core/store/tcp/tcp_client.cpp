@@ -1,6 +1,7 @@
 #include "core/store/tcp/tcp_client.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "core/util/error.hpp"
@@ -76,8 +77,10 @@ bool TcpClient::handshake(Io &io) {
         if (e.code() == DISTC_EREMOTE) return false;
         throw;
     }
-    io.recv_pod<uint32_t>();  // the server's version: only one exists so far
-    if (magic != wire::kDistcMagic) fail(DISTC_EPROTO, peer_ + " answered the handshake with unknown bytes");
+    uint32_t version = io.recv_pod<uint32_t>();
+    if (magic != wire::kDistcMagic || version == 0 || version > wire::kDistcVersion)
+        fail(DISTC_EPROTO, peer_ + " answered the handshake with unknown bytes");
+    version_ = version;
     return true;
 }
 
@@ -116,6 +119,26 @@ T TcpClient::Io::recv_pod() {
     T v;
     recv_all(fd, &v, sizeof v, deadline, c.peer_, c.spin_);
     return v;
+}
+
+void TcpClient::Io::recv_status(const char *op, void *after, size_t n) {
+    uint8_t b[9];
+    recv_all(fd, b, 1 + n, deadline, c.peer_, c.spin_);
+    if (b[0] == wire::kStatusOk) {
+        std::memcpy(after, b + 1, n);
+        return;
+    }
+    if (b[0] != wire::kStatusError) fail(DISTC_EPROTO, c.peer_ + " answered " + op + " with an unknown status");
+    if (n < 8) recv_all(fd, b + 1 + n, 8 - n, deadline, c.peer_, c.spin_);
+    int32_t code;
+    uint32_t len;
+    std::memcpy(&code, b + 1, 4);
+    std::memcpy(&len, b + 5, 4);
+    if (len > wire::kMaxErrorMessage) fail(DISTC_EPROTO, c.peer_ + " sent an error message over the length limit");
+    std::string msg(len, '\0');
+    if (len) recv_all(fd, msg.data(), len, deadline, c.peer_, c.spin_);
+    if (code >= 0 || code < DISTC_EPROTO) code = DISTC_EREMOTE;  // not a code this library knows
+    fail(code, c.peer_ + " refused " + op + ": " + msg);
 }
 
 Bytes TcpClient::Io::recv_bytes() {
@@ -157,7 +180,10 @@ int64_t TcpClient::add(const std::string &key, int64_t delta, Millis timeout) {
     return call(timeout, [&](Io &io) {
         io.send(request(Op::Add).str(key).i64(delta));
         try {
-            return io.recv_pod<int64_t>();
+            if (!status_replies()) return io.recv_pod<int64_t>();
+            int64_t v;
+            io.recv_status("ADD", &v, sizeof v);
+            return v;
         } catch (const Error &e) {
             // PyTorch's protocol has no error reply: a server drops the client whose ADD it
             // cannot do. A dead server drops it too, but then it accepts no new connection.
@@ -240,6 +266,7 @@ std::vector<Bytes> TcpClient::multi_get(const std::vector<std::string> &keys, Mi
             put_keys(w, keys);
         }
         io.send(w);
+        if (status_replies()) io.recv_status("MULTI_GET", nullptr, 0);
         std::vector<Bytes> out;
         out.reserve(keys.size());
         for (size_t i = 0; i < keys.size(); ++i) out.push_back(io.recv_bytes());

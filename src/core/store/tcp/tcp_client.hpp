@@ -7,6 +7,7 @@
 // dead server is reported at once.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <utility>
 #include <string>
@@ -49,6 +50,8 @@ private:
         template <typename T>
         T recv_pod();
         Bytes recv_bytes();
+        // A version-2 status byte, and on success the `n` (<= 8) reply bytes after it, read at once.
+        void recv_status(const char *op, void *after, size_t n);
     };
     template <typename F>
     auto call(Millis timeout, F &&body) -> decltype(body(std::declval<Io &>()));
@@ -56,6 +59,7 @@ private:
     bool handshake(Io &io);  // false: not a distc server
     bool reachable(Clock::time_point deadline);  // one new connection succeeds (kept in the pool)
     wire::Writer request(wire::Op op) const { return wire::Writer(wire::encode_op(dialect_, op)); }
+    bool status_replies() const { return protocol_ == DISTC_TCP_PROTOCOL_DISTC && version_ >= 2; }
     static wire::Writer &put_keys(wire::Writer &w, const std::vector<std::string> &keys);
 
     std::string host_;
@@ -63,6 +67,7 @@ private:
     std::string peer_;
     distc_tcp_protocol protocol_;
     wire::Dialect dialect_ = wire::Dialect::Torch2;
+    std::atomic<uint32_t> version_{0};  // the distc protocol version the server agreed to
     std::chrono::microseconds spin_;
     static constexpr size_t kMaxIdle = 8;
     std::mutex mu_;  // guards idle_ and the protocol resolution

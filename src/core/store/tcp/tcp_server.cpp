@@ -44,6 +44,7 @@ struct TcpServer::Conn {
     size_t out_off = 0;
     bool dialect_known = false;
     Dialect dialect = Dialect::Torch1;
+    uint32_t version = 0;  // the distc protocol version agreed in HELLO; 0: a PyTorch client
     bool writing = false;  // EPOLLOUT armed
     // A request that waits for keys (GET on a distc server, WAIT, MULTI_GET).
     bool blocked = false;
@@ -107,16 +108,27 @@ void TcpServer::run() noexcept {
             if (id == kListenId)
                 accept_all();
             else
-                on_event(id, evs[i].events);
+                contain(id, [&] { on_event(id, evs[i].events); });
         }
         while (!ready_.empty()) {
             auto ids = std::move(ready_);
             ready_.clear();
             for (uint64_t id : ids) {
                 auto it = conns_.find(id);
-                if (it != conns_.end()) process(*it->second);
+                if (it != conns_.end()) contain(id, [&] { process(*it->second); });
             }
         }
+    }
+}
+
+template <typename F>
+void TcpServer::contain(uint64_t id, F &&f) noexcept {
+    try {
+        f();
+    } catch (...) {
+        // Out of memory serving one request (a large value, a large reply): that
+        // connection goes, the others and the stored keys stay.
+        close_conn(id);
     }
 }
 
@@ -135,14 +147,21 @@ void TcpServer::accept_all() {
             return;
         }
         set_nodelay(fd);
-        auto c = std::make_unique<Conn>();
-        c->id = next_id_++;
-        c->fd.reset(fd);
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP;
-        ev.data.u64 = c->id;
-        if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) continue;
-        conns_.emplace(c->id, std::move(c));
+        Fd owned(fd);
+        std::unique_ptr<Conn> c;
+        try {
+            c = std::make_unique<Conn>();
+            c->id = next_id_++;
+            c->fd = std::move(owned);
+            epoll_event ev{};
+            ev.events = EPOLLIN | EPOLLRDHUP;
+            ev.data.u64 = c->id;
+            if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) continue;
+            conns_.emplace(c->id, std::move(c));
+        } catch (const std::bad_alloc &) {
+            if (c && c->fd.valid()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+            continue;  // the client sees its connection closed
+        }
         nconns_ = conns_.size();
     }
 }
@@ -222,7 +241,12 @@ void TcpServer::process(Conn &c) {
     const uint64_t id = c.id;
     for (;;) {
         size_t avail = c.in_end - c.in_off;
-        if (c.blocked && !try_unblock(c)) {
+        Result unblocked = c.blocked ? try_unblock(c) : Result::Done;
+        if (unblocked == Result::Bad) {
+            close_conn(id);
+            return;
+        }
+        if (unblocked == Result::Incomplete) {
             // Only a 2.x client's CANCEL_WAIT may overtake a blocked request.
             if (!(avail && c.dialect == Dialect::Torch2 && c.dialect_known &&
                   wire::decode_op(c.dialect, c.in[c.in_off]) == Op::CancelWait))
@@ -273,7 +297,7 @@ std::vector<std::string> read_keys(Reader &r) {
 
 TcpServer::Result TcpServer::handle(Conn &c, Op op, Reader &r) {
     auto status = [&] { return r.bad() ? Result::Bad : r.incomplete() ? Result::Incomplete : Result::Done; };
-    auto reply = [&](const Writer &w) { c.out.insert(c.out.end(), w.buf().begin(), w.buf().end()); };
+    auto reply = [&](const Writer &w) { reply_to(c, w); };
     switch (op) {
     case Op::Validate: {
         uint32_t magic = r.u32();
@@ -282,10 +306,11 @@ TcpServer::Result TcpServer::handle(Conn &c, Op op, Reader &r) {
     }
     case Op::Hello: {
         uint32_t magic = r.u32();
-        r.u32();  // client version: only one exists so far
+        uint32_t version = r.u32();
         if (!r.ok()) return status();
-        if (magic != wire::kDistcMagic) return Result::Bad;
-        reply(Writer().u32(wire::kDistcMagic).u32(wire::kDistcVersion));
+        if (magic != wire::kDistcMagic || version == 0 || c.version != 0) return Result::Bad;
+        c.version = std::min(version, wire::kDistcVersion);
+        reply(Writer().u32(wire::kDistcMagic).u32(c.version));
         return Result::Done;
     }
     case Op::Ping: {
@@ -349,11 +374,12 @@ TcpServer::Result TcpServer::handle(Conn &c, Op op, Reader &r) {
         int64_t v;
         try {
             v = add_to_counter(key, it == data_.end() ? nullptr : &it->second, delta);
-        } catch (const Error &) {
-            return Result::Bad;  // the protocol has no error reply: drop the client
+        } catch (const Error &e) {
+            return refuse(c, e.code(), e.what());
         }
         data_[key] = counter_bytes(v);
         key_created(key);
+        if (c.version >= 2) c.out.push_back(wire::kStatusOk);
         reply(Writer().i64(v));
         return Result::Done;
     }
@@ -408,7 +434,15 @@ void TcpServer::block(Conn &c, Op op, std::vector<std::string> keys) {
     // process() tries to complete it right away and registers the waiters if not.
 }
 
-bool TcpServer::try_unblock(Conn &c) {
+TcpServer::Result TcpServer::refuse(Conn &c, int code, const std::string &msg) {
+    if (c.version < 2) return Result::Bad;  // no error reply in this protocol: drop the client
+    reply_to(c, Writer().error(code, msg));
+    return Result::Done;
+}
+
+void TcpServer::reply_to(Conn &c, const Writer &w) { c.out.insert(c.out.end(), w.buf().begin(), w.buf().end()); }
+
+TcpServer::Result TcpServer::try_unblock(Conn &c) {
     bool all = true;
     for (const auto &k : c.blocked_keys)
         if (!data_.count(k)) {
@@ -420,19 +454,35 @@ bool TcpServer::try_unblock(Conn &c) {
         ++c.gen;
         for (const auto &k : c.blocked_keys)
             if (!data_.count(k)) waiters_[k].push_back({c.id, c.gen});
-        return false;
+        return Result::Incomplete;
     }
-    Writer w;
-    if (c.blocked_op == Op::Wait) {
-        w.u8(wire::kStopWaiting);
-    } else {
-        for (const auto &k : c.blocked_keys) w.bytes(data_[k]);
-    }
-    c.out.insert(c.out.end(), w.buf().begin(), w.buf().end());
+    Op op = c.blocked_op;
     c.blocked = false;
-    c.blocked_keys.clear();
     ++c.gen;
-    return true;
+    std::vector<std::string> keys = std::move(c.blocked_keys);
+    c.blocked_keys.clear();
+    if (op == Op::Wait) {
+        c.out.push_back(wire::kStopWaiting);
+        return Result::Done;
+    }
+    // Repeated keys are sent again each time: bound the reply before building it,
+    // to what a GET of the largest value takes.
+    uint64_t total = 0;
+    for (const auto &k : keys) total += 8 + data_[k].size();
+    if (total > 8 + DISTC_STORE_MAX_VALUE_SIZE)
+        return refuse(c, DISTC_ENOMEM,
+                      std::string(wire::op_name(op)) + " of " + std::to_string(keys.size()) + " keys needs a reply of " +
+                          std::to_string(total) + " bytes, over the 1 GiB limit of a value; ask for fewer keys at once");
+    c.out.reserve(c.out.size() + total + 1);
+    if (op == Op::MultiGet && c.version >= 2) c.out.push_back(wire::kStatusOk);
+    for (const auto &k : keys) {
+        const Bytes &v = data_[k];
+        uint64_t n = v.size();
+        const auto *p = reinterpret_cast<const uint8_t *>(&n);
+        c.out.insert(c.out.end(), p, p + 8);
+        c.out.insert(c.out.end(), v.begin(), v.end());
+    }
+    return Result::Done;
 }
 
 void TcpServer::key_created(const std::string &key) {

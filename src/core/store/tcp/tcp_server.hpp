@@ -36,7 +36,11 @@ private:
     void on_event(uint64_t id, uint32_t events);
     void process(Conn &c);
     Result handle(Conn &c, wire::Op op, wire::Reader &r);
-    bool try_unblock(Conn &c);
+    Result try_unblock(Conn &c);
+    Result refuse(Conn &c, int code, const std::string &msg);  // an error reply, or drop the client
+    static void reply_to(Conn &c, const wire::Writer &w);
+    template <typename F>
+    void contain(uint64_t id, F &&f) noexcept;
     void block(Conn &c, wire::Op op, std::vector<std::string> keys);
     void key_created(const std::string &key);
     void send_pending(Conn &c);

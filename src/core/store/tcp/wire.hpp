@@ -9,8 +9,15 @@
 // PyTorch server drops the connection and the client falls back) and then use
 // the 2.x numbering; on a distc server a GET waits for its key, which saves
 // the WAIT round trip PyTorch clients make first.
+//
+// HELLO carries the client's version and the server answers with the one both
+// speak (the lower). From version 2 on, the replies to ADD and MULTI_GET start
+// with a status byte: kStatusOk and the reply, or kStatusError, an int32 distc
+// error code, a uint32 length and a message; the connection stays usable.
+// PyTorch's dialects have no error reply: the server drops the connection.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -22,8 +29,10 @@ namespace distc::wire {
 
 constexpr uint32_t kTorchMagic = 0x3C85F7CE;
 constexpr uint32_t kDistcMagic = 0x43545344;  // "DSTC"
-constexpr uint32_t kDistcVersion = 1;
+constexpr uint32_t kDistcVersion = 2;
 constexpr uint8_t kHello = 0x40;
+constexpr uint8_t kStatusOk = 0, kStatusError = 1;
+constexpr uint32_t kMaxErrorMessage = 1024;  // longer messages are cut
 
 // Query types independent of numbering.
 enum class Op : uint8_t {
@@ -51,6 +60,11 @@ public:
     Writer &i64(int64_t v) { return raw(&v, 8); }
     Writer &bytes(ByteView v) { return u64(v.size).raw(v.data, v.size); }
     Writer &str(const std::string &s) { return u64(s.size()).raw(s.data(), s.size()); }
+    // A version-2 error reply (see above).
+    Writer &error(int code, const std::string &msg) {
+        uint32_t n = static_cast<uint32_t>(std::min<size_t>(msg.size(), kMaxErrorMessage));
+        return u8(kStatusError).u32(static_cast<uint32_t>(code)).u32(n).raw(msg.data(), n);
+    }
     Writer &raw(const void *p, size_t n) {
         auto *c = static_cast<const uint8_t *>(p);
         buf_.insert(buf_.end(), c, c + n);
