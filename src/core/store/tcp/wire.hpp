@@ -87,6 +87,8 @@ public:
     bool incomplete() const { return short_ && !bad_; }
     bool bad() const { return bad_; }
     size_t consumed() const { return off_; }
+    const uint8_t *here() const { return p_ + off_; }
+    bool at_end() const { return off_ == n_; }
 
     uint8_t u8() { return pod<uint8_t>(); }
     uint32_t u32() { return pod<uint32_t>(); }
