@@ -22,6 +22,8 @@ int main(void) {
     OFF(distc_tcp_store_options, timeout_ms);
     OFF(distc_tcp_store_options, connect_retries);
     OFF(distc_tcp_store_options, protocol);
+    OFF(distc_tcp_store_options, max_request_bytes);
+    OFF(distc_tcp_store_options, max_unread_reply_bytes);
     OFF(distc_rendezvous_options, version);
     OFF(distc_rendezvous_options, timeout_ms);
     OFF(distc_rendezvous_options, rank);

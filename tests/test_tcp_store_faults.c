@@ -168,6 +168,54 @@ static void test_server_survives_out_of_memory(void **state) {
     assert_true(stop_child_server(cs));
 }
 
+static int raw_connect(int32_t port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) fail_msg("raw connect failed");
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+/* Whether the server closed `fd` (rather than answering or keeping it open). */
+static int closed_by_server(int fd) {
+    char b;
+    ssize_t r = recv(fd, &b, 1, 0);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* max_request_bytes through the C API: a PyTorch 1.x SET over it is dropped. */
+static void test_max_request_bytes_option(void **state) {
+    (void)state;
+    distc_tcp_store_options o = DISTC_TCP_STORE_OPTIONS_INIT;
+    o.host = "127.0.0.1";
+    o.is_server = 1;
+    o.max_request_bytes = 4096;
+    distc_store *srv = NULL;
+    ASSERT_OK(distc_store_new_tcp(&srv, &o));
+    int32_t port;
+    ASSERT_OK(distc_store_tcp_port(&port, srv));
+    int fd = raw_connect(port);
+    uint8_t msg[1 + 8 + 1 + 8 + 8192] = {0}; /* SET (1.x: 0), key "k", an 8 KiB value */
+    uint64_t one = 1, len = 8192;
+    memcpy(msg + 1, &one, 8);
+    msg[9] = 'k';
+    memcpy(msg + 10, &len, 8);
+    send(fd, msg, sizeof msg, MSG_NOSIGNAL);
+    assert_true(closed_by_server(fd));
+    close(fd);
+    ASSERT_OK(distc_store_set(srv, "small", msg, 1024));
+    distc_buf b = {0};
+    ASSERT_OK(distc_store_get(&b, srv, "small"));
+    distc_buf_dispose(&b);
+    distc_store_free(srv);
+}
+
 /* A dead server is DISTC_EREMOTE for ADD too, not a bad argument: the client
  * tells a dropped ADD from a dead server by whether the server still accepts. */
 static void test_add_after_server_killed(void **state) {
@@ -187,6 +235,7 @@ int main(void) {
         cmocka_unit_test(test_add_after_server_killed),
         cmocka_unit_test(test_multi_get_amplification),
         cmocka_unit_test(test_server_survives_out_of_memory),
+        cmocka_unit_test(test_max_request_bytes_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

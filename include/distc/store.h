@@ -55,7 +55,8 @@ typedef enum distc_tcp_protocol {
     DISTC_TCP_PROTOCOL_TORCH2 = 3
 } distc_tcp_protocol;
 
-#define DISTC_TCP_STORE_OPTIONS_VERSION 1
+/** Version 2 added the server's per-connection limits. Structs of version 1 are still accepted. */
+#define DISTC_TCP_STORE_OPTIONS_VERSION 2
 
 /**
  * Options of distc_store_new_tcp(). Initialise with DISTC_TCP_STORE_OPTIONS_INIT
@@ -75,12 +76,23 @@ typedef struct distc_tcp_store_options {
     int32_t connect_retries;   /**< connection attempts with exponential backoff, bounded
                                     by timeout_ms as well; -1: until the timeout */
     int32_t protocol;          /**< a distc_tcp_protocol */
+    int64_t max_request_bytes; /**< (version 2) server: the largest request a client may send (a key,
+                                    its value and their framing), which is also the most input the
+                                    server buffers for one connection; a larger request closes the
+                                    connection. At least 4096; -1: 1 GiB + 1 MiB, the largest value
+                                    with room for its key */
+    int64_t max_unread_reply_bytes; /**< (version 2) server: reply bytes a client may leave unread
+                                    before the server stops reading its requests; it reads on once the
+                                    client has taken them (a single reply may be larger). While a
+                                    request waits for its keys, the server reads at most 64 KiB more
+                                    from that connection. -1: 4 MiB */
 } distc_tcp_store_options;
 
 #define DISTC_TCP_STORE_OPTIONS_INIT \
-    { DISTC_TCP_STORE_OPTIONS_VERSION, NULL, 0, 0, -1, 1, -1, -1, DISTC_TCP_PROTOCOL_AUTO }
+    { DISTC_TCP_STORE_OPTIONS_VERSION, NULL, 0, 0, -1, 1, -1, -1, DISTC_TCP_PROTOCOL_AUTO, -1, -1 }
 
-/** Fills `opts` with the defaults above, for FFIs that cannot expand macros. */
+/** Fills `opts` with the defaults above, for FFIs that cannot expand macros; `version` 1
+ * fills the fields of version 1 only. */
 DISTC_EXTERN(int) distc_tcp_store_options_init(distc_tcp_store_options *opts, unsigned int version);
 
 /**

@@ -15,7 +15,8 @@ class TcpOptions(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("host", ctypes.c_char_p), ("port", ctypes.c_int32),
                 ("is_server", ctypes.c_int32), ("world_size", ctypes.c_int32),
                 ("wait_for_workers", ctypes.c_int32), ("timeout_ms", ctypes.c_int64),
-                ("connect_retries", ctypes.c_int32), ("protocol", ctypes.c_int32)]
+                ("connect_retries", ctypes.c_int32), ("protocol", ctypes.c_int32),
+                ("max_request_bytes", ctypes.c_int64), ("max_unread_reply_bytes", ctypes.c_int64)]
 
 
 class Buf(ctypes.Structure):
@@ -48,7 +49,7 @@ class Store:
     def __init__(self, host="127.0.0.1", port=0, is_server=False, world_size=-1, wait_for_workers=True,
                  timeout_ms=10000, protocol=PROTOCOL_AUTO, connect_retries=-1):
         o = TcpOptions()
-        _check(L.distc_tcp_store_options_init(ctypes.byref(o), 1))
+        _check(L.distc_tcp_store_options_init(ctypes.byref(o), 2))
         o.host, o.port, o.is_server = host.encode(), port, int(is_server)
         o.world_size, o.wait_for_workers, o.timeout_ms = world_size, int(wait_for_workers), timeout_ms
         o.protocol, o.connect_retries = protocol, connect_retries

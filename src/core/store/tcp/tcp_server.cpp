@@ -24,6 +24,9 @@ using wire::Writer;
 namespace {
 constexpr uint64_t kListenId = 0, kWakeId = 1;
 constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadPerEvent = 16 * kReadChunk;  // then the other connections' turn
+constexpr size_t kHeldInput = kReadChunk;
+constexpr size_t kKeptOutput = 4096;
 
 // How long the loop keeps polling after activity before it sleeps: a sleeping
 // thread takes tens of microseconds to wake on this kind of machine.
@@ -33,7 +36,7 @@ int64_t spin_us() {
 }
 }  // namespace
 
-TcpServer::TcpServer(const std::string &host, int port) {
+TcpServer::TcpServer(const std::string &host, int port, const TcpServerOptions &opts) : opts_(opts) {
     listen_ = tcp_listen(host, port, 4096);
     set_nonblocking(listen_.get());
     port_ = local_port(listen_.get());
@@ -95,7 +98,7 @@ void TcpServer::run() noexcept {
             ready_.clear();
             for (uint64_t id : ids) {
                 auto it = conns_.find(id);
-                if (it != conns_.end()) contain(id, [&] { process(*it->second); });
+                if (it != conns_.end()) contain(id, [&] { serve(*it->second); });
             }
         }
     }
@@ -134,7 +137,7 @@ void TcpServer::accept_all() {
             c->id = next_id_++;
             c->fd = std::move(owned);
             epoll_event ev{};
-            ev.events = EPOLLIN | EPOLLRDHUP;
+            ev.events = c->events = EPOLLIN | EPOLLRDHUP;
             ev.data.u64 = c->id;
             if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) continue;
             conns_.emplace(c->id, std::move(c));
@@ -151,48 +154,98 @@ void TcpServer::close_conn(uint64_t id) {
     if (it == conns_.end()) return;
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
     stop_waiting(*it->second);
+    buffered_ -= it->second->accounted;
     conns_.erase(it);
     nconns_ = conns_.size();
 }
+
+bool TcpServer::serving(const Conn &c) const {
+    return !c.blocked && c.out.size() - c.out_off < opts_.max_unread_reply_bytes;
+}
+
+size_t TcpServer::read_limit(const Conn &c) const {
+    // A connection whose requests are held back is read only a little further,
+    // so that a PyTorch 2.x client's CANCEL_WAIT behind a blocked WAIT gets in.
+    return serving(c) ? opts_.max_request_bytes : std::min(kHeldInput, opts_.max_request_bytes);
+}
+
+bool TcpServer::reading(const Conn &c) const { return c.in_end - c.in_off < read_limit(c); }
 
 void TcpServer::on_event(uint64_t id, uint32_t events) {
     auto it = conns_.find(id);
     if (it == conns_.end()) return;
     Conn &c = *it->second;
-    if (events & EPOLLOUT) {
-        send_pending(c);
-        if (!conns_.count(id)) return;
-    }
+    bool eof = false;
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        bool eof = false;
-        for (size_t total = 0; total < 16 * kReadChunk;) {
-            if (c.in.size() - c.in_end < kReadChunk / 4) {
-                if (c.in_off > 0) {  // slide the unparsed tail to the front first
-                    std::memmove(c.in.data(), c.in.data() + c.in_off, c.in_end - c.in_off);
-                    c.in_end -= c.in_off;
-                    c.in_off = 0;
-                }
-                if (c.in.size() - c.in_end < kReadChunk / 4) c.in.resize(std::max(c.in.size() * 2, kReadChunk));
-            }
-            size_t space = c.in.size() - c.in_end;
-            ssize_t r = ::recv(c.fd.get(), c.in.data() + c.in_end, space, 0);
-            if (r > 0) {
-                c.in_end += static_cast<size_t>(r);
-                total += static_cast<size_t>(r);
-                if (static_cast<size_t>(r) < space) break;  // drained; saves a recv that says EAGAIN
-                continue;
-            }
-            if (r < 0 && errno == EINTR) continue;
-            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-            eof = true;  // closed or reset
-            break;
-        }
-        process(c);
-        if (eof) close_conn(id);
+        if (reading(c))
+            eof = read_some(c);
+        else
+            eof = events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);  // gone while its requests are held back
     }
+    serve(c);
+    if (eof) close_conn(id);  // after serving what it sent, as far as it can be
 }
 
-void TcpServer::send_pending(Conn &c) {
+bool TcpServer::read_some(Conn &c) {
+    const size_t limit = read_limit(c);
+    for (size_t total = 0; total < kReadPerEvent;) {
+        size_t buffered = c.in_end - c.in_off;
+        if (buffered >= limit) break;
+        size_t need = std::min(kReadChunk / 4, limit - buffered);
+        if (c.in.size() - c.in_end < need) {
+            if (c.in_off > 0) {  // slide the unparsed tail to the front first
+                std::memmove(c.in.data(), c.in.data() + c.in_off, buffered);
+                c.in_end = buffered;
+                c.in_off = 0;
+            }
+            if (c.in.size() - c.in_end < need) {
+                if (c.in.empty() && !spare_in_.empty() && spare_in_.size() <= opts_.max_request_bytes)
+                    c.in.swap(spare_in_);
+                else
+                    c.in.resize(std::min(std::max(c.in.size() * 2, kReadChunk), opts_.max_request_bytes));
+            }
+        }
+        size_t space = std::min(c.in.size() - c.in_end, limit - buffered);
+        ssize_t r = ::recv(c.fd.get(), c.in.data() + c.in_end, space, 0);
+        if (r > 0) {
+            c.in_end += static_cast<size_t>(r);
+            total += static_cast<size_t>(r);
+            if (static_cast<size_t>(r) < space) break;  // drained; saves a recv that says EAGAIN
+            continue;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        return true;  // closed or reset
+    }
+    return false;
+}
+
+void TcpServer::serve(Conn &c) {
+    const uint64_t id = c.id;
+    for (;;) {
+        Stop stop = process(c);
+        if (stop == Stop::Closed || !send_pending(c)) return;
+        // Requests held back by unread replies may go on once the socket took some.
+        if (stop != Stop::Output || !serving(c)) break;
+    }
+    if (!conns_.count(id)) return;
+    // Interest follows the state: reads only while the connection may buffer
+    // more; EPOLLRDHUP always, so a client that hangs up is noticed.
+    uint32_t want = EPOLLRDHUP | (reading(c) ? uint32_t(EPOLLIN) : 0u) |
+                    (c.out_off < c.out.size() ? uint32_t(EPOLLOUT) : 0u);
+    if (want != c.events) {
+        epoll_event ev{};
+        ev.events = want;
+        ev.data.u64 = c.id;
+        ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
+        c.events = want;
+    }
+    size_t held = c.in.size() + c.out.capacity() + c.blocked_keys.capacity();
+    buffered_ += held - c.accounted;  // modular arithmetic: a decrease works too
+    c.accounted = held;
+}
+
+bool TcpServer::send_pending(Conn &c) {
     while (c.out_off < c.out.size()) {
         ssize_t w = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
         if (w > 0) {
@@ -202,36 +255,42 @@ void TcpServer::send_pending(Conn &c) {
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         close_conn(c.id);
-        return;
+        return false;
     }
-    bool want = c.out_off < c.out.size();
-    if (!want) {
-        c.out.clear();
+    if (c.out_off == c.out.size()) {
+        c.out_off = 0;
+        if (c.out.capacity() > kKeptOutput)
+            std::vector<uint8_t>().swap(c.out);  // after a large reply: an idle connection holds little
+        else
+            c.out.clear();
+    } else if (c.out_off >= kReadChunk && c.out_off >= c.out.size() / 2) {
+        // A client that reads slowly never lets the buffer empty: drop what was sent.
+        c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(c.out_off));
         c.out_off = 0;
     }
-    if (want != c.writing) {
-        c.writing = want;
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP | (want ? uint32_t(EPOLLOUT) : 0u);
-        ev.data.u64 = c.id;
-        ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
-    }
+    return true;
 }
 
-void TcpServer::process(Conn &c) {
+TcpServer::Stop TcpServer::process(Conn &c) {
     const uint64_t id = c.id;
+    Stop stop = Stop::Input;
     for (;;) {
         size_t avail = c.in_end - c.in_off;
         Result unblocked = c.blocked ? try_unblock(c) : Result::Done;
         if (unblocked == Result::Bad) {
             close_conn(id);
-            return;
+            return Stop::Closed;
         }
         if (unblocked == Result::Incomplete) {
             // Only a 2.x client's CANCEL_WAIT may overtake a blocked request.
             if (!(avail && c.dialect == Dialect::Torch2 && c.dialect_known &&
-                  wire::decode_op(c.dialect, c.in[c.in_off]) == Op::CancelWait))
+                  wire::decode_op(c.dialect, c.in[c.in_off]) == Op::CancelWait)) {
+                stop = Stop::Blocked;
                 break;
+            }
+        } else if (c.out.size() - c.out_off >= opts_.max_unread_reply_bytes) {
+            stop = Stop::Output;
+            break;
         }
         if (avail == 0) break;
         Reader r(c.in.data() + c.in_off, avail);
@@ -253,18 +312,24 @@ void TcpServer::process(Conn &c) {
             c.dialect_known = true;
         }
         Result res = handle(c, wire::decode_op(c.dialect, byte), r);
+        if (res == Result::Incomplete && avail >= opts_.max_request_bytes) res = Result::Bad;  // over the limit
         if (res == Result::Incomplete) break;
         if (res == Result::Bad) {
             close_conn(id);
-            return;
+            return Stop::Closed;
         }
         c.in_off += r.consumed();
     }
     if (c.in_off == c.in_end) {
+        // Nothing buffered: the read buffer goes back to the server (a busy
+        // connection takes it again at its next read), or away after a large request.
         c.in_off = c.in_end = 0;
-        if (c.in.size() > 4 * kReadChunk) std::vector<uint8_t>().swap(c.in);  // after a large value
+        if (c.in.size() == kReadChunk && spare_in_.empty())
+            spare_in_.swap(c.in);
+        else
+            std::vector<uint8_t>().swap(c.in);
     }
-    send_pending(c);
+    return stop;
 }
 
 }  // namespace distc

@@ -18,10 +18,18 @@
 
 namespace distc {
 
+// Per-connection limits (distc_tcp_store_options documents them).
+struct TcpServerOptions {
+    static constexpr size_t kDefaultMaxRequestBytes = DISTC_STORE_MAX_VALUE_SIZE + (1u << 20);
+    static constexpr size_t kDefaultMaxUnreadReplyBytes = 4u << 20;
+    size_t max_request_bytes = kDefaultMaxRequestBytes;
+    size_t max_unread_reply_bytes = kDefaultMaxUnreadReplyBytes;
+};
+
 class TcpServer {
 public:
     // Binds host:port (host "" = every interface, port 0 = a free port) and starts serving.
-    TcpServer(const std::string &host, int port);
+    TcpServer(const std::string &host, int port, const TcpServerOptions &opts = {});
     ~TcpServer();
     TcpServer(const TcpServer &) = delete;
     TcpServer &operator=(const TcpServer &) = delete;
@@ -30,19 +38,27 @@ public:
     size_t num_connections() const { return nconns_.load(); }
     // Blocked requests registered as waiting for a key (at most one per connection).
     size_t num_waiters() const { return nwaiters_.load(); }
+    // Bytes held by the connections' input, output and blocked-request buffers.
+    size_t buffered_bytes() const { return buffered_.load(); }
 
 private:
     struct Conn;
     enum class Result { Done, Incomplete, Bad };
+    enum class Stop { Input, Blocked, Output, Closed };  // why process() stopped
 
     void run() noexcept;
     template <typename F>
     void contain(uint64_t id, F &&f) noexcept;
     void accept_all();
     void on_event(uint64_t id, uint32_t events);
-    void process(Conn &c);
-    void send_pending(Conn &c);
+    bool read_some(Conn &c);  // true: the peer closed
+    void serve(Conn &c);      // process, send and set the connection's epoll interest
+    Stop process(Conn &c);
+    bool send_pending(Conn &c);  // false: the connection was closed
     void close_conn(uint64_t id);
+    bool serving(const Conn &c) const;  // its requests are being served, not held back
+    size_t read_limit(const Conn &c) const;
+    bool reading(const Conn &c) const;
 
     // tcp_server_requests.cpp
     Result handle(Conn &c, wire::Op op, wire::Reader &r);
@@ -56,16 +72,18 @@ private:
     Result refuse(Conn &c, int code, const std::string &msg);  // an error reply, or drop the client
     static void reply_to(Conn &c, const wire::Writer &w);
 
+    const TcpServerOptions opts_;
     Fd listen_, epoll_, wake_;
     int port_ = 0;
     std::thread thread_;
-    std::atomic<size_t> nconns_{0}, nwaiters_{0};
+    std::atomic<size_t> nconns_{0}, nwaiters_{0}, buffered_{0};
 
     // Owned by the server thread only.
     std::unordered_map<std::string, Bytes> data_;
     std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
     std::unordered_map<std::string, std::unordered_set<uint64_t>> waiters_;  // key -> blocked connections
     std::vector<uint64_t> ready_;  // connections whose blocked request may now complete
+    std::vector<uint8_t> spare_in_;  // a read buffer no connection holds now
     uint64_t next_id_ = 2;         // 0: listener, 1: wake-up eventfd
     bool accept_paused_ = false;
 };
@@ -82,7 +100,8 @@ struct TcpServer::Conn {
     bool dialect_known = false;
     wire::Dialect dialect = wire::Dialect::Torch1;
     uint32_t version = 0;  // the distc protocol version agreed in HELLO; 0: a PyTorch client
-    bool writing = false;  // EPOLLOUT armed
+    uint32_t events = 0;     // the epoll interest set now
+    size_t accounted = 0;    // its share of buffered_
     // A request that waits for keys (GET on a distc server, WAIT, MULTI_GET).
     // Its keys are kept as they came on the wire (a uint64 length and the bytes
     // each), which costs no more than the request did, however many keys it names.

@@ -37,7 +37,7 @@ TcpStore::TcpStore(const TcpStoreOptions &o) {
     set_timeout(o.timeout);
     std::string host = o.host;
     if (o.is_server) {
-        server_ = std::make_unique<TcpServer>(is_wildcard(host) ? "" : host, o.port);
+        server_ = std::make_unique<TcpServer>(is_wildcard(host) ? "" : host, o.port, o.server);
         port_ = server_->port();
         if (is_wildcard(host)) host = "127.0.0.1";
     } else {

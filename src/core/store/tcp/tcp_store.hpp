@@ -18,6 +18,7 @@ struct TcpStoreOptions {
     Millis timeout{Store::kDefaultTimeoutMs};
     int connect_retries = -1;
     distc_tcp_protocol protocol = DISTC_TCP_PROTOCOL_AUTO;
+    TcpServerOptions server;
 };
 
 class TcpStore final : public Store {
