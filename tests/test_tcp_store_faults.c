@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -36,6 +37,7 @@ static child_server start_child_server(limit_fn limit) {
     cs.pid = fork();
     assert_true(cs.pid >= 0);
     if (cs.pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no server behind */
         close(ready[0]);
         if (limit) limit();
         distc_tcp_store_options o = DISTC_TCP_STORE_OPTIONS_INIT;
@@ -216,6 +218,82 @@ static void test_max_request_bytes_option(void **state) {
     distc_store_free(srv);
 }
 
+/* The child may open 16 more descriptors: its server's own (listener, epoll,
+ * wake-up, spare, a connection to itself) and about ten clients. */
+static void limit_descriptors(void) {
+    static char open_fd[4096];
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (atoi(e->d_name) < (int)sizeof open_fd) open_fd[atoi(e->d_name)] = 1;
+    if (d) closedir(d);
+    rlim_t limit = 0;
+    for (int free_fds = 0; free_fds < 16; ++limit)
+        if (limit >= sizeof open_fd || !open_fd[limit]) ++free_fds;
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = limit;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(3);
+}
+
+struct busy {
+    distc_store *s;
+    volatile int stop;
+    int failures;
+};
+
+static void *keep_busy(void *arg) {
+    struct busy *b = arg;
+    while (!b->stop) {
+        if (distc_store_add(NULL, b->s, "busy", 1) != 0) ++b->failures;
+        usleep(2000);
+    }
+    return NULL;
+}
+
+/* A server out of descriptors refuses new clients at once instead of leaving
+ * them queued, and takes new ones again as descriptors come free, also while
+ * another client keeps it busy all the time. */
+static void test_accept_after_descriptors_run_out(void **state) {
+    (void)state;
+    child_server cs = start_child_server(limit_descriptors);
+    distc_store *probe = dt_tcp_client(cs.port, 10000);
+    struct busy b = {dt_tcp_client(cs.port, 10000), 0, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, keep_busy, &b);
+
+    enum { N = 40 };
+    int fds[N];
+    for (int i = 0; i < N; ++i) fds[i] = raw_connect(cs.port);
+    ASSERT_OK(distc_store_add(NULL, probe, "sync", 1)); /* the server has seen every connect */
+    ASSERT_OK(distc_store_add(NULL, probe, "sync", 1));
+    int refused = 0;
+    for (int i = 0; i < N; ++i) {
+        char c;
+        if (recv(fds[i], &c, 1, MSG_DONTWAIT) == 0) ++refused;
+    }
+    assert_true(refused > 0 && refused < N);
+    for (int i = 0; i < N; ++i) close(fds[i]);
+
+    /* Descriptors freed: a new client gets in while `busy` keeps the loop awake. */
+    distc_tcp_store_options o = DISTC_TCP_STORE_OPTIONS_INIT;
+    o.host = "127.0.0.1";
+    o.port = cs.port;
+    o.timeout_ms = 5000;
+    distc_store *late = NULL;
+    ASSERT_OK(distc_store_new_tcp(&late, &o));
+    int64_t v = 0;
+    ASSERT_OK(distc_store_add(&v, late, "late", 1));
+    assert_int_equal(v, 1);
+    b.stop = 1;
+    pthread_join(t, NULL);
+    assert_int_equal(b.failures, 0);
+    distc_store_free(late);
+    distc_store_free(b.s);
+    distc_store_free(probe);
+    assert_true(stop_child_server(cs));
+}
+
 /* A dead server is DISTC_EREMOTE for ADD too, not a bad argument: the client
  * tells a dropped ADD from a dead server by whether the server still accepts. */
 static void test_add_after_server_killed(void **state) {
@@ -236,6 +314,7 @@ int main(void) {
         cmocka_unit_test(test_multi_get_amplification),
         cmocka_unit_test(test_server_survives_out_of_memory),
         cmocka_unit_test(test_max_request_bytes_option),
+        cmocka_unit_test(test_accept_after_descriptors_run_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 #include "core/store/tcp/tcp_server.hpp"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -42,6 +43,7 @@ TcpServer::TcpServer(const std::string &host, int port, const TcpServerOptions &
     port_ = local_port(listen_.get());
     epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
     wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    spare_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!epoll_.valid() || !wake_.valid()) fail_errno(DISTC_EIO, "cannot create the server's event loop", errno);
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -66,20 +68,23 @@ void TcpServer::run() noexcept {
     auto last_activity = Clock::now();
     for (;;) {
         bool spinning = Clock::now() - last_activity < std::chrono::microseconds(spin);
-        int timeout = spinning ? 0 : (accept_paused_ ? 100 : -1);
+        int timeout = spinning ? 0 : -1;
+        if (accept_paused_ && !spinning) {
+            auto left = std::chrono::ceil<std::chrono::milliseconds>(accept_resume_ - Clock::now()).count();
+            timeout = static_cast<int>(std::max<int64_t>(left, 0));
+        }
         if (spinning) sched_yield();  // see recv_all: spin without starving clients of a core
         int n = ::epoll_wait(epoll_.get(), evs, 256, timeout);
         if (n < 0 && errno != EINTR) return;
-        if (n <= 0) {
-            if (accept_paused_ && !spinning) {
-                accept_paused_ = false;
-                epoll_event ev{};
-                ev.events = EPOLLIN;
-                ev.data.u64 = kListenId;
-                ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listen_.get(), &ev);
-            }
-            continue;
+        // Whatever else is going on: busy clients must not keep new ones out.
+        if (accept_paused_ && Clock::now() >= accept_resume_) {
+            accept_paused_ = false;
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ev.data.u64 = kListenId;
+            ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listen_.get(), &ev);
         }
+        if (n <= 0) continue;
         last_activity = Clock::now();
         for (int i = 0; i < n; ++i) {
             uint64_t id = evs[i].data.u64;
@@ -116,16 +121,31 @@ void TcpServer::contain(uint64_t id, F &&f) noexcept {
 }
 
 void TcpServer::accept_all() {
+    if (!spare_.valid()) spare_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     for (;;) {
         int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && errno == EINTR) continue;
         if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                // Out of descriptors: stop accepting for a moment instead of spinning.
+            int err = errno;
+            if ((err == EMFILE || err == ENFILE) && spare_.valid()) {
+                // Out of descriptors: the spare one lets the first waiting client
+                // in to be closed at once, so it fails fast rather than waiting
+                // behind the others; a descriptor freed meanwhile serves the next.
+                spare_.reset();
+                int refused = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+                err = errno;
+                if (refused >= 0) ::close(refused);
+                spare_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+                if (refused >= 0) continue;
+            }
+            if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+                // No spare descriptor or no memory: stop accepting for a moment instead of spinning.
                 epoll_event ev{};
                 ev.events = 0;
                 ev.data.u64 = kListenId;
                 ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listen_.get(), &ev);
                 accept_paused_ = true;
+                accept_resume_ = Clock::now() + std::chrono::milliseconds(100);
             }
             return;
         }

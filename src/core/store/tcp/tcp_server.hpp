@@ -74,6 +74,7 @@ private:
 
     const TcpServerOptions opts_;
     Fd listen_, epoll_, wake_;
+    Fd spare_;  // kept open to be closed when descriptors run out (see accept_all)
     int port_ = 0;
     std::thread thread_;
     std::atomic<size_t> nconns_{0}, nwaiters_{0}, buffered_{0};
@@ -86,6 +87,7 @@ private:
     std::vector<uint8_t> spare_in_;  // a read buffer no connection holds now
     uint64_t next_id_ = 2;         // 0: listener, 1: wake-up eventfd
     bool accept_paused_ = false;
+    Clock::time_point accept_resume_;
 };
 
 struct TcpServer::Conn {
