@@ -26,7 +26,8 @@ namespace {
 distc_store *box(std::shared_ptr<Store> s) { return new distc_store{std::move(s)}; }
 
 // Where each version of distc_tcp_store_options ends.
-const std::initializer_list<size_t> kTcpEnds = {offsetof(distc_tcp_store_options, max_request_bytes)};
+const std::initializer_list<size_t> kTcpEnds = {offsetof(distc_tcp_store_options, max_request_bytes),
+                                                offsetof(distc_tcp_store_options, token)};
 
 std::string key_arg(const char *key, const char *name = "key") {
     require_ptr(key, name);
@@ -126,6 +127,16 @@ DISTC_EXTERN(int) distc_store_new_tcp(distc_store **out, const distc_tcp_store_o
             if (opts->max_request_bytes > 0) o.server.max_request_bytes = static_cast<size_t>(opts->max_request_bytes);
             if (opts->max_unread_reply_bytes > 0)
                 o.server.max_unread_reply_bytes = static_cast<size_t>(opts->max_unread_reply_bytes);
+        }
+        if (opts->version >= 3) {
+            if (opts->token) o.token = std::string(opts->token);
+            require(opts->allow_torch_clients >= -1 && opts->allow_torch_clients <= 1,
+                    "opts->allow_torch_clients must be -1, 0 or 1");
+            o.server.allow_torch_clients = opts->allow_torch_clients;
+            if (distc_store_log_fn fn = opts->server_log) {
+                void *payload = opts->server_log_payload;
+                o.server.log = [fn, payload](const std::string &line) { fn(payload, line.c_str()); };
+            }
         }
         *out = box(std::make_shared<TcpStore>(o));
         return 0;

@@ -194,3 +194,40 @@ def test_torch_client_sees_server_death():
     time.sleep(0.1)
     with pytest.raises(Exception):
         t.get("x2")
+
+
+def test_token_server_refuses_torch_clients_by_default():
+    """PyTorch's protocol cannot prove a token: such a client is dropped at its first query."""
+    s = dc.Store(is_server=True, token="s3cret")
+    try:
+        t = torch_client(s.port)
+        with pytest.raises(RuntimeError):
+            t.set("a", "b")
+            t.get("a")
+        # distc clients: the right token is served, a wrong or missing one refused with the reason.
+        ok = dc.Store(port=s.port, token="s3cret")
+        ok.set("k", b"v")
+        assert s.get("k") == b"v"
+        ok.close()
+        with pytest.raises(dc.DistcError) as e:
+            dc.Store(port=s.port, token="guess")
+        assert e.value.code == dc.EREMOTE and "rejected the token" in str(e.value)
+        with pytest.raises(dc.DistcError) as e:
+            dc.Store(port=s.port, token="")
+        assert e.value.code == dc.EREMOTE and "requires a token (set DISTC_STORE_TOKEN" in str(e.value)
+    finally:
+        s.close()
+
+
+def test_token_server_admits_torch_clients_when_told():
+    s = dc.Store(is_server=True, token="s3cret", allow_torch_clients=1)
+    try:
+        t = torch_client(s.port)
+        t.set("a", b"from torch")
+        assert s.get("a") == b"from torch"
+        s.set("b", b"from distc")
+        assert t.get("b") == b"from distc"
+        assert t.add("n", 2) == 2
+    finally:
+        s.close()
+

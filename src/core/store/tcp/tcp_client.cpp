@@ -18,9 +18,10 @@ std::chrono::microseconds client_spin() {
 }
 }  // namespace
 
-TcpClient::TcpClient(std::string host, int port, distc_tcp_protocol protocol, int connect_retries, Millis timeout)
+TcpClient::TcpClient(std::string host, int port, distc_tcp_protocol protocol, int connect_retries, Millis timeout,
+                     std::string token)
     : host_(std::move(host)), port_(port), peer_("store server " + host_ + ":" + std::to_string(port)),
-      protocol_(protocol), spin_(client_spin()) {
+      protocol_(protocol), token_(std::move(token)), spin_(client_spin()) {
     idle_.push_back(connect(Clock::now() + timeout, connect_retries));
 }
 
@@ -81,7 +82,35 @@ bool TcpClient::handshake(Io &io) {
     if (magic != wire::kDistcMagic || version == 0 || version > wire::kDistcVersion)
         fail(DISTC_EPROTO, peer_ + " answered the handshake with unknown bytes");
     version_ = version;
+    if (version >= 3) {
+        max_request_ = io.recv_pod<uint64_t>();
+        uint8_t needs_token = io.recv_pod<uint8_t>();
+        if (needs_token > 1) fail(DISTC_EPROTO, peer_ + " answered the handshake with unknown bytes");
+        if (needs_token) {
+            uint8_t nonce[wire::kNonceSize];
+            recv_all(io.fd, nonce, sizeof nonce, io.deadline, peer_, spin_);
+            authenticate(io, nonce);
+        }
+    }
     return true;
+}
+
+void TcpClient::authenticate(Io &io, const uint8_t *nonce) {
+    Writer w(wire::kAuth);
+    if (token_.empty()) {
+        w.u8(0);  // so that the server can say why it refuses
+    } else {
+        Digest mac = wire::auth_mac(token_, nonce);
+        w.u8(1).raw(mac.data(), mac.size());
+    }
+    io.send(w);
+    uint8_t status = io.recv_pod<uint8_t>();
+    if (status == wire::kStatusOk) return;
+    if (status != wire::kStatusError) fail(DISTC_EPROTO, peer_ + " answered AUTH with an unknown status");
+    if (token_.empty())
+        fail(DISTC_EREMOTE, peer_ + " requires a token (set DISTC_STORE_TOKEN, or the token option, to the server's)");
+    fail(DISTC_EREMOTE, peer_ + " rejected the token (DISTC_STORE_TOKEN, or the token option, differs from the "
+                                "server's)");
 }
 
 template <typename F>
@@ -112,7 +141,14 @@ auto TcpClient::call(Millis timeout, F &&body) -> decltype(body(std::declval<Io 
     }
 }
 
-void TcpClient::Io::send(const Writer &w) { send_all(fd, w.buf().data(), w.buf().size(), deadline, c.peer_); }
+void TcpClient::Io::send(const Writer &w) {
+    // A request over the server's limit would cost the connection: refuse it here, with the reason.
+    uint64_t limit = c.max_request_;
+    if (limit && w.buf().size() > limit)
+        fail(DISTC_ENOMEM, "a request of " + std::to_string(w.buf().size()) + " bytes is over the " +
+                               std::to_string(limit) + " bytes " + c.peer_ + " accepts (its max_request_bytes)");
+    send_all(fd, w.buf().data(), w.buf().size(), deadline, c.peer_);
+}
 
 template <typename T>
 T TcpClient::Io::recv_pod() {

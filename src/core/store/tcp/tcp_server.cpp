@@ -1,6 +1,8 @@
 #include "core/store/tcp/tcp_server.hpp"
 
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -27,6 +29,7 @@ constexpr uint64_t kListenId = 0, kWakeId = 1;
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kReadPerEvent = 16 * kReadChunk;  // then the other connections' turn
 constexpr size_t kHeldInput = kReadChunk;
+constexpr size_t kUnauthenticatedInput = 4096;  // a HELLO and an AUTH fit many times
 constexpr size_t kKeptOutput = 4096;
 
 // How long the loop keeps polling after activity before it sleeps: a sleeping
@@ -35,9 +38,30 @@ int64_t spin_us() {
     const char *e = std::getenv("DISTC_STORE_SERVER_SPIN_US");
     return e ? std::atoll(e) : 20;
 }
+
 }  // namespace
 
-TcpServer::TcpServer(const std::string &host, int port, const TcpServerOptions &opts) : opts_(opts) {
+std::string TcpServer::peer_name(int fd) {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (::getpeername(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0) {
+        if (a.ss_family == AF_INET) {
+            auto *in = reinterpret_cast<sockaddr_in *>(&a);
+            ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+            port = ntohs(in->sin_port);
+        } else if (a.ss_family == AF_INET6) {
+            auto *in6 = reinterpret_cast<sockaddr_in6 *>(&a);
+            ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+            return std::string("[") + host + "]:" + std::to_string(ntohs(in6->sin6_port));
+        }
+    }
+    return std::string(host) + ":" + std::to_string(port);
+}
+
+TcpServer::TcpServer(const std::string &host, int port, const TcpServerOptions &opts)
+    : opts_(opts), torch_allowed_(opts.allow_torch_clients == 1 || (opts.allow_torch_clients == -1 && opts.token.empty())) {
     listen_ = tcp_listen(host, port, 4096);
     set_nonblocking(listen_.get());
     port_ = local_port(listen_.get());
@@ -114,9 +138,11 @@ void TcpServer::contain(uint64_t id, F &&f) noexcept {
     try {
         f();
     } catch (...) {
-        // Out of memory serving one request (a large value, a large reply): that
-        // connection goes, the others and the stored keys stay.
-        close_conn(id);
+        // Out of memory serving one request (a large value, a large reply), or
+        // no randomness for a nonce: that connection goes, the others and the
+        // stored keys stay.
+        auto it = conns_.find(id);
+        if (it != conns_.end()) drop(*it->second, "the server could not serve it (out of memory?)");
     }
 }
 
@@ -136,7 +162,10 @@ void TcpServer::accept_all() {
                 err = errno;
                 if (refused >= 0) ::close(refused);
                 spare_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-                if (refused >= 0) continue;
+                if (refused >= 0) {
+                    log("refused a client: out of file descriptors");
+                    continue;
+                }
             }
             if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
                 // No spare descriptor or no memory: stop accepting for a moment instead of spinning.
@@ -155,6 +184,7 @@ void TcpServer::accept_all() {
         try {
             c = std::make_unique<Conn>();
             c->id = next_id_++;
+            c->authed = opts_.token.empty();
             c->fd = std::move(owned);
             epoll_event ev{};
             ev.events = c->events = EPOLLIN | EPOLLRDHUP;
@@ -167,6 +197,20 @@ void TcpServer::accept_all() {
         }
         nconns_ = conns_.size();
     }
+}
+
+void TcpServer::log(const std::string &what) noexcept {
+    if (!opts_.log) return;
+    try {
+        opts_.log("distc store server on port " + std::to_string(port_) + ": " + what);
+    } catch (...) {
+        // Out of memory for the line: it is lost, the server goes on.
+    }
+}
+
+void TcpServer::drop(Conn &c, const std::string &why, const char *verb) {
+    if (opts_.log) log(verb + (" " + peer_name(c.fd.get())) + ": " + why);
+    close_conn(c.id);
 }
 
 void TcpServer::close_conn(uint64_t id) {
@@ -184,6 +228,8 @@ bool TcpServer::serving(const Conn &c) const {
 }
 
 size_t TcpServer::read_limit(const Conn &c) const {
+    if (c.closing) return 0;
+    if (!c.authed) return kUnauthenticatedInput;  // costs the server little before it knows who calls
     // A connection whose requests are held back is read only a little further,
     // so that a PyTorch 2.x client's CANCEL_WAIT behind a blocked WAIT gets in.
     return serving(c) ? opts_.max_request_bytes : std::min(kHeldInput, opts_.max_request_bytes);
@@ -245,6 +291,10 @@ void TcpServer::serve(Conn &c) {
     for (;;) {
         Stop stop = process(c);
         if (stop == Stop::Closed || !send_pending(c)) return;
+        if (c.closing && c.out_off == c.out.size()) {
+            close_conn(id);
+            return;
+        }
         // Requests held back by unread replies may go on once the socket took some.
         if (stop != Stop::Output || !serving(c)) break;
     }
@@ -292,13 +342,13 @@ bool TcpServer::send_pending(Conn &c) {
 }
 
 TcpServer::Stop TcpServer::process(Conn &c) {
-    const uint64_t id = c.id;
     Stop stop = Stop::Input;
     for (;;) {
+        if (c.closing) break;
         size_t avail = c.in_end - c.in_off;
         Result unblocked = c.blocked ? try_unblock(c) : Result::Done;
         if (unblocked == Result::Bad) {
-            close_conn(id);
+            drop(c, c.why);
             return Stop::Closed;
         }
         if (unblocked == Result::Incomplete) {
@@ -330,12 +380,33 @@ TcpServer::Stop TcpServer::process(Conn &c) {
                 c.dialect = Dialect::Torch1;
             }
             c.dialect_known = true;
+            if (byte != wire::kHello) {
+                if (!torch_allowed_) {
+                    drop(c,
+                         opts_.token.empty() ? "a PyTorch-protocol client, and allow_torch_clients is 0"
+                                             : "a PyTorch-protocol client cannot prove the token this store "
+                                               "requires (allow_torch_clients admits such clients)",
+                         "refused");
+                    return Stop::Closed;
+                }
+                c.authed = true;
+            }
         }
-        Result res = handle(c, wire::decode_op(c.dialect, byte), r);
-        if (res == Result::Incomplete && avail >= opts_.max_request_bytes) res = Result::Bad;  // over the limit
+        Op op = wire::decode_op(c.dialect, byte);
+        if (!c.authed && op != Op::Hello && op != Op::Auth) {
+            drop(c, std::string(wire::op_name(op)) + " before authenticating", "refused");
+            return Stop::Closed;
+        }
+        c.why.clear();
+        Result res = handle(c, op, r);
+        if (res == Result::Incomplete && avail >= read_limit(c)) {
+            res = Result::Bad;
+            c.why = "a request over max_request_bytes (" + std::to_string(read_limit(c)) + ")";
+        }
         if (res == Result::Incomplete) break;
         if (res == Result::Bad) {
-            close_conn(id);
+            drop(c, c.why.empty() ? std::string("sent bytes that break the protocol (") + wire::op_name(op) + ")"
+                                  : c.why);
             return Stop::Closed;
         }
         c.in_off += r.consumed();

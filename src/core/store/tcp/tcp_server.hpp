@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,12 +19,15 @@
 
 namespace distc {
 
-// Per-connection limits (distc_tcp_store_options documents them).
+// distc_tcp_store_options documents these.
 struct TcpServerOptions {
     static constexpr size_t kDefaultMaxRequestBytes = DISTC_STORE_MAX_VALUE_SIZE + (1u << 20);
     static constexpr size_t kDefaultMaxUnreadReplyBytes = 4u << 20;
     size_t max_request_bytes = kDefaultMaxRequestBytes;
     size_t max_unread_reply_bytes = kDefaultMaxUnreadReplyBytes;
+    std::string token;            // "": clients need none
+    int allow_torch_clients = -1;  // 1, 0, or -1: only without a token
+    std::function<void(const std::string &)> log;  // a line for each client refused or dropped
 };
 
 class TcpServer {
@@ -59,9 +63,14 @@ private:
     bool serving(const Conn &c) const;  // its requests are being served, not held back
     size_t read_limit(const Conn &c) const;
     bool reading(const Conn &c) const;
+    void drop(Conn &c, const std::string &why, const char *verb = "dropped");  // logs why, then closes
+    void log(const std::string &what) noexcept;
+    static std::string peer_name(int fd);  // "host:port", for the log
 
     // tcp_server_requests.cpp
     Result handle(Conn &c, wire::Op op, wire::Reader &r);
+    Result hello(Conn &c, wire::Reader &r);
+    Result auth(Conn &c, wire::Reader &r);
     void block(Conn &c, wire::Op op, uint64_t count, ByteView keys);
     Result try_unblock(Conn &c);
     void end_block(Conn &c);
@@ -73,6 +82,7 @@ private:
     static void reply_to(Conn &c, const wire::Writer &w);
 
     const TcpServerOptions opts_;
+    const bool torch_allowed_;
     Fd listen_, epoll_, wake_;
     Fd spare_;  // kept open to be closed when descriptors run out (see accept_all)
     int port_ = 0;
@@ -102,6 +112,11 @@ struct TcpServer::Conn {
     bool dialect_known = false;
     wire::Dialect dialect = wire::Dialect::Torch1;
     uint32_t version = 0;  // the distc protocol version agreed in HELLO; 0: a PyTorch client
+    bool authed = false;      // may make requests: proved the token, or none is needed
+    bool challenged = false;  // was sent `nonce` and owes an AUTH
+    bool closing = false;     // closes once its last reply (an error) is sent
+    uint8_t nonce[wire::kNonceSize];
+    std::string why;  // why handle() refused a request, for the log
     uint32_t events = 0;     // the epoll interest set now
     size_t accounted = 0;    // its share of buffered_
     // A request that waits for keys (GET on a distc server, WAIT, MULTI_GET).

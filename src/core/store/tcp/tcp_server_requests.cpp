@@ -4,6 +4,7 @@
 
 #include "core/store/tcp/tcp_server.hpp"
 #include "core/util/error.hpp"
+#include "core/util/random.hpp"
 
 namespace distc {
 
@@ -24,15 +25,10 @@ TcpServer::Result TcpServer::handle(Conn &c, Op op, Reader &r) {
         if (!r.ok()) return status();
         return magic == wire::kTorchMagic ? Result::Done : Result::Bad;
     }
-    case Op::Hello: {
-        uint32_t magic = r.u32();
-        uint32_t version = r.u32();
-        if (!r.ok()) return status();
-        if (magic != wire::kDistcMagic || version == 0 || c.version != 0) return Result::Bad;
-        c.version = std::min(version, wire::kDistcVersion);
-        reply(Writer().u32(wire::kDistcMagic).u32(c.version));
-        return Result::Done;
-    }
+    case Op::Hello:
+        return hello(c, r);
+    case Op::Auth:
+        return auth(c, r);
     case Op::Ping: {
         uint32_t nonce = r.u32();
         if (!r.ok()) return status();
@@ -151,8 +147,62 @@ TcpServer::Result TcpServer::handle(Conn &c, Op op, Reader &r) {
     }
 }
 
+TcpServer::Result TcpServer::hello(Conn &c, Reader &r) {
+    uint32_t magic = r.u32();
+    uint32_t version = r.u32();
+    if (!r.ok()) return r.bad() ? Result::Bad : Result::Incomplete;
+    if (magic != wire::kDistcMagic || version == 0 || c.version != 0) return Result::Bad;
+    c.version = std::min(version, wire::kDistcVersion);
+    Writer w;
+    w.u32(wire::kDistcMagic).u32(c.version);
+    if (!opts_.token.empty() && c.version < 3) {
+        c.why = "its distc protocol version " + std::to_string(c.version) +
+                " cannot prove the token this store requires (version 3 can)";
+        return Result::Bad;
+    }
+    if (c.version >= 3) {
+        w.u64(opts_.max_request_bytes).u8(opts_.token.empty() ? 0 : 1);
+        if (!opts_.token.empty()) {
+            random_bytes(c.nonce, sizeof c.nonce);
+            w.raw(c.nonce, sizeof c.nonce);
+            c.challenged = true;
+        }
+    }
+    reply_to(c, w);
+    return Result::Done;
+}
+
+TcpServer::Result TcpServer::auth(Conn &c, Reader &r) {
+    uint8_t has_token = r.u8();
+    Digest mac{};
+    if (has_token) r.raw(mac.data(), mac.size());
+    if (!r.ok()) return r.bad() ? Result::Bad : Result::Incomplete;
+    if (!c.challenged) {
+        c.why = "sent AUTH unasked";
+        return Result::Bad;
+    }
+    c.challenged = false;
+    const char *refusal = nullptr;
+    if (!has_token)
+        refusal = "no token given; this store requires one";
+    else if (!digest_equal(mac, wire::auth_mac(opts_.token, c.nonce)))
+        refusal = "token rejected";
+    if (!refusal) {
+        c.authed = true;
+        c.out.push_back(wire::kStatusOk);
+        return Result::Done;
+    }
+    log("refused " + peer_name(c.fd.get()) + ": " + refusal);
+    reply_to(c, Writer().error(DISTC_EREMOTE, refusal));
+    c.closing = true;
+    return Result::Done;
+}
+
 TcpServer::Result TcpServer::refuse(Conn &c, int code, const std::string &msg) {
-    if (c.version < 2) return Result::Bad;  // no error reply in this protocol: drop the client
+    if (c.version < 2) {  // no error reply in this protocol: drop the client
+        c.why = msg + " (its protocol has no error reply)";
+        return Result::Bad;
+    }
     reply_to(c, Writer().error(code, msg));
     return Result::Done;
 }
