@@ -231,3 +231,33 @@ def test_token_server_admits_torch_clients_when_told():
     finally:
         s.close()
 
+
+def test_distc_store_tool_with_token_file(tmp_path):
+    """distc-store --token-file: distc clients with the token are served, PyTorch ones refused and logged."""
+    tool = os.path.join(BUILD, "distc-store")
+    if not os.path.exists(tool):
+        pytest.skip("distc-store not built")
+    token_file = tmp_path / "token"
+    token_file.write_text("tool-secret\n")
+    port_file = tmp_path / "port"
+    env = {k: v for k, v in os.environ.items() if k != "DISTC_STORE_TOKEN"}
+    srv = subprocess.Popen([tool, "--host", "127.0.0.1", "--port-file", str(port_file), "--token-file",
+                            str(token_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.time() + 10
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert time.time() < deadline and srv.poll() is None
+            time.sleep(0.02)
+        port = int(port_file.read_text())
+        c = dc.Store(port=port, token="tool-secret")
+        c.set("k", b"v")
+        assert c.get("k") == b"v"
+        c.close()
+        t = torch_client(port)
+        with pytest.raises(RuntimeError):
+            t.set("a", "b")
+            t.get("a")
+    finally:
+        srv.terminate()
+        out, err = srv.communicate(timeout=10)
+    assert "PyTorch-protocol client" in err, err
