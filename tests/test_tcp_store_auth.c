@@ -159,6 +159,7 @@ static void test_torch_clients(void **state) {
         ASSERT_OK(client(&c, port, "s3cret", torch[i])); /* nothing is asked before the first query */
         distc_buf v = {0};
         ASSERT_ERR(distc_store_get(&v, c, "k"), DISTC_EREMOTE, "closed the connection");
+        ASSERT_ERR(distc_store_add(NULL, c, "n", 1), DISTC_EREMOTE, "closed the connection"); /* not a bad value */
         assert_logged(&b, "PyTorch-protocol client");
         assert_logged(&b, "allow_torch_clients");
         distc_store_free(c);

@@ -161,7 +161,7 @@ void TcpClient::Io::recv_status(const char *op, void *after, size_t n) {
     uint8_t b[9];
     recv_all(fd, b, 1 + n, deadline, c.peer_, c.spin_);
     if (b[0] == wire::kStatusOk) {
-        std::memcpy(after, b + 1, n);
+        if (n) std::memcpy(after, b + 1, n);  // after may be NULL when n is 0
         return;
     }
     if (b[0] != wire::kStatusError) fail(DISTC_EPROTO, c.peer_ + " answered " + op + " with an unknown status");
@@ -222,17 +222,22 @@ int64_t TcpClient::add(const std::string &key, int64_t delta, Millis timeout) {
             return v;
         } catch (const Error &e) {
             // PyTorch's protocol has no error reply: a server drops the client whose ADD it
-            // cannot do. A dead server drops it too, but then it accepts no new connection.
-            if (e.code() != DISTC_EREMOTE || !reachable(io.deadline)) throw;
-            fail(DISTC_EINVAL, std::string(e.what()) + " during ADD but still accepts connections: key '" + key +
+            // cannot do. One that is dead, or drops this client whatever it asks, does not
+            // answer a new connection's CHECK.
+            if (e.code() != DISTC_EREMOTE || !still_serves(io.deadline)) throw;
+            fail(DISTC_EINVAL, std::string(e.what()) + " during ADD but serves a new connection: key '" + key +
                                    "' holds a non-integer value, or the sum overflows int64");
         }
     });
 }
 
-bool TcpClient::reachable(Clock::time_point deadline) {
+bool TcpClient::still_serves(Clock::time_point deadline) {
     try {
         Fd fd = connect(deadline, 0);
+        Io io{*this, fd.get(), deadline};
+        Writer w = request(Op::Check);
+        io.send(put_keys(w, {}));
+        io.recv_pod<uint8_t>();
         std::lock_guard<std::mutex> lk(mu_);
         if (idle_.size() < kMaxIdle) idle_.push_back(std::move(fd));
         return true;

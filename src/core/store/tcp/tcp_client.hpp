@@ -60,7 +60,7 @@ private:
     Fd connect(Clock::time_point deadline, int retries);
     bool handshake(Io &io);  // false: not a distc server
     void authenticate(Io &io, const uint8_t *nonce);
-    bool reachable(Clock::time_point deadline);  // one new connection succeeds (kept in the pool)
+    bool still_serves(Clock::time_point deadline);  // a new connection is served (and kept in the pool)
     wire::Writer request(wire::Op op) const { return wire::Writer(wire::encode_op(dialect_, op)); }
     bool status_replies() const { return protocol_ == DISTC_TCP_PROTOCOL_DISTC && version_ >= 2; }
     static wire::Writer &put_keys(wire::Writer &w, const std::vector<std::string> &keys);
