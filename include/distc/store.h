@@ -129,7 +129,8 @@ DISTC_EXTERN(int) distc_tcp_store_options_init(distc_tcp_store_options *opts, un
  * server listens on `host` (NULL: every interface, so anyone who can reach
  * the port can read and write every key unless a `token` is set).
  * Errors: DISTC_EINVAL (bad options), DISTC_EIO (port in use, cannot bind),
- * DISTC_ETIMEOUT (no server reachable, or workers missing, within the timeout).
+ * DISTC_ETIMEOUT (no server reachable, or workers missing, within the timeout),
+ * DISTC_EREMOTE (the server refused this client: no token, or another one).
  */
 DISTC_EXTERN(int) distc_store_new_tcp(distc_store **out, const distc_tcp_store_options *opts);
 

@@ -61,7 +61,8 @@ std::string TcpServer::peer_name(int fd) {
 }
 
 TcpServer::TcpServer(const std::string &host, int port, const TcpServerOptions &opts)
-    : opts_(opts), torch_allowed_(opts.allow_torch_clients == 1 || (opts.allow_torch_clients == -1 && opts.token.empty())) {
+    : opts_(opts),
+      torch_allowed_(opts.allow_torch_clients == 1 || (opts.allow_torch_clients == -1 && opts.token.empty())) {
     listen_ = tcp_listen(host, port, 4096);
     set_nonblocking(listen_.get());
     port_ = local_port(listen_.get());

@@ -259,7 +259,8 @@ TcpServer::Result TcpServer::try_unblock(Conn &c) {
     if (total > 8 + DISTC_STORE_MAX_VALUE_SIZE)
         return refuse(c, DISTC_ENOMEM,
                       std::string(wire::op_name(op)) + " of " + std::to_string(count) + " keys needs a reply of " +
-                          std::to_string(total) + " bytes, over the 1 GiB limit of a value; ask for fewer keys at once");
+                          std::to_string(total) +
+                          " bytes, over the 1 GiB limit of a value; ask for fewer keys at once");
     c.out.reserve(c.out.size() + total + 1);
     if (op == Op::MultiGet && c.version >= 2) c.out.push_back(wire::kStatusOk);
     for (Reader r(keys.data(), keys.size()); !r.at_end();) {
