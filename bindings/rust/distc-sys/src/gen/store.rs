@@ -116,7 +116,8 @@ extern "C" {
     #[doc = " server listens on `host` (NULL: every interface, so anyone who can reach"]
     #[doc = " the port can read and write every key unless a `token` is set)."]
     #[doc = " Errors: DISTC_EINVAL (bad options), DISTC_EIO (port in use, cannot bind),"]
-    #[doc = " DISTC_ETIMEOUT (no server reachable, or workers missing, within the timeout)."]
+    #[doc = " DISTC_ETIMEOUT (no server reachable, or workers missing, within the timeout),"]
+    #[doc = " DISTC_EREMOTE (the server refused this client: no token, or another one)."]
     pub fn distc_store_new_tcp(
         out: *mut *mut distc_store,
         opts: *const distc_tcp_store_options,
