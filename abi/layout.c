@@ -22,6 +22,12 @@ int main(void) {
     OFF(distc_tcp_store_options, timeout_ms);
     OFF(distc_tcp_store_options, connect_retries);
     OFF(distc_tcp_store_options, protocol);
+    OFF(distc_tcp_store_options, max_request_bytes);
+    OFF(distc_tcp_store_options, max_unread_reply_bytes);
+    OFF(distc_tcp_store_options, token);
+    OFF(distc_tcp_store_options, allow_torch_clients);
+    OFF(distc_tcp_store_options, server_log);
+    OFF(distc_tcp_store_options, server_log_payload);
     OFF(distc_rendezvous_options, version);
     OFF(distc_rendezvous_options, timeout_ms);
     OFF(distc_rendezvous_options, rank);

@@ -473,7 +473,26 @@ static void test_bad_options(void **state) {
     o.world_size = -1;
     o.connect_retries = -3;
     ASSERT_ERR(distc_store_new_tcp(&s, &o), DISTC_EINVAL, "opts->connect_retries");
+    o.connect_retries = -1;
+    o.max_request_bytes = 4095;
+    ASSERT_ERR(distc_store_new_tcp(&s, &o), DISTC_EINVAL, "opts->max_request_bytes");
+    o.max_request_bytes = -1;
+    o.max_unread_reply_bytes = 0;
+    ASSERT_ERR(distc_store_new_tcp(&s, &o), DISTC_EINVAL, "opts->max_unread_reply_bytes");
     assert_null(s);
+
+    /* A version-1 struct ends before the limits: init leaves them alone, a server uses the defaults. */
+    distc_tcp_store_options v1;
+    memset(&v1, 0x55, sizeof v1);
+    ASSERT_OK(distc_tcp_store_options_init(&v1, 1));
+    assert_int_equal(v1.version, 1);
+    assert_int_equal(v1.max_request_bytes, 0x5555555555555555);
+    v1.host = "127.0.0.1";
+    v1.is_server = 1;
+    ASSERT_OK(distc_store_new_tcp(&s, &v1));
+    ASSERT_OK(distc_store_set(s, "k", "v", 1));
+    distc_store_free(s);
+    s = NULL;
 
     int32_t port;
     ASSERT_ERR(distc_store_tcp_port(&port, NULL), DISTC_EINVAL, "store");

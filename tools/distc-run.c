@@ -13,6 +13,9 @@
  * others (SIGTERM, then SIGKILL after --grace-ms) and is named with its exit
  * code or signal and its last lines; SIGINT/SIGTERM to distc-run go to every
  * rank. --max-restarts N starts the whole node's ranks again after a failure.
+ * The store asks for a token, random per job, that the ranks get in
+ * DISTC_STORE_TOKEN (a job over several machines takes the one in the
+ * environment, the same on every node).
  */
 #define _GNU_SOURCE
 #include <distc.h>
@@ -24,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,7 +36,7 @@
 #define LINE_MAX_BYTES 4096
 
 typedef struct opts {
-    int nproc, nnodes, node_rank, master_port, max_restarts, prefix, tail, grace_ms;
+    int nproc, nnodes, node_rank, master_port, max_restarts, prefix, tail, grace_ms, allow_torch;
     const char *master_addr;
     char **argv; /* the program and its arguments */
 } opts;
@@ -77,7 +81,13 @@ static int usage(int code) {
             "  --grace-ms MS           after SIGTERM, wait this long before SIGKILL (default 5000)\n"
             "  --tail L                lines of a failed rank's output to repeat (default 10)\n"
             "  --no-prefix             do not prefix output lines with [rank]\n"
-            "  -h, --help              this text\n");
+            "  --allow-torch-clients   let PyTorch processes use the store (they cannot prove the\n"
+            "                          token, so anyone who reaches the port gets in that way)\n"
+            "  -h, --help              this text\n"
+            "  The store admits clients that know the job's token, handed to the ranks in\n"
+            "  DISTC_STORE_TOKEN: a random one per job, or with --nnodes > 1 the one set in\n"
+            "  DISTC_STORE_TOKEN on every node (without it the store is open to anyone who\n"
+            "  reaches --master-addr:--master-port). A single-node job's store listens on 127.0.0.1.\n");
     return code;
 }
 
@@ -103,7 +113,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 
 static int parse_args(int argc, char **argv, opts *o) {
     *o = (opts){.nproc = 0, .nnodes = 1, .node_rank = 0, .master_port = 0, .max_restarts = 0, .prefix = 1,
-                .tail = 10, .grace_ms = 5000, .master_addr = "127.0.0.1", .argv = NULL};
+                .tail = 10, .grace_ms = 5000, .allow_torch = 0, .master_addr = "127.0.0.1", .argv = NULL};
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -115,6 +125,10 @@ static int parse_args(int argc, char **argv, opts *o) {
         }
         if (!strcmp(a, "--no-prefix")) {
             o->prefix = 0;
+            continue;
+        }
+        if (!strcmp(a, "--allow-torch-clients")) {
+            o->allow_torch = 1;
             continue;
         }
         if (!strcmp(a, "--master-addr")) {
@@ -352,11 +366,45 @@ static int run_once(const opts *o, rank_proc *ps, int port, int attempt, int *in
     return WIFSIGNALED(p->status) ? 128 + WTERMSIG(p->status) : (WEXITSTATUS(p->status) ? WEXITSTATUS(p->status) : 1);
 }
 
+/* The store's refusals, with the flag that admits PyTorch clients when that is the cause. */
+static void store_log(void *payload, const char *line) {
+    (void)payload;
+    fprintf(stderr, "distc-run: %s%s\n", line,
+            strstr(line, "PyTorch-protocol") ? " (distc-run --allow-torch-clients admits them)" : "");
+}
+
+/* Sets DISTC_STORE_TOKEN for the store and the ranks: the environment's if set, else a
+ * fresh random one when this launcher is the whole job. */
+static int job_token(const opts *o) {
+    const char *given = getenv("DISTC_STORE_TOKEN");
+    if (given && *given) return 0;
+    if (o->nnodes > 1) {
+        if (o->node_rank == 0)
+            fprintf(stderr, "distc-run: warning: no DISTC_STORE_TOKEN: the store on port %d is open to anyone "
+                            "who can reach it (set the same DISTC_STORE_TOKEN on every node)\n", o->master_port);
+        return 0;
+    }
+    unsigned char raw[32];
+    char hex[2 * sizeof raw + 1];
+    for (size_t got = 0; got < sizeof raw;) {
+        ssize_t r = getrandom(raw + got, sizeof raw - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            fprintf(stderr, "distc-run: cannot make the job's token: %s\n", strerror(errno));
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    for (size_t i = 0; i < sizeof raw; ++i) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    return setenv("DISTC_STORE_TOKEN", hex, 1);
+}
+
 int main(int argc, char **argv) {
     opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc != 0) return rc < 0 ? 0 : rc;
     if (pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) != 0) return 1;
+    if (job_token(&o) != 0) return 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -376,6 +424,8 @@ int main(int argc, char **argv) {
         so.port = o.master_port;
         so.world_size = o.nnodes * o.nproc;
         so.host = o.nnodes > 1 ? NULL : "127.0.0.1";
+        so.allow_torch_clients = o.allow_torch ? 1 : -1;
+        so.server_log = store_log;
         if (distc_store_new_tcp(&store, &so) != 0) {
             fprintf(stderr, "distc-run: cannot host the store: %s\n", distc_error_last());
             return 1;

@@ -512,7 +512,9 @@ const pydistc_field pydistc_tcp_store_fields[] = {
     FIELD(distc_tcp_store_options, is_server, 'i'),  FIELD(distc_tcp_store_options, world_size, 'i'),
     FIELD(distc_tcp_store_options, wait_for_workers, 'i'), FIELD(distc_tcp_store_options, timeout_ms, 'l'),
     FIELD(distc_tcp_store_options, connect_retries, 'i'), FIELD(distc_tcp_store_options, protocol, 'i'),
-    {NULL, 0, 0}};
+    FIELD(distc_tcp_store_options, max_request_bytes, 'l'),
+    FIELD(distc_tcp_store_options, max_unread_reply_bytes, 'l'), FIELD(distc_tcp_store_options, token, 's'),
+    FIELD(distc_tcp_store_options, allow_torch_clients, 'i'), {NULL, 0, 0}};
 const pydistc_field pydistc_rendezvous_fields[] = {
     FIELD(distc_rendezvous_options, timeout_ms, 'l'), FIELD(distc_rendezvous_options, rank, 'i'),
     FIELD(distc_rendezvous_options, world_size, 'i'), {NULL, 0, 0}};

@@ -55,7 +55,20 @@ typedef enum distc_tcp_protocol {
     DISTC_TCP_PROTOCOL_TORCH2 = 3
 } distc_tcp_protocol;
 
-#define DISTC_TCP_STORE_OPTIONS_VERSION 1
+/**
+ * A line the TCP store server logs: a client it refused or dropped, and why
+ * (a missing or wrong token, a PyTorch client it does not admit, a request
+ * over the limits, malformed bytes, no memory or descriptors left). Called on
+ * the server's thread: it must return quickly and must not use the store.
+ */
+typedef void (*distc_store_log_fn)(void *payload, const char *line);
+
+/**
+ * Version 2 added the server's per-connection limits, version 3 the token, the
+ * admission of PyTorch clients and the server's log. Structs of versions 1 and
+ * 2 are still accepted.
+ */
+#define DISTC_TCP_STORE_OPTIONS_VERSION 3
 
 /**
  * Options of distc_store_new_tcp(). Initialise with DISTC_TCP_STORE_OPTIONS_INIT
@@ -75,20 +88,49 @@ typedef struct distc_tcp_store_options {
     int32_t connect_retries;   /**< connection attempts with exponential backoff, bounded
                                     by timeout_ms as well; -1: until the timeout */
     int32_t protocol;          /**< a distc_tcp_protocol */
+    int64_t max_request_bytes; /**< (version 2) server: the largest request a client may send (a key,
+                                    its value and their framing), which is also the most input the
+                                    server buffers for one connection; a larger request closes the
+                                    connection. At least 4096; -1: 1 GiB + 1 MiB, the largest value
+                                    with room for its key */
+    int64_t max_unread_reply_bytes; /**< (version 2) server: reply bytes a client may leave unread
+                                    before the server stops reading its requests; it reads on once the
+                                    client has taken them (a single reply may be larger). While a
+                                    request waits for its keys, the server reads at most 64 KiB more
+                                    from that connection. -1: 4 MiB */
+    const char *token;         /**< (version 3) a shared secret. A server with a token serves only
+                                    clients that prove they know it: a challenge-response with
+                                    HMAC-SHA256 over a random nonce, so the token never crosses the
+                                    wire; a client proves it when the server asks. A client without
+                                    the right one gets DISTC_EREMOTE ("requires a token", "rejected
+                                    the token"). NULL: $DISTC_STORE_TOKEN if set, else none; "": none,
+                                    whatever the environment says. It authenticates, it does not
+                                    encrypt: keys and values cross the network in the clear. */
+    int32_t allow_torch_clients; /**< (version 3) server: whether clients of PyTorch's protocol, which
+                                    cannot prove a token, are served: 1 always, 0 never, -1 only when
+                                    the server has no token. Admitted, they can read and write every key. */
+    distc_store_log_fn server_log; /**< (version 3) server: called with a line for each client refused
+                                    or dropped; NULL: no log */
+    void *server_log_payload;  /**< (version 3) server_log's first argument */
 } distc_tcp_store_options;
 
-#define DISTC_TCP_STORE_OPTIONS_INIT \
-    { DISTC_TCP_STORE_OPTIONS_VERSION, NULL, 0, 0, -1, 1, -1, -1, DISTC_TCP_PROTOCOL_AUTO }
+#define DISTC_TCP_STORE_OPTIONS_INIT                                                          \
+    { DISTC_TCP_STORE_OPTIONS_VERSION, NULL, 0, 0, -1, 1, -1, -1, DISTC_TCP_PROTOCOL_AUTO, -1, -1, \
+      NULL, -1, NULL, NULL }
 
-/** Fills `opts` with the defaults above, for FFIs that cannot expand macros. */
+/** Fills `opts` with the defaults above, for FFIs that cannot expand macros; an older
+ * `version` fills the fields of that version only. */
 DISTC_EXTERN(int) distc_tcp_store_options_init(distc_tcp_store_options *opts, unsigned int version);
 
 /**
  * A TCP store: a client, and with `is_server` also the server (an epoll event
  * loop on one background thread; thousands of clients). Wire-compatible with
- * PyTorch's TCPStore, so PyTorch processes may join as clients or serve.
+ * PyTorch's TCPStore, so PyTorch processes may join as clients or serve. A
+ * server listens on `host` (NULL: every interface, so anyone who can reach
+ * the port can read and write every key unless a `token` is set).
  * Errors: DISTC_EINVAL (bad options), DISTC_EIO (port in use, cannot bind),
- * DISTC_ETIMEOUT (no server reachable, or workers missing, within the timeout).
+ * DISTC_ETIMEOUT (no server reachable, or workers missing, within the timeout),
+ * DISTC_EREMOTE (the server refused this client: no token, or another one).
  */
 DISTC_EXTERN(int) distc_store_new_tcp(distc_store **out, const distc_tcp_store_options *opts);
 

@@ -1,4 +1,5 @@
 // C shims for distc/store.h and distc/sys/store.h: argument checks and translation only.
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -23,6 +24,10 @@ using distc::capi::require_ptr;
 namespace {
 
 distc_store *box(std::shared_ptr<Store> s) { return new distc_store{std::move(s)}; }
+
+// Where each version of distc_tcp_store_options ends.
+const std::initializer_list<size_t> kTcpEnds = {offsetof(distc_tcp_store_options, max_request_bytes),
+                                                offsetof(distc_tcp_store_options, token)};
 
 std::string key_arg(const char *key, const char *name = "key") {
     require_ptr(key, name);
@@ -86,10 +91,8 @@ DISTC_EXTERN(int) distc_store_new_file(distc_store **out, const char *path, int3
 
 DISTC_EXTERN(int) distc_tcp_store_options_init(distc_tcp_store_options *opts, unsigned int version) {
     return guard(__func__, [&] {
-        require_ptr(opts, "opts");
-        if (version != DISTC_TCP_STORE_OPTIONS_VERSION)
-            fail(DISTC_EINVAL, "unknown options version " + std::to_string(version));
-        *opts = DISTC_TCP_STORE_OPTIONS_INIT;
+        capi::init_options(opts, version, DISTC_TCP_STORE_OPTIONS_VERSION,
+                           distc_tcp_store_options DISTC_TCP_STORE_OPTIONS_INIT, kTcpEnds);
         return 0;
     });
 }
@@ -98,9 +101,7 @@ DISTC_EXTERN(int) distc_store_new_tcp(distc_store **out, const distc_tcp_store_o
     return guard(__func__, [&] {
         require_ptr(out, "out");
         require_ptr(opts, "opts");
-        if (opts->version != DISTC_TCP_STORE_OPTIONS_VERSION)
-            fail(DISTC_EINVAL, "opts->version is " + std::to_string(opts->version) + ", expected " +
-                                   std::to_string(DISTC_TCP_STORE_OPTIONS_VERSION));
+        capi::check_options_version(opts->version, DISTC_TCP_STORE_OPTIONS_VERSION);
         require(opts->port >= 0 && opts->port <= 65535, "opts->port is outside 0..65535");
         require(opts->port != 0 || opts->is_server, "opts->port is 0 but this is a client (only a server picks a port)");
         require(opts->is_server || (opts->host && opts->host[0]), "opts->host is NULL or empty for a client");
@@ -118,6 +119,25 @@ DISTC_EXTERN(int) distc_store_new_tcp(distc_store **out, const distc_tcp_store_o
         o.timeout = clamp_ms(opts->timeout_ms == -1 ? Store::kDefaultTimeoutMs : opts->timeout_ms);
         o.connect_retries = opts->connect_retries;
         o.protocol = static_cast<distc_tcp_protocol>(opts->protocol);
+        if (opts->version >= 2) {
+            require(opts->max_request_bytes == -1 || opts->max_request_bytes >= 4096,
+                    "opts->max_request_bytes must be >= 4096 or -1");
+            require(opts->max_unread_reply_bytes == -1 || opts->max_unread_reply_bytes > 0,
+                    "opts->max_unread_reply_bytes must be > 0 or -1");
+            if (opts->max_request_bytes > 0) o.server.max_request_bytes = static_cast<size_t>(opts->max_request_bytes);
+            if (opts->max_unread_reply_bytes > 0)
+                o.server.max_unread_reply_bytes = static_cast<size_t>(opts->max_unread_reply_bytes);
+        }
+        if (opts->version >= 3) {
+            if (opts->token) o.token = std::string(opts->token);
+            require(opts->allow_torch_clients >= -1 && opts->allow_torch_clients <= 1,
+                    "opts->allow_torch_clients must be -1, 0 or 1");
+            o.server.allow_torch_clients = opts->allow_torch_clients;
+            if (distc_store_log_fn fn = opts->server_log) {
+                void *payload = opts->server_log_payload;
+                o.server.log = [fn, payload](const std::string &line) { fn(payload, line.c_str()); };
+            }
+        }
         *out = box(std::make_shared<TcpStore>(o));
         return 0;
     });

@@ -1,9 +1,10 @@
 #!/bin/sh
 # distc-run: the environment, output prefixes, a failing or killed rank,
-# forwarded signals, restarts, bad arguments, and a real distc job and a
-# PyTorch one (env:// unchanged).
+# forwarded signals, restarts, bad arguments, a real distc job and a PyTorch
+# one (env:// unchanged), and the job's store token.
 #   test_distc_run.sh DISTC_RUN ALLREDUCE_EXAMPLE [PYTHON]
 set -u
+unset DISTC_STORE_TOKEN
 run=$1
 example=$2
 python=${3:-}
@@ -92,22 +93,53 @@ if [ -n "$python" ]; then
     rc1=$?
     check "two nodes of two ranks" [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ]
     check "node 1 ran ranks 2 and 3 of 4" sh -c "grep -q '^\[3\] rank 3 of 4: .* correct' '$tmp/node1' && grep -q '^\[2\] rank 2 of 4' '$tmp/node1'"
+    check "two nodes without a token: warned" has "no DISTC_STORE_TOKEN: the store on port $port is open" "$tmp/node0"
+    # With the same DISTC_STORE_TOKEN on both nodes, the store requires it.
+    DISTC_STORE_TOKEN=shared-secret "$run" --nnodes 2 --node-rank 1 --master-port "$port" -n 2 "$example" > "$tmp/node1" 2>&1 &
+    node1=$!
+    DISTC_STORE_TOKEN=shared-secret "$run" --nnodes 2 --node-rank 0 --master-port "$port" -n 2 "$example" > "$tmp/node0" 2>&1
+    rc0=$?
+    wait $node1
+    rc1=$?
+    check "two nodes sharing a token" [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ]
+    check "two nodes sharing a token: no warning" sh -c "! grep -q 'open to anyone' '$tmp/node0'"
 fi
 
 # 9. A PyTorch program, unchanged (torch's env:// with the launcher's store).
+# PyTorch cannot prove the job's token: admitted with --allow-torch-clients,
+# refused without it, and distc-run says how to admit it.
 if [ -n "$python" ] && "$python" -c "import torch.distributed" 2>/dev/null; then
-    "$run" -n 2 "$python" -c "
-import torch, torch.distributed as dist
-dist.init_process_group('gloo')
+    cat > "$tmp/torch_job.py" <<'EOF2'
+import datetime, torch, torch.distributed as dist
+dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=20))
 t = torch.ones(3) * (dist.get_rank() + 1)
 dist.all_reduce(t)
 print('torch rank', dist.get_rank(), 'of', dist.get_world_size(), 'sum', t.tolist())
-dist.destroy_process_group()" > "$tmp/out" 2>&1
+dist.destroy_process_group()
+EOF2
+    "$run" -n 2 --allow-torch-clients "$python" "$tmp/torch_job.py" > "$tmp/out" 2>&1
     rc=$?
-    check "a PyTorch gloo job under distc-run" [ $rc -eq 0 ]
+    check "a PyTorch gloo job under distc-run --allow-torch-clients" [ $rc -eq 0 ]
     check "PyTorch's allreduce saw both ranks" has "\[1\] torch rank 1 of 2 sum \[3.0, 3.0, 3.0\]" "$tmp/out"
     [ $rc -eq 0 ] || cat "$tmp/out"
+    "$run" -n 2 --grace-ms 500 "$python" "$tmp/torch_job.py" > "$tmp/out" 2>&1
+    check "a PyTorch job without --allow-torch-clients fails" [ $? -ne 0 ]
+    check "distc-run names the refused PyTorch client and the flag" has "PyTorch-protocol client.*--allow-torch-clients" "$tmp/out"
 fi
+
+# 10. The job's token: random per job, the same for its ranks, needed to join.
+"$run" -n 2 sh -c 'echo "token $DISTC_STORE_TOKEN"' > "$tmp/out" 2>&1
+"$run" -n 1 sh -c 'echo "token $DISTC_STORE_TOKEN"' > "$tmp/out2" 2>&1
+t0=$(sed -n 's/^\[0\] token //p' "$tmp/out")
+t1=$(sed -n 's/^\[1\] token //p' "$tmp/out")
+t2=$(sed -n 's/^\[0\] token //p' "$tmp/out2")
+check "a 64-hex-digit token for each rank" sh -c "echo '$t0' | grep -qx '[0-9a-f]\{64\}'"
+check "the ranks of a job share it" [ "$t0" = "$t1" ]
+check "another job has another" [ "$t0" != "$t2" ]
+"$run" -n 2 --grace-ms 500 sh -c 'if [ "$RANK" = 1 ]; then DISTC_STORE_TOKEN= exec "$0"; fi; exec "$0"' "$example" > "$tmp/out" 2>&1
+check "a rank without the token cannot join" [ $? -ne 0 ]
+check "it is told the store requires a token" has "\[1\] .*requires a token (set DISTC_STORE_TOKEN" "$tmp/out"
+check "the store names it" has "distc-run: distc store server on port [0-9]*: refused 127.0.0.1:[0-9]*: no token given" "$tmp/out"
 
 [ $fails -eq 0 ] && echo "PASS" || echo "$fails check(s) failed"
 exit $fails

@@ -15,7 +15,10 @@ class TcpOptions(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("host", ctypes.c_char_p), ("port", ctypes.c_int32),
                 ("is_server", ctypes.c_int32), ("world_size", ctypes.c_int32),
                 ("wait_for_workers", ctypes.c_int32), ("timeout_ms", ctypes.c_int64),
-                ("connect_retries", ctypes.c_int32), ("protocol", ctypes.c_int32)]
+                ("connect_retries", ctypes.c_int32), ("protocol", ctypes.c_int32),
+                ("max_request_bytes", ctypes.c_int64), ("max_unread_reply_bytes", ctypes.c_int64),
+                ("token", ctypes.c_char_p), ("allow_torch_clients", ctypes.c_int32),
+                ("server_log", ctypes.c_void_p), ("server_log_payload", ctypes.c_void_p)]
 
 
 class Buf(ctypes.Structure):
@@ -46,12 +49,15 @@ def _keys(keys):
 
 class Store:
     def __init__(self, host="127.0.0.1", port=0, is_server=False, world_size=-1, wait_for_workers=True,
-                 timeout_ms=10000, protocol=PROTOCOL_AUTO, connect_retries=-1):
+                 timeout_ms=10000, protocol=PROTOCOL_AUTO, connect_retries=-1, token=None,
+                 allow_torch_clients=-1):
         o = TcpOptions()
-        _check(L.distc_tcp_store_options_init(ctypes.byref(o), 1))
+        _check(L.distc_tcp_store_options_init(ctypes.byref(o), 3))
         o.host, o.port, o.is_server = host.encode(), port, int(is_server)
         o.world_size, o.wait_for_workers, o.timeout_ms = world_size, int(wait_for_workers), timeout_ms
         o.protocol, o.connect_retries = protocol, connect_retries
+        o.token = None if token is None else token.encode()
+        o.allow_torch_clients = allow_torch_clients
         self.h = ctypes.c_void_p()
         _check(L.distc_store_new_tcp(ctypes.byref(self.h), ctypes.byref(o)))
 

@@ -194,3 +194,70 @@ def test_torch_client_sees_server_death():
     time.sleep(0.1)
     with pytest.raises(Exception):
         t.get("x2")
+
+
+def test_token_server_refuses_torch_clients_by_default():
+    """PyTorch's protocol cannot prove a token: such a client is dropped at its first query."""
+    s = dc.Store(is_server=True, token="s3cret")
+    try:
+        t = torch_client(s.port)
+        with pytest.raises(RuntimeError):
+            t.set("a", "b")
+            t.get("a")
+        # distc clients: the right token is served, a wrong or missing one refused with the reason.
+        ok = dc.Store(port=s.port, token="s3cret")
+        ok.set("k", b"v")
+        assert s.get("k") == b"v"
+        ok.close()
+        with pytest.raises(dc.DistcError) as e:
+            dc.Store(port=s.port, token="guess")
+        assert e.value.code == dc.EREMOTE and "rejected the token" in str(e.value)
+        with pytest.raises(dc.DistcError) as e:
+            dc.Store(port=s.port, token="")
+        assert e.value.code == dc.EREMOTE and "requires a token (set DISTC_STORE_TOKEN" in str(e.value)
+    finally:
+        s.close()
+
+
+def test_token_server_admits_torch_clients_when_told():
+    s = dc.Store(is_server=True, token="s3cret", allow_torch_clients=1)
+    try:
+        t = torch_client(s.port)
+        t.set("a", b"from torch")
+        assert s.get("a") == b"from torch"
+        s.set("b", b"from distc")
+        assert t.get("b") == b"from distc"
+        assert t.add("n", 2) == 2
+    finally:
+        s.close()
+
+
+def test_distc_store_tool_with_token_file(tmp_path):
+    """distc-store --token-file: distc clients with the token are served, PyTorch ones refused and logged."""
+    tool = os.path.join(BUILD, "distc-store")
+    if not os.path.exists(tool):
+        pytest.skip("distc-store not built")
+    token_file = tmp_path / "token"
+    token_file.write_text("tool-secret\n")
+    port_file = tmp_path / "port"
+    env = {k: v for k, v in os.environ.items() if k != "DISTC_STORE_TOKEN"}
+    srv = subprocess.Popen([tool, "--host", "127.0.0.1", "--port-file", str(port_file), "--token-file",
+                            str(token_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.time() + 10
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert time.time() < deadline and srv.poll() is None
+            time.sleep(0.02)
+        port = int(port_file.read_text())
+        c = dc.Store(port=port, token="tool-secret")
+        c.set("k", b"v")
+        assert c.get("k") == b"v"
+        c.close()
+        t = torch_client(port)
+        with pytest.raises(RuntimeError):
+            t.set("a", "b")
+            t.get("a")
+    finally:
+        srv.terminate()
+        out, err = srv.communicate(timeout=10)
+    assert "PyTorch-protocol client" in err, err

@@ -95,19 +95,29 @@ class FileStore(Store):
 class TCPStore(Store):
     """torch's TCPStore, wire-compatible with it: PyTorch processes may join as clients or serve.
 
-    `port=0` with `is_master=True` picks a free port (read it from `.port`)."""
+    `port=0` with `is_master=True` picks a free port (read it from `.port`).
+    `max_request_bytes` and `max_unread_reply_bytes` are the server's per-connection
+    limits (distc_tcp_store_options; None: the defaults). `token` is the shared secret
+    a server requires and a client proves (None: $DISTC_STORE_TOKEN; "": none);
+    `allow_torch_clients` (True/False; None: only without a token) says whether a
+    server serves PyTorch clients, which cannot prove a token."""
 
     PROTOCOLS = {"auto": 0, "distc": 1, "torch1": 2, "torch2": 3}
 
     def __init__(self, host_name, port, world_size=None, is_master=False,
                  timeout=datetime.timedelta(seconds=300), wait_for_workers=True, protocol="auto",
-                 connect_retries=-1):
+                 connect_retries=-1, max_request_bytes=None, max_unread_reply_bytes=None, token=None,
+                 allow_torch_clients=None):
         if protocol not in self.PROTOCOLS:
             raise ValueError(f"protocol must be one of {sorted(self.PROTOCOLS)}, not {protocol!r}")
         opts = {"host": host_name, "port": int(port), "is_server": int(bool(is_master)),
                 "world_size": -1 if world_size is None else int(world_size),
                 "wait_for_workers": int(bool(wait_for_workers)), "timeout_ms": timeout_ms(timeout),
-                "protocol": self.PROTOCOLS[protocol], "connect_retries": int(connect_retries)}
+                "protocol": self.PROTOCOLS[protocol], "connect_retries": int(connect_retries),
+                "max_request_bytes": -1 if max_request_bytes is None else int(max_request_bytes),
+                "max_unread_reply_bytes": -1 if max_unread_reply_bytes is None else int(max_unread_reply_bytes),
+                "token": token,
+                "allow_torch_clients": -1 if allow_torch_clients is None else int(bool(allow_torch_clients))}
         super().__init__(_distc.distc_store_new_tcp(opts))
 
     @property

@@ -97,7 +97,7 @@ function TCPStore(host::AbstractString, port::Integer; is_server::Bool = false, 
     GC.@preserve host begin
         opts = Ref(L.distc_tcp_store_options(L.DISTC_TCP_STORE_OPTIONS_VERSION, pointer(host), port, is_server,
                                              world_size, wait_for_workers, timeout_ms, -1,
-                                             L.DISTC_TCP_PROTOCOL_AUTO))
+                                             L.DISTC_TCP_PROTOCOL_AUTO, -1, -1, C_NULL, -1, C_NULL, C_NULL))
         return Store(newstore(out -> L.distc_store_new_tcp(out, opts)))
     end
 end

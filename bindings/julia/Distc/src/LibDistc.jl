@@ -56,7 +56,7 @@ const DISTC_VERSION_PATCH = 0
 const DISTC_VERSION_STRING = "0.1.0"
 const DISTC_VERSION_NUMBER = (0*10000+1*100+0)
 const DISTC_STORE_DEFAULT_TIMEOUT_MS = 300000
-const DISTC_TCP_STORE_OPTIONS_VERSION = 1
+const DISTC_TCP_STORE_OPTIONS_VERSION = 3
 const DISTC_RENDEZVOUS_OPTIONS_VERSION = 1
 const DISTC_STORE_VTABLE_VERSION = 1
 const DISTC_PG_DEFAULT_TIMEOUT_MS = 1800000
@@ -139,6 +139,12 @@ struct distc_tcp_store_options
     timeout_ms::Int64
     connect_retries::Int32
     protocol::Int32
+    max_request_bytes::Int64
+    max_unread_reply_bytes::Int64
+    token::Ptr{Cchar}
+    allow_torch_clients::Int32
+    server_log::Ptr{Cvoid}
+    server_log_payload::Ptr{Cvoid}
 end
 struct distc_rendezvous_options
     version::Cuint

@@ -1,6 +1,7 @@
 #include "core/store/tcp/tcp_client.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "core/util/error.hpp"
@@ -17,9 +18,10 @@ std::chrono::microseconds client_spin() {
 }
 }  // namespace
 
-TcpClient::TcpClient(std::string host, int port, distc_tcp_protocol protocol, int connect_retries, Millis timeout)
+TcpClient::TcpClient(std::string host, int port, distc_tcp_protocol protocol, int connect_retries, Millis timeout,
+                     std::string token)
     : host_(std::move(host)), port_(port), peer_("store server " + host_ + ":" + std::to_string(port)),
-      protocol_(protocol), spin_(client_spin()) {
+      protocol_(protocol), token_(std::move(token)), spin_(client_spin()) {
     idle_.push_back(connect(Clock::now() + timeout, connect_retries));
 }
 
@@ -76,9 +78,39 @@ bool TcpClient::handshake(Io &io) {
         if (e.code() == DISTC_EREMOTE) return false;
         throw;
     }
-    io.recv_pod<uint32_t>();  // the server's version: only one exists so far
-    if (magic != wire::kDistcMagic) fail(DISTC_EPROTO, peer_ + " answered the handshake with unknown bytes");
+    uint32_t version = io.recv_pod<uint32_t>();
+    if (magic != wire::kDistcMagic || version == 0 || version > wire::kDistcVersion)
+        fail(DISTC_EPROTO, peer_ + " answered the handshake with unknown bytes");
+    version_ = version;
+    if (version >= 3) {
+        max_request_ = io.recv_pod<uint64_t>();
+        uint8_t needs_token = io.recv_pod<uint8_t>();
+        if (needs_token > 1) fail(DISTC_EPROTO, peer_ + " answered the handshake with unknown bytes");
+        if (needs_token) {
+            uint8_t nonce[wire::kNonceSize];
+            recv_all(io.fd, nonce, sizeof nonce, io.deadline, peer_, spin_);
+            authenticate(io, nonce);
+        }
+    }
     return true;
+}
+
+void TcpClient::authenticate(Io &io, const uint8_t *nonce) {
+    Writer w(wire::kAuth);
+    if (token_.empty()) {
+        w.u8(0);  // so that the server can say why it refuses
+    } else {
+        Digest mac = wire::auth_mac(token_, nonce);
+        w.u8(1).raw(mac.data(), mac.size());
+    }
+    io.send(w);
+    uint8_t status = io.recv_pod<uint8_t>();
+    if (status == wire::kStatusOk) return;
+    if (status != wire::kStatusError) fail(DISTC_EPROTO, peer_ + " answered AUTH with an unknown status");
+    if (token_.empty())
+        fail(DISTC_EREMOTE, peer_ + " requires a token (set DISTC_STORE_TOKEN, or the token option, to the server's)");
+    fail(DISTC_EREMOTE, peer_ + " rejected the token (DISTC_STORE_TOKEN, or the token option, differs from the "
+                                "server's)");
 }
 
 template <typename F>
@@ -109,13 +141,40 @@ auto TcpClient::call(Millis timeout, F &&body) -> decltype(body(std::declval<Io 
     }
 }
 
-void TcpClient::Io::send(const Writer &w) { send_all(fd, w.buf().data(), w.buf().size(), deadline, c.peer_); }
+void TcpClient::Io::send(const Writer &w) {
+    // A request over the server's limit would cost the connection: refuse it here, with the reason.
+    uint64_t limit = c.max_request_;
+    if (limit && w.buf().size() > limit)
+        fail(DISTC_ENOMEM, "a request of " + std::to_string(w.buf().size()) + " bytes is over the " +
+                               std::to_string(limit) + " bytes " + c.peer_ + " accepts (its max_request_bytes)");
+    send_all(fd, w.buf().data(), w.buf().size(), deadline, c.peer_);
+}
 
 template <typename T>
 T TcpClient::Io::recv_pod() {
     T v;
     recv_all(fd, &v, sizeof v, deadline, c.peer_, c.spin_);
     return v;
+}
+
+void TcpClient::Io::recv_status(const char *op, void *after, size_t n) {
+    uint8_t b[9];
+    recv_all(fd, b, 1 + n, deadline, c.peer_, c.spin_);
+    if (b[0] == wire::kStatusOk) {
+        if (n) std::memcpy(after, b + 1, n);  // after may be NULL when n is 0
+        return;
+    }
+    if (b[0] != wire::kStatusError) fail(DISTC_EPROTO, c.peer_ + " answered " + op + " with an unknown status");
+    if (n < 8) recv_all(fd, b + 1 + n, 8 - n, deadline, c.peer_, c.spin_);
+    int32_t code;
+    uint32_t len;
+    std::memcpy(&code, b + 1, 4);
+    std::memcpy(&len, b + 5, 4);
+    if (len > wire::kMaxErrorMessage) fail(DISTC_EPROTO, c.peer_ + " sent an error message over the length limit");
+    std::string msg(len, '\0');
+    if (len) recv_all(fd, msg.data(), len, deadline, c.peer_, c.spin_);
+    if (code >= 0 || code < DISTC_EPROTO) code = DISTC_EREMOTE;  // not a code this library knows
+    fail(code, c.peer_ + " refused " + op + ": " + msg);
 }
 
 Bytes TcpClient::Io::recv_bytes() {
@@ -157,13 +216,34 @@ int64_t TcpClient::add(const std::string &key, int64_t delta, Millis timeout) {
     return call(timeout, [&](Io &io) {
         io.send(request(Op::Add).str(key).i64(delta));
         try {
-            return io.recv_pod<int64_t>();
+            if (!status_replies()) return io.recv_pod<int64_t>();
+            int64_t v;
+            io.recv_status("ADD", &v, sizeof v);
+            return v;
         } catch (const Error &e) {
-            if (e.code() != DISTC_EREMOTE) throw;
-            // The protocol has no error reply: the server drops a client whose ADD it cannot do.
-            fail(DISTC_EINVAL, std::string(e.what()) + " during ADD (a non-integer value, or an int64 overflow?)");
+            // PyTorch's protocol has no error reply: a server drops the client whose ADD it
+            // cannot do. One that is dead, or drops this client whatever it asks, does not
+            // answer a new connection's CHECK.
+            if (e.code() != DISTC_EREMOTE || !still_serves(io.deadline)) throw;
+            fail(DISTC_EINVAL, std::string(e.what()) + " during ADD but serves a new connection: key '" + key +
+                                   "' holds a non-integer value, or the sum overflows int64");
         }
     });
+}
+
+bool TcpClient::still_serves(Clock::time_point deadline) {
+    try {
+        Fd fd = connect(deadline, 0);
+        Io io{*this, fd.get(), deadline};
+        Writer w = request(Op::Check);
+        io.send(put_keys(w, {}));
+        io.recv_pod<uint8_t>();
+        std::lock_guard<std::mutex> lk(mu_);
+        if (idle_.size() < kMaxIdle) idle_.push_back(std::move(fd));
+        return true;
+    } catch (const Error &) {
+        return false;
+    }
 }
 
 Bytes TcpClient::compare_set(const std::string &key, ByteView expected, ByteView desired, Millis timeout) {
@@ -227,6 +307,7 @@ std::vector<Bytes> TcpClient::multi_get(const std::vector<std::string> &keys, Mi
             put_keys(w, keys);
         }
         io.send(w);
+        if (status_replies()) io.recv_status("MULTI_GET", nullptr, 0);
         std::vector<Bytes> out;
         out.reserve(keys.size());
         for (size_t i = 0; i < keys.size(); ++i) out.push_back(io.recv_bytes());

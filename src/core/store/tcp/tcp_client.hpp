@@ -7,6 +7,7 @@
 // dead server is reported at once.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <utility>
 #include <string>
@@ -21,7 +22,9 @@ namespace distc {
 
 class TcpClient {
 public:
-    TcpClient(std::string host, int port, distc_tcp_protocol protocol, int connect_retries, Millis timeout);
+    // `token`: proved to a server that requires one ("": none).
+    TcpClient(std::string host, int port, distc_tcp_protocol protocol, int connect_retries, Millis timeout,
+              std::string token = {});
 
     void set(const std::string &key, ByteView value, Millis timeout);
     Bytes get(const std::string &key, Millis timeout);
@@ -49,12 +52,17 @@ private:
         template <typename T>
         T recv_pod();
         Bytes recv_bytes();
+        // A version-2 status byte, and on success the `n` (<= 8) reply bytes after it, read at once.
+        void recv_status(const char *op, void *after, size_t n);
     };
     template <typename F>
     auto call(Millis timeout, F &&body) -> decltype(body(std::declval<Io &>()));
     Fd connect(Clock::time_point deadline, int retries);
     bool handshake(Io &io);  // false: not a distc server
+    void authenticate(Io &io, const uint8_t *nonce);
+    bool still_serves(Clock::time_point deadline);  // a new connection is served (and kept in the pool)
     wire::Writer request(wire::Op op) const { return wire::Writer(wire::encode_op(dialect_, op)); }
+    bool status_replies() const { return protocol_ == DISTC_TCP_PROTOCOL_DISTC && version_ >= 2; }
     static wire::Writer &put_keys(wire::Writer &w, const std::vector<std::string> &keys);
 
     std::string host_;
@@ -62,6 +70,9 @@ private:
     std::string peer_;
     distc_tcp_protocol protocol_;
     wire::Dialect dialect_ = wire::Dialect::Torch2;
+    std::string token_;
+    std::atomic<uint32_t> version_{0};  // the distc protocol version the server agreed to
+    std::atomic<uint64_t> max_request_{0};  // the server's max_request_bytes; 0: not told
     std::chrono::microseconds spin_;
     static constexpr size_t kMaxIdle = 8;
     std::mutex mu_;  // guards idle_ and the protocol resolution

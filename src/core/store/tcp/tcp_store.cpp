@@ -1,5 +1,7 @@
 #include "core/store/tcp/tcp_store.hpp"
 
+#include <cstdlib>
+
 #include "core/util/error.hpp"
 
 namespace distc {
@@ -36,14 +38,22 @@ auto with_wait_context(const std::vector<std::string> &keys, Millis timeout, F &
 TcpStore::TcpStore(const TcpStoreOptions &o) {
     set_timeout(o.timeout);
     std::string host = o.host;
+    std::string token;
+    if (o.token) {
+        token = *o.token;
+    } else if (const char *e = std::getenv("DISTC_STORE_TOKEN")) {
+        token = e;
+    }
     if (o.is_server) {
-        server_ = std::make_unique<TcpServer>(is_wildcard(host) ? "" : host, o.port);
+        TcpServerOptions so = o.server;
+        so.token = token;
+        server_ = std::make_unique<TcpServer>(is_wildcard(host) ? "" : host, o.port, so);
         port_ = server_->port();
         if (is_wildcard(host)) host = "127.0.0.1";
     } else {
         port_ = o.port;
     }
-    client_ = std::make_unique<TcpClient>(host, port_, o.protocol, o.connect_retries, o.timeout);
+    client_ = std::make_unique<TcpClient>(host, port_, o.protocol, o.connect_retries, o.timeout, token);
     if (o.world_size > 0) {
         client_->add(kInitKey, 1, o.timeout);
         if (o.is_server && o.wait_for_workers) wait_for_workers(o.world_size);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "core/store/store.hpp"
 #include "core/store/tcp/tcp_client.hpp"
@@ -18,6 +20,8 @@ struct TcpStoreOptions {
     Millis timeout{Store::kDefaultTimeoutMs};
     int connect_retries = -1;
     distc_tcp_protocol protocol = DISTC_TCP_PROTOCOL_AUTO;
+    std::optional<std::string> token;  // the client's and the server's; none: $DISTC_STORE_TOKEN
+    TcpServerOptions server;           // its token is set from `token`
 };
 
 class TcpStore final : public Store {

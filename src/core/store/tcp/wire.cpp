@@ -15,12 +15,14 @@ constexpr Op kTorch2[] = {Op::Validate, Op::Set, Op::CompareSet, Op::Get, Op::Ad
 
 Op decode_op(Dialect d, uint8_t byte) {
     if (byte == kHello) return Op::Hello;
+    if (byte == kAuth) return Op::Auth;
     if (d == Dialect::Torch1) return byte < std::size(kTorch1) ? kTorch1[byte] : Op::Invalid;
     return byte < std::size(kTorch2) ? kTorch2[byte] : Op::Invalid;
 }
 
 uint8_t encode_op(Dialect d, Op op) {
     if (op == Op::Hello) return kHello;
+    if (op == Op::Auth) return kAuth;
     const Op *t = d == Dialect::Torch1 ? kTorch1 : kTorch2;
     size_t n = d == Dialect::Torch1 ? std::size(kTorch1) : std::size(kTorch2);
     for (size_t i = 0; i < n; ++i)
@@ -46,8 +48,16 @@ const char *op_name(Op op) {
     case Op::Ping: return "PING";
     case Op::Validate: return "VALIDATE";
     case Op::Hello: return "HELLO";
+    case Op::Auth: return "AUTH";
     default: return "INVALID";
     }
+}
+
+Digest auth_mac(const std::string &token, const uint8_t *nonce) {
+    uint8_t msg[sizeof kAuthLabel - 1 + kNonceSize];
+    std::memcpy(msg, kAuthLabel, sizeof kAuthLabel - 1);
+    std::memcpy(msg + sizeof kAuthLabel - 1, nonce, kNonceSize);
+    return hmac_sha256(token.data(), token.size(), msg, sizeof msg);
 }
 
 }  // namespace distc::wire

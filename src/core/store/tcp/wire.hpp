@@ -9,26 +9,45 @@
 // PyTorch server drops the connection and the client falls back) and then use
 // the 2.x numbering; on a distc server a GET waits for its key, which saves
 // the WAIT round trip PyTorch clients make first.
+//
+// HELLO carries the client's version and the server answers with the one both
+// speak (the lower). From version 2 on, the replies to ADD and MULTI_GET start
+// with a status byte: kStatusOk and the reply, or kStatusError, an int32 distc
+// error code, a uint32 length and a message; the connection stays usable.
+// PyTorch's dialects have no error reply: the server drops the connection.
+//
+// From version 3 on, HELLO's reply goes on with the server's max_request_bytes
+// (uint64) and a uint8 that says whether it requires a token. If it does, a
+// 32-byte random nonce follows, and the client's next message is AUTH: a uint8
+// (1: a MAC follows; 0: the client has no token) and HMAC-SHA256(token,
+// kAuthLabel || nonce), so the token never crosses the wire. The server answers
+// with a status byte; after an error it closes the connection.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/store/store.hpp"
+#include "core/util/sha256.hpp"
 
 namespace distc::wire {
 
 constexpr uint32_t kTorchMagic = 0x3C85F7CE;
 constexpr uint32_t kDistcMagic = 0x43545344;  // "DSTC"
-constexpr uint32_t kDistcVersion = 1;
-constexpr uint8_t kHello = 0x40;
+constexpr uint32_t kDistcVersion = 3;
+constexpr uint8_t kHello = 0x40, kAuth = 0x41;
+constexpr char kAuthLabel[] = "distc-store-auth-v1";
+constexpr size_t kNonceSize = 32;
+constexpr uint8_t kStatusOk = 0, kStatusError = 1;
+constexpr uint32_t kMaxErrorMessage = 1024;  // longer messages are cut
 
 // Query types independent of numbering.
 enum class Op : uint8_t {
     Set, CompareSet, Get, Add, Check, Wait, NumKeys, WatchKey, DeleteKey,
-    Append, MultiGet, MultiSet, CancelWait, Ping, Validate, Hello, Invalid
+    Append, MultiGet, MultiSet, CancelWait, Ping, Validate, Hello, Auth, Invalid
 };
 
 enum class Dialect : uint8_t { Torch1, Torch2 };  // distc clients speak Torch2 + HELLO
@@ -36,6 +55,8 @@ enum class Dialect : uint8_t { Torch1, Torch2 };  // distc clients speak Torch2 
 Op decode_op(Dialect d, uint8_t byte);
 uint8_t encode_op(Dialect d, Op op);  // throws DISTC_ENOTSUP for ops the dialect lacks
 const char *op_name(Op op);
+// The MAC an AUTH carries: HMAC-SHA256(token, kAuthLabel || nonce).
+Digest auth_mac(const std::string &token, const uint8_t *nonce);
 
 constexpr uint8_t kCheckReady = 0, kCheckNotReady = 1;
 constexpr uint8_t kStopWaiting = 0, kWaitCanceled = 1;
@@ -51,6 +72,11 @@ public:
     Writer &i64(int64_t v) { return raw(&v, 8); }
     Writer &bytes(ByteView v) { return u64(v.size).raw(v.data, v.size); }
     Writer &str(const std::string &s) { return u64(s.size()).raw(s.data(), s.size()); }
+    // A version-2 error reply (see above).
+    Writer &error(int code, const std::string &msg) {
+        uint32_t n = static_cast<uint32_t>(std::min<size_t>(msg.size(), kMaxErrorMessage));
+        return u8(kStatusError).u32(static_cast<uint32_t>(code)).u32(n).raw(msg.data(), n);
+    }
     Writer &raw(const void *p, size_t n) {
         auto *c = static_cast<const uint8_t *>(p);
         buf_.insert(buf_.end(), c, c + n);
@@ -73,10 +99,21 @@ public:
     bool incomplete() const { return short_ && !bad_; }
     bool bad() const { return bad_; }
     size_t consumed() const { return off_; }
+    const uint8_t *here() const { return p_ + off_; }
+    bool at_end() const { return off_ == n_; }
 
     uint8_t u8() { return pod<uint8_t>(); }
     uint32_t u32() { return pod<uint32_t>(); }
     uint64_t u64() { return pod<uint64_t>(); }
+    void raw(void *out, size_t n) {
+        if (!ok()) return;
+        if (n_ - off_ < n) {
+            short_ = true;
+            return;
+        }
+        std::memcpy(out, p_ + off_, n);
+        off_ += n;
+    }
     int64_t i64() { return pod<int64_t>(); }
     // A length-prefixed field: checked against the limit before anything is copied.
     ByteView view() {
