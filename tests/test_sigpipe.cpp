@@ -1,4 +1,4 @@
-// SIGPIPE kept off (src/core/util/sigpipe.hpp): a write to a socket whose
+// SIGPIPE kept off (src/support/sigpipe.hpp): a write to a socket whose
 // peer is gone reports EPIPE instead of killing the process, the caller's
 // mask comes back as it was with nothing left pending, a caller that blocks
 // SIGPIPE itself keeps what is pending, and start_thread's threads block it.

@@ -96,7 +96,7 @@ std::chrono::milliseconds positive(std::chrono::milliseconds t) {
 GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds timeout)
     : rank_(rank), size_(size) {
     // Gloo's loop threads are born here and inherit the mask: they write to
-    // peers too, and must not take SIGPIPE (core/util/sigpipe.hpp).
+    // peers too, and must not take SIGPIPE (support/sigpipe.hpp).
     SigpipeBlocked no_sigpipe;
     try {
         device_ = std::make_shared<AbortableDevice>(gloo::transport::tcp::CreateDevice(device_attr()), abort_,

@@ -1,7 +1,7 @@
 // A backend that starts operations and completes their Work later, from any
 // thread: the shape of MPI's non-blocking collectives and of NCCL's stream
 // launches. Plugins (distc/sys/backend.h) are adapted to it in
-// backends/plugin/. The group has checked every argument before a call.
+// capi/plugin_backend.cpp. The group has checked every argument before a call.
 #pragma once
 
 #include <cstdint>

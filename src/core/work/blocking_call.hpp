@@ -1,7 +1,7 @@
 // The outcome of one blocking call on a host backend, kept without a Work:
 // nobody but the calling thread ever sees it, so it needs no shared
 // ownership, callbacks or durations. A thread lends its one BlockingCall to
-// each blocking call it makes (backends/plugin/). Completed on that thread
+// each blocking call it makes (capi/plugin_backend.cpp). Completed on that thread
 // (inside the backend's call) it takes one plain store; from another thread,
 // one compare-exchange, and the mutex only when the caller went to sleep.
 #pragma once
