@@ -55,6 +55,7 @@ std::string device_list(uint64_t mask) {
     return s;
 }
 
+// A power of two.
 size_t element_alignment(DType t) {
     size_t n = dtype_size(t);
     return t == DType::Complex64 || t == DType::Complex128 ? n / 2 : n;
@@ -102,7 +103,8 @@ Fault check_tensor(uint64_t device_types, const DLTensor *t, Tensor &out, int &d
     }
     if (!t->data && numel > 0) return Fault::NoData;
     // The kernels read elements as their type (complex ones as two of their parts).
-    if (numel > 0 && (base + t->byte_offset) % element_alignment(static_cast<DType>(dt)) != 0) return Fault::Misaligned;
+    if (numel > 0 && ((base + t->byte_offset) & (element_alignment(static_cast<DType>(dt)) - 1)) != 0)
+        return Fault::Misaligned;
     // An empty tensor may have no data and still an offset: nothing to point at.
     out.data = t->data ? static_cast<char *>(t->data) + t->byte_offset : nullptr;
     out.numel = numel;

@@ -23,12 +23,32 @@ struct Call {
     bool same_as(const Call &o) const {
         return kind == o.kind && dtype == o.dtype && op == o.op && root == o.root && count == o.count;
     }
-    bool all_to_all() const;
+    bool all_to_all() const { return kind == 7 || kind == 8; }  // call.cpp's kKinds
 };
 static_assert(sizeof(Call) == 24, "Call travels in frame headers");
 
-// `kind` is the operation's name ("allreduce"); dtype, reduce and root -1 when they do not apply.
-Call make_call(const char *kind, int dtype, int reduce, int root, uint64_t count, uint32_t seq);
+// The index of an operation's name, 0xff when unknown (a string compare).
+uint8_t lookup_kind(const char *kind);
+
+// `kind` is the operation's name ("allreduce", a string literal); dtype,
+// reduce and root -1 when they do not apply. Inline: every collective makes one.
+inline Call make_call(const char *kind, int dtype, int reduce, int root, uint64_t count, uint32_t seq) {
+    // A group repeats the same few kinds: the last lookup's pointer answers.
+    thread_local const char *last = nullptr;
+    thread_local uint8_t last_kind = 0xff;
+    if (kind != last) {
+        last_kind = lookup_kind(kind);
+        last = kind;
+    }
+    Call c;
+    c.seq = seq;
+    c.kind = last_kind;
+    c.dtype = dtype < 0 ? 0xff : static_cast<uint8_t>(dtype);
+    c.op = reduce < 0 ? 0xff : static_cast<uint8_t>(reduce);
+    c.root = root;
+    c.count = c.all_to_all() ? 0 : count;
+    return c;
+}
 // "allreduce #3 (float32, 4 elements, SUM)"
 std::string describe(const Call &c);
 

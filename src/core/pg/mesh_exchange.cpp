@@ -33,7 +33,9 @@ MeshExchange::Peer &MeshExchange::peer(int p) {
 
 void MeshExchange::send(int p, const void *data, size_t n, const bool *gate) {
     auto *c = static_cast<uint8_t *>(const_cast<void *>(data));
-    auto &msgs = peer(p).out.msgs;
+    Peer &pr = peer(p);
+    pr.out_total += n;
+    auto &msgs = pr.out.msgs;
     do {
         size_t k = n < kMaxMsg ? n : kMaxMsg;
         msgs.push_back(Msg{c, k, -1, gate});
@@ -44,7 +46,9 @@ void MeshExchange::send(int p, const void *data, size_t n, const bool *gate) {
 
 void MeshExchange::recv(int p, void *data, size_t n, int id, const bool *gate) {
     auto *c = static_cast<uint8_t *>(data);
-    auto &msgs = peer(p).in.msgs;
+    Peer &pr = peer(p);
+    pr.in_total += n;
+    auto &msgs = pr.in.msgs;
     do {
         size_t k = n < kMaxMsg ? n : kMaxMsg;
         n -= k;
@@ -152,14 +156,10 @@ void MeshExchange::run(const std::vector<Fd> &socks, const Call &call, Clock::ti
             for (auto &p : ps) {
                 p.out.reset();
                 p.in.reset();
+                p.out_total = p.in_total = 0;
             }
         }
     } clear{peers_};
-    for (auto &pr : peers_) {
-        pr.out_total = pr.in_total = 0;
-        for (const Msg &m : pr.out.msgs) pr.out_total += m.n;
-        for (const Msg &m : pr.in.msgs) pr.in_total += m.n;
-    }
     std::vector<pollfd> fds;
     auto spin_until = Clock::now() + spin;
     for (;;) {

@@ -67,7 +67,7 @@ private:
     };
     struct Peer {
         Lane out, in;
-        uint64_t out_total = 0, in_total = 0;  // this call's bytes each way, set as run starts
+        uint64_t out_total = 0, in_total = 0;  // this call's bytes each way, as queued
     };
 
     Peer &peer(int p);

@@ -22,11 +22,14 @@ bool consecutive(const std::vector<Tensor> &ts) {
     return true;
 }
 
-// Each tensor was checked on its own; their sum is checked here.
+// Each tensor was checked on its own (under 2^48 bytes, so the sum cannot
+// wrap); the sum of a list, all of one dtype, is checked here.
 size_t total_numel(const Tensor *ts, size_t n) {
+    if (n == 1) return ts[0].numel;
     size_t total = 0;
-    for (size_t i = 0; i < n; ++i) checked_add(total, ts[i].nbytes(), "the tensors together");
-    return n ? total / dtype_size(ts[0].dtype) : 0;
+    for (size_t i = 0; i < n; ++i) checked_add(total, ts[i].numel, "the tensors together");
+    if (n) checked_mul(total, dtype_size(ts[0].dtype), "the tensors together");
+    return total;
 }
 size_t total_numel(const std::vector<Tensor> &ts) { return total_numel(ts.data(), ts.size()); }
 

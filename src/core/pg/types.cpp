@@ -354,23 +354,6 @@ bool is_valid(ReduceOp op) { return uint8_t(op) <= uint8_t(ReduceOp::PremulSum);
 
 }  // namespace
 
-size_t dtype_size(DType t) {
-    switch (t) {
-    case DType::Bool:
-    case DType::Int8:
-    case DType::UInt8: return 1;
-    case DType::Int16:
-    case DType::Float16:
-    case DType::BFloat16: return 2;
-    case DType::Int32:
-    case DType::Float32: return 4;
-    case DType::Int64:
-    case DType::Float64:
-    case DType::Complex64: return 8;
-    case DType::Complex128: return 16;
-    }
-    return 0;
-}
 
 const char *op_name(ReduceOp op) {
     switch (op) {

@@ -13,7 +13,12 @@ enum class DType : uint8_t {
 
 enum class ReduceOp : uint8_t { Sum, Avg, Product, Min, Max, Band, Bor, Bxor, PremulSum };
 
-size_t dtype_size(DType t);
+// Inline: every size computation on the hot path asks it.
+inline size_t dtype_size(DType t) {
+    static constexpr uint8_t kSizes[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16};
+    unsigned i = static_cast<unsigned>(t);
+    return i < sizeof kSizes ? kSizes[i] : 0;
+}
 // "float32", as torch names them.
 inline const char *dtype_name(DType t) {
     static constexpr const char *kNames[] = {"bool",    "int8",     "uint8",   "int16",   "int32",     "int64",
