@@ -9,27 +9,27 @@ set -euo pipefail
 src=${1:-"$(dirname "$0")/../src"}
 cd "$src"
 bad=0
-while IFS= read -r -d '' f; do
-  layer=${f#./}
-  while IFS= read -r line; do
-    inc=$(printf '%s' "$line" | sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p')
-    [ -n "$inc" ] || continue
-    top=${inc%%/*}
-    why=""
-    case "$layer" in
-      core/*) case "$top" in capi|backends) why="core/ uses neither capi/ nor backends/";; esac ;;
-      backends/mpi/*|backends/nccl/*)
-        plugin=${layer#backends/}; plugin=${plugin%%/*}
-        case "$inc" in distc/*|distc.h|support/*|backends/"$plugin"/*) ;;
-          *) why="a plugin uses the public headers, support/ and its own folder only";; esac ;;
-      backends/*) case "$top" in capi) why="backends/ do not use capi/";; esac ;;
-      support/*) case "$inc" in distc/*|distc.h) ;; *) why="support/ uses nothing of distc but its public headers";; esac ;;
-    esac
-    if [ -n "$why" ]; then
-      echo "check-layers: $layer includes \"$inc\": $why"
-      bad=1
-    fi
-  done < "$f"
-done < <(find . -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.c' \) -print0)
+# One grep for every quoted include; the rules are checked per line.
+while IFS= read -r hit; do
+  layer=${hit%%:*}
+  layer=${layer#./}
+  inc=${hit#*\"}
+  inc=${inc%%\"*}
+  top=${inc%%/*}
+  why=""
+  case "$layer" in
+    core/*) case "$top" in capi|backends) why="core/ uses neither capi/ nor backends/";; esac ;;
+    backends/mpi/*|backends/nccl/*)
+      plugin=${layer#backends/}; plugin=${plugin%%/*}
+      case "$inc" in distc/*|distc.h|support/*|backends/"$plugin"/*) ;;
+        *) why="a plugin uses the public headers, support/ and its own folder only";; esac ;;
+    backends/*) case "$top" in capi) why="backends/ do not use capi/";; esac ;;
+    support/*) case "$inc" in distc/*|distc.h) ;; *) why="support/ uses nothing of distc but its public headers";; esac ;;
+  esac
+  if [ -n "$why" ]; then
+    echo "check-layers: $layer includes \"$inc\": $why"
+    bad=1
+  fi
+done < <(grep -rHE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' --include='*.cpp' --include='*.hpp' --include='*.h' --include='*.c' . || true)
 [ $bad -eq 0 ] && echo "check-layers: every include points down"
 exit $bad
