@@ -232,7 +232,9 @@ void test_unread_replies_hold_back_reading(void **) {
     for (int i = 0; i < n; ++i) gets.u8(kGet).str("v");
     r.send(gets);
     barrier(setter);
-    assert_true(srv.buffered_bytes() <= o.max_unread_reply_bytes + value.size() + (128u << 10));
+    // The cap, the reply that crossed it, and buffers' slack (which depends on how
+    // far the kernel had taken replies when reading stopped): far from 125 MiB.
+    assert_true(srv.buffered_bytes() <= o.max_unread_reply_bytes + value.size() + (256u << 10));
     std::vector<uint8_t> got(value.size());
     for (int i = 0; i < n; ++i) {
         uint64_t len = 0;

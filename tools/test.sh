@@ -19,10 +19,8 @@ ctest --preset debug -j "$(nproc)"
 stamp "ASan+UBSan (build and whole suite)" "$t"
 
 t=$(date +%s)
-tsan_tests=(test_pg_collectives test_pg_work test_pg_args test_pg_groups test_hostile_args test_backend_plugin
-            test_tcp_store test_hash_store test_custom_store test_reducer)
 cmake --preset tsan
-cmake --build --preset tsan -j "$(nproc)" --target "${tsan_tests[@]}"
+cmake --build --preset tsan -j "$(nproc)" --target threaded_tests
 ctest --preset tsan -j "$(nproc)"
 stamp "TSan (build and threaded suites)" "$t"
 
