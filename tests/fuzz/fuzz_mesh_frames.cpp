@@ -1,7 +1,8 @@
 // libFuzzer target: the mesh's frame parser (core/pg/mesh_exchange). A peer
-// sends arbitrary bytes where this rank expects up to four messages of sizes
-// the input also picks; the exchange must end in success, DISTC_EPROTO or
-// DISTC_EREMOTE, never write past a message or crash.
+// sends arbitrary bytes where this rank, running an allreduce of 16 uint8
+// elements, expects up to four messages of sizes the input also picks; the
+// exchange must end in success, DISTC_EPROTO, DISTC_EINVAL (another call,
+// other sizes) or DISTC_EREMOTE, never write past a message or crash.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,14 +45,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     x.send(1, reply, sizeof reply);
     int got = 0;
     try {
-        x.run(socks, seq, distc::Clock::now() + std::chrono::milliseconds(200), std::chrono::microseconds(0),
+        distc::Call call = distc::make_call("allreduce", 2 /* uint8 */, 0 /* SUM */, -1, 16, seq);
+        x.run(socks, call, distc::Clock::now() + std::chrono::milliseconds(200), std::chrono::microseconds(0),
               [&](int peer, int id) {
                   if (peer != 1 || id != got) std::abort();  // in order, each once
                   ++got;
               });
         if (got != int(bufs.size())) std::abort();
     } catch (const distc::Error &e) {
-        if (e.code() != DISTC_EPROTO && e.code() != DISTC_EREMOTE) std::abort();
+        if (e.code() != DISTC_EPROTO && e.code() != DISTC_EINVAL && e.code() != DISTC_EREMOTE) std::abort();
     }
     for (const auto &b : bufs)
         for (size_t i = b.size() - 16; i < b.size(); ++i)

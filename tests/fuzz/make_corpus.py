@@ -51,14 +51,20 @@ dc = {
 for name, data in {**t1, **t2, **dc}.items():
     write("fuzz_store_wire", name, data)
 
-# The mesh: uint32 seq, message count-1, uint16 sizes, then the peer's frames (uint32 seq, uint32 len, bytes).
-def frame(seq, payload):
-    return struct.pack("<II", seq, len(payload)) + payload
+# The mesh: uint32 seq, message count-1, uint16 sizes, then the peer's frames. A frame's
+# 40-byte header (core/pg/mesh_exchange.hpp): the call (uint32 seq, uint8 kind, dtype, op,
+# pad, int32 root, uint32 pad, uint64 count), uint64 len, uint64 expect, then the bytes.
+# The fuzzer runs allreduce (kind 0) of 16 uint8 (dtype 2) with SUM (op 0), and sends 8 bytes.
+def frame(seq, payload, kind=0, dtype=2, op=0, root=-1, count=16, expect=8):
+    return (struct.pack("<IBBBBiIQ", seq, kind, dtype, op, 0, root, 0, count) +
+            struct.pack("<QQ", len(payload), expect) + payload)
 
 write("fuzz_mesh_frames", "one_ok", struct.pack("<IB", 7, 0) + struct.pack("<H", 4) + frame(7, b"abcd"))
 write("fuzz_mesh_frames", "two_ok", struct.pack("<IB", 9, 1) + struct.pack("<HH", 3, 0) + frame(9, b"xyz") + frame(9, b""))
 write("fuzz_mesh_frames", "wrong_seq", struct.pack("<IB", 9, 0) + struct.pack("<H", 2) + frame(8, b"no"))
 write("fuzz_mesh_frames", "wrong_len", struct.pack("<IB", 1, 0) + struct.pack("<H", 2) + frame(1, b"long!"))
+write("fuzz_mesh_frames", "wrong_call", struct.pack("<IB", 1, 0) + struct.pack("<H", 2) + frame(1, b"ab", kind=1, root=0))
+write("fuzz_mesh_frames", "wrong_expect", struct.pack("<IB", 1, 0) + struct.pack("<H", 2) + frame(1, b"ab", expect=3))
 write("fuzz_mesh_frames", "short", struct.pack("<IB", 1, 0) + struct.pack("<H", 100) + frame(1, b"x" * 100)[:50])
 
 for i, url in enumerate([b"env://", b"tcp://127.0.0.1:29500?rank=0&world_size=2", b"file:///tmp/x?rank=1&world_size=4",
