@@ -4,8 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/store/prefix_store.hpp"
-#include "core/store/watchful_store.hpp"
 #include "core/util/error.hpp"
 #include "support/sigpipe.hpp"
 
@@ -90,88 +88,6 @@ thread_local bool t_group_thread = false;
 }  // namespace
 
 bool ProcessGroup::on_group_thread() { return t_group_thread; }
-
-ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, const PgOptions &opts,
-                           std::vector<int> global_ranks, const MakeAsync &make)
-    : root_store_(std::move(store)), rank_(rank), size_(size), name_(opts.name.empty() ? "default_pg" : opts.name),
-      timeout_(opts.timeout),
-      global_ranks_(std::move(global_ranks)), private_store_(opts.private_store) {
-    if (size < 1) fail(DISTC_EINVAL, "size is " + std::to_string(size) + ", must be >= 1");
-    if (rank < 0 || rank >= size)
-        fail(DISTC_EINVAL, "rank " + std::to_string(rank) + " is outside 0.." + std::to_string(size - 1));
-    if (opts.debug >= 0) {
-        debug_ = opts.debug > 0;
-    } else {
-        const char *e = std::getenv("DISTC_DEBUG");
-        debug_ = e && (std::strcmp(e, "detail") == 0 || std::strcmp(e, "DETAIL") == 0);
-    }
-    // Each rank counts its own attempts at a group of this name, and its k-th
-    // attempt meets every other rank's k-th in instance k's key space. A rank
-    // that fails fast and retries at once then still meets its peers' retry,
-    // not their first try (a shared counter would pair attempts by arrival).
-    // A failure on any rank fails the attempt on all (below), so every rank
-    // has made the same number of attempts when it tries again.
-    int64_t n = root_store_->add(name_ + "/attempts/" + std::to_string(rank), 1);
-    std::string instance = name_ + "/" + std::to_string(n - 1);
-    prefix_ = instance + "/";
-    store_ = std::make_shared<PrefixStore>(instance, root_store_);
-    // Backends rendezvous through a store that gives up when a peer announces
-    // it failed: no rank waits out the timeout for a peer that is gone.
-    auto watchful = std::make_shared<WatchfulStore>(store_, kCreationFailed, "creating group '" + name_ + "'");
-    try {
-        connect(opts, make, watchful, instance);
-        if (!private_store_) agree_created(*watchful);
-    } catch (const std::exception &e) {
-        try {  // the first reason stays: peers name the rank that failed first
-            std::string why = "rank " + std::to_string(rank_) + ": " + e.what();
-            store_->compare_set(kCreationFailed, ByteView(), ByteView(why.data(), why.size()));
-        } catch (const std::exception &) {
-            // The store itself is gone: peers learn it from their own calls.
-        }
-        throw;
-    }
-    watchful->stop_watching();
-}
-
-void ProcessGroup::connect(const PgOptions &opts, const MakeAsync &make, const std::shared_ptr<Store> &store,
-                           const std::string &instance) {
-    if (opts.backend == "gloo" && !make) {
-        backend_ = make_backend(opts.backend, store, rank_, size_, timeout_);
-        if (size_ > 1 && Mesh::limit() > 0) mesh_ = std::make_unique<Mesh>(*store, rank_, size_, timeout_);
-        return;
-    }
-    AsyncGroupInfo info{store, rank_, size_, timeout_, instance, {}, opts.device};
-    for (int r = 0; r < size_; ++r) info.global_ranks.push_back(global_rank(r));
-    async_ = make ? make(info) : make_async_backend(opts.backend, info);
-    device_types_ = async_->device_types();
-    stream_ordered_ = async_->stream_ordered();
-    debug_ = false;  // the cross-check runs over host memory, which a device backend may not take
-}
-
-void ProcessGroup::agree_created(Store &store) {
-    // A backend may finish its part without hearing from every peer: each
-    // rank says it is done and waits for all, so no rank keeps a group whose
-    // creation failed elsewhere.
-    store.set("created/" + std::to_string(rank_), ByteView("1", 1));
-    std::vector<std::string> all;
-    for (int r = 0; r < size_; ++r) all.push_back("created/" + std::to_string(r));
-    store.wait(all, timeout_);
-    // Every rank has now read what it needs of its peers' addresses: the last
-    // one here removes them all, so a freed group leaves only its name's
-    // attempt counters (one per rank) in the store. The names are the mesh's and Gloo's
-    // rendezvous' (test_pg_groups counts what is left); other backends keep
-    // their own keys.
-    try {
-        if (store.add("connected", 1) < size_) return;
-        for (int r = 0; r < size_; ++r)
-            for (const std::string &k : {"created/" + std::to_string(r), "mesh/" + std::to_string(r),
-                                         std::to_string(r), "rank_" + std::to_string(r)})
-                store.delete_key(k);
-        store.delete_key("connected");
-    } catch (const Error &) {
-        // A store that fails now leaves the keys behind; the group itself is connected and works.
-    }
-}
 
 int ProcessGroup::global_rank(int group_rank) const {
     if (group_rank < 0 || group_rank >= size_) return -1;
