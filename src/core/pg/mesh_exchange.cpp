@@ -12,15 +12,13 @@
 namespace distc {
 
 namespace {
+
+// Large payloads go as several messages, so a receive's progress (and a
+// reduction gated on it) never waits for one huge read.
+constexpr size_t kMaxMsg = size_t(1) << 30;
+
 // A peer resets its connections when an operation fails on it (ProcessGroup::break_group).
 constexpr const char *kGaveUp = " (it gave up on the group after a failure there, or died)";
-}  // namespace
-
-
-namespace {
-
-// The header's length field is 32 bits: larger payloads go as several messages.
-constexpr size_t kMaxMsg = size_t(1) << 30;
 
 std::string rank_name(int p) { return "rank " + std::to_string(p); }
 
