@@ -158,8 +158,9 @@ static void test_torch_clients(void **state) {
         distc_store *c = NULL;
         ASSERT_OK(client(&c, port, "s3cret", torch[i])); /* nothing is asked before the first query */
         distc_buf v = {0};
-        ASSERT_ERR(distc_store_get(&v, c, "k"), DISTC_EREMOTE, "closed the connection");
-        ASSERT_ERR(distc_store_add(NULL, c, "n", 1), DISTC_EREMOTE, "closed the connection"); /* not a bad value */
+        /* The server drops the connection: a close, or a reset when our request is still unread there. */
+        ASSERT_ERR(distc_store_get(&v, c, "k"), DISTC_EREMOTE, "store server 127.0.0.1");
+        ASSERT_ERR(distc_store_add(NULL, c, "n", 1), DISTC_EREMOTE, "store server 127.0.0.1"); /* not a bad value */
         assert_logged(&b, "PyTorch-protocol client");
         assert_logged(&b, "allow_torch_clients");
         distc_store_free(c);
@@ -173,7 +174,7 @@ static void test_torch_clients(void **state) {
 
         srv = server(&port, "", 0, NULL); /* refused without a token too */
         ASSERT_OK(client(&c, port, NULL, torch[i]));
-        ASSERT_ERR(distc_store_get(&v, c, "k"), DISTC_EREMOTE, "closed the connection");
+        ASSERT_ERR(distc_store_get(&v, c, "k"), DISTC_EREMOTE, "store server 127.0.0.1");
         distc_store_free(c);
         distc_store_free(srv);
     }
