@@ -18,13 +18,14 @@
  */
 #define _GNU_SOURCE
 #include <distc.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "perf_memory.h"
 
 enum { OP_ALLREDUCE, OP_BROADCAST, OP_REDUCE, OP_ALLGATHER, OP_REDUCESCATTER, OP_ALLTOALL, OP_GATHER, OP_SCATTER,
        OP_SENDRECV, NUM_OPS };
@@ -60,65 +61,6 @@ static double busbw_factor(int op, int n) {
     case OP_SCATTER: return (double)(n - 1) / n;
     default: return 1.0; /* broadcast, reduce, sendrecv */
     }
-}
-
-/* ------------------------------------------------------ memory: host or CUDA */
-
-static int g_cuda = -1; /* the CUDA device, or -1: host memory */
-static struct {
-    int (*malloc_)(void **, size_t);
-    int (*free_)(void *);
-    int (*memcpy_)(void *, const void *, size_t, int);
-    int (*sync)(void);
-    int (*set_device)(int);
-    int (*count)(int *);
-} cu;
-enum { H2D = 1, D2H = 2, D2D = 3 };
-
-static int load_cuda(void) {
-    const char *names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
-    void *h = NULL;
-    for (size_t i = 0; i < 3 && !h; ++i) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (!h) return fprintf(stderr, "distc-perf: --device cuda needs libcudart: %s\n", dlerror()), -1;
-    *(void **)&cu.malloc_ = dlsym(h, "cudaMalloc");
-    *(void **)&cu.free_ = dlsym(h, "cudaFree");
-    *(void **)&cu.memcpy_ = dlsym(h, "cudaMemcpy");
-    *(void **)&cu.sync = dlsym(h, "cudaDeviceSynchronize");
-    *(void **)&cu.set_device = dlsym(h, "cudaSetDevice");
-    *(void **)&cu.count = dlsym(h, "cudaGetDeviceCount");
-    int n = 0;
-    if (!cu.malloc_ || !cu.free_ || !cu.memcpy_ || !cu.sync || !cu.set_device || !cu.count || cu.count(&n) || n < 1)
-        return fprintf(stderr, "distc-perf: no CUDA device is usable\n"), -1;
-    const char *lr = getenv("LOCAL_RANK");
-    g_cuda = (lr ? atoi(lr) : 0) % n;
-    return cu.set_device(g_cuda) ? -1 : 0;
-}
-
-static void *mem_alloc(size_t n) {
-    if (g_cuda < 0) return calloc(1, n ? n : 1);
-    void *p = NULL;
-    return cu.malloc_(&p, n ? n : 1) ? NULL : p;
-}
-static void mem_free(void *p) {
-    if (g_cuda < 0) free(p);
-    else if (p) cu.free_(p);
-}
-/* Copies between a buffer of the benchmark's memory and the host (or within it). */
-static void mem_put(void *dst, const void *host, size_t n) {
-    if (g_cuda < 0) { if (dst != host) memcpy(dst, host, n); }
-    else if (n) cu.memcpy_(dst, host, n, H2D);
-}
-static void mem_get(void *host, const void *src, size_t n) {
-    if (g_cuda < 0) { if (host != src) memcpy(host, src, n); }
-    else if (n) cu.memcpy_(host, src, n, D2H);
-}
-static void mem_copy(void *dst, const void *src, size_t n) {
-    if (g_cuda < 0) memmove(dst, src, n);
-    else if (n) cu.memcpy_(dst, src, n, D2D);
-}
-/* The calls so far have finished (device backends return once they are enqueued). */
-static void mem_sync(void) {
-    if (g_cuda >= 0) cu.sync();
 }
 
 typedef struct cfg {
