@@ -4,6 +4,9 @@
 # code every layer and the plugins may use, and it uses nothing of distc.
 # The plugins (backends/mpi, backends/nccl) are libraries of their own: they
 # use the public headers (distc/...), support/ and their own folder only.
+# Beneath the host backend, a transport (backends/host/transport/<name>/)
+# uses the transport interface and its own folder of backends/, never the
+# algorithms above it or another transport.
 #   tools/check-layers.sh [SRC_DIR]   (default: src/ next to tools/)
 set -euo pipefail
 src=${1:-"$(dirname "$0")/../src"}
@@ -23,6 +26,13 @@ while IFS= read -r hit; do
       plugin=${layer#backends/}; plugin=${plugin%%/*}
       case "$inc" in distc/*|distc.h|support/*|backends/"$plugin"/*) ;;
         *) why="a plugin uses the public headers, support/ and its own folder only";; esac ;;
+    backends/host/transport/*/*)
+      transport=${layer#backends/host/transport/}; transport=${transport%%/*}
+      case "$inc" in
+        capi/*) why="backends/ do not use capi/";;
+        backends/host/transport/transport.hpp|backends/host/transport/"$transport"/*) ;;
+        backends/*) why="a transport uses the transport interface and its own folder only";;
+      esac ;;
     backends/*) case "$top" in capi) why="backends/ do not use capi/";; esac ;;
     support/*) case "$inc" in distc/*|distc.h) ;; *) why="support/ uses nothing of distc but its public headers";; esac ;;
   esac

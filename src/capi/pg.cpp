@@ -334,7 +334,7 @@ DISTC_EXTERN(int) distc_pg_abort(distc_pg *pg) {
 }
 
 DISTC_EXTERN(void) distc_pg_free(distc_pg *pg) {
-    if (pg && ProcessGroup::on_group_thread()) {
+    if (pg && on_group_thread()) {
         // Called from a completion callback: the group (if this was its last
         // handle) must not be torn down on its own thread; a short-lived
         // thread does it once the callback has returned.

@@ -1,4 +1,5 @@
-// libFuzzer target: the mesh's frame parser (core/pg/mesh_exchange). A peer
+// libFuzzer target: the TCP transport's frame parser
+// (backends/host/transport/tcp/mesh_exchange). A peer
 // sends arbitrary bytes where this rank, running an allreduce of 16 uint8
 // elements, expects up to four messages of sizes the input also picks; the
 // exchange must end in success, DISTC_EPROTO, DISTC_EINVAL (another call,
@@ -11,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/pg/mesh_exchange.hpp"
+#include "backends/host/transport/tcp/mesh_exchange.hpp"
 #include "core/util/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

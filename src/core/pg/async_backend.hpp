@@ -1,7 +1,9 @@
-// A backend that starts operations and completes their Work later, from any
-// thread: the shape of MPI's non-blocking collectives and of NCCL's stream
-// launches. Plugins (distc/sys/backend.h) are adapted to it in
-// capi/plugin_backend.cpp. The group has checked every argument before a call.
+// What every backend implements for a group: it starts operations and
+// completes their Work later, from any thread (the shape of MPI's
+// non-blocking collectives and of NCCL's stream launches). The built-in host
+// backend (backends/host/) implements it directly; plugins
+// (distc/sys/backend.h) are adapted to it in capi/plugin_backend.cpp. The
+// group has checked every argument before a call.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/pg/call.hpp"
 #include "core/pg/tensor.hpp"
 #include "core/store/store.hpp"
 #include "core/work/work.hpp"
@@ -23,6 +26,7 @@ struct AsyncArgs {
     const char *op;       // "allreduce" (static)
     const OpLabel *label; // the rest of the operation's name, for messages
     bool blocking;        // a blocking call: no handle is given out (see DISTC_OP_BLOCKING)
+    Call call;            // the operation's fingerprint, which the host transports put on every message
 };
 
 // Thrown by a blocking call the backend did not complete within its timeout
@@ -100,6 +104,10 @@ public:
     virtual std::unique_ptr<AsyncBackend> split(int color, int key, const AsyncGroupInfo &info, bool &made) = 0;
     virtual void abort() = 0;
 };
+
+// The built-in host backend ("gloo"; backends/host/), created for one group.
+// `debug`: DISTC_DEBUG=detail's cross-check of every collective.
+std::unique_ptr<AsyncBackend> make_host_backend(const AsyncGroupInfo &info, bool debug);
 
 // The backend `name` (a registered one or a plugin library), created for one
 // group. Throws DISTC_ENOTFOUND / DISTC_EBACKEND naming what is missing.

@@ -51,5 +51,7 @@ inline Call make_call(const char *kind, int dtype, int reduce, int root, uint64_
 }
 // "allreduce #3 (float32, 4 elements, SUM)"
 std::string describe(const Call &c);
+// The same without its number: "allreduce(float32, 4 elements, SUM)".
+std::string describe_call(const Call &c);
 
 }  // namespace distc

@@ -1,5 +1,5 @@
 // Creating a group: its key space in the store (one instance per attempt of
-// each rank), its backend (the built-in one with the mesh, or an engine's),
+// each rank), its backend (the built-in host backend, or an engine's),
 // and the step in which every rank learns that all succeeded.
 #include <cstdlib>
 #include <cstring>
@@ -55,17 +55,16 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
 
 void ProcessGroup::connect(const PgOptions &opts, const MakeAsync &make, const std::shared_ptr<Store> &store,
                            const std::string &instance) {
-    if (opts.backend == "gloo" && !make) {
-        backend_ = make_backend(opts.backend, store, rank_, size_, timeout_);
-        if (size_ > 1 && Mesh::limit() > 0) mesh_ = std::make_unique<Mesh>(*store, rank_, size_, timeout_);
-        return;
-    }
     AsyncGroupInfo info{store, rank_, size_, timeout_, instance, {}, opts.device};
     for (int r = 0; r < size_; ++r) info.global_ranks.push_back(global_rank(r));
-    async_ = make ? make(info) : make_async_backend(opts.backend, info);
-    device_types_ = async_->device_types();
-    stream_ordered_ = async_->stream_ordered();
-    debug_ = false;  // the cross-check runs over host memory, which a device backend may not take
+    if (make)
+        backend_ = make(info);
+    else if (opts.backend == "gloo")
+        backend_ = make_host_backend(info, debug_);
+    else
+        backend_ = make_async_backend(opts.backend, info);
+    device_types_ = backend_->device_types();
+    stream_ordered_ = backend_->stream_ordered();
 }
 
 void ProcessGroup::agree_created(Store &store) {
@@ -78,9 +77,9 @@ void ProcessGroup::agree_created(Store &store) {
     store.wait(all, timeout_);
     // Every rank has now read what it needs of its peers' addresses: the last
     // one here removes them all, so a freed group leaves only its name's
-    // attempt counters (one per rank) in the store. The names are the mesh's and Gloo's
-    // rendezvous' (test_pg_groups counts what is left); other backends keep
-    // their own keys.
+    // attempt counters (one per rank) in the store. The names are the host
+    // backend's (its TCP transport's and Gloo's rendezvous'; test_pg_groups
+    // counts what is left); other backends keep their own keys.
     try {
         if (store.add("connected", 1) < size_) return;
         for (int r = 0; r < size_; ++r)

@@ -24,29 +24,31 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int> 
     if (opts.name.empty()) opts.name = name_ + "/sub" + std::to_string(n);
     auto it = std::find(ranks.begin(), ranks.end(), rank_);
     int index = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
-    if (async_) opts.backend = async_->name();
+    opts.backend = backend_->name();
     // An engine that splits (ncclCommSplit) needs every parent rank in the call.
     if (index < 0) {
-        if (async_) engine_split(-1, 0, opts);
+        engine_split(-1, 0, opts);
         return nullptr;
     }
     std::vector<int> global;
     for (int r : ranks) global.push_back(global_rank(r));
     return std::make_shared<ProcessGroup>(root_store_, index, static_cast<int>(ranks.size()), opts,
-                                          std::move(global), async_ ? engine_split(0, index, opts) : MakeAsync());
+                                          std::move(global), engine_split(0, index, opts));
 }
 
 ProcessGroup::MakeAsync ProcessGroup::engine_split(int color, int key, const PgOptions &opts) {
     if (color < 0) {
         bool made = false;
-        async_->split(-1, key, AsyncGroupInfo{}, made);
+        backend_->split(-1, key, AsyncGroupInfo{}, made);
         return nullptr;
     }
     std::string backend = opts.backend;
-    return [this, color, key, backend](const AsyncGroupInfo &info) {
+    bool debug = debug_;
+    return [this, color, key, backend, debug](const AsyncGroupInfo &info) {
         bool made = false;
-        auto b = async_->split(color, key, info, made);
-        return made ? std::move(b) : make_async_backend(backend, info);
+        auto b = backend_->split(color, key, info, made);
+        if (made) return b;
+        return backend == "gloo" ? make_host_backend(info, debug) : make_async_backend(backend, info);
     };
 }
 
@@ -55,30 +57,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, PgOptions 
     // Everyone learns everyone's (color, key) through the parent, as MPI does.
     int32_t mine[2] = {color, key};
     Scratch all(DType::Int32, 2 * static_cast<size_t>(size_));
-    if (async_) {
-        // Through the store: a device backend takes no host memory.
-        auto v = all_gather_bytes(ByteView(reinterpret_cast<const uint8_t *>(mine), sizeof mine), OpOptions{});
-        for (size_t r = 0; r < v.size(); ++r) {
-            if (v[r].size() != sizeof mine) fail(DISTC_EPROTO, "rank " + std::to_string(r) + " sent a malformed split request");
-            std::memcpy(all.t.bytes() + r * sizeof mine, v[r].data(), sizeof mine);
-        }
-        opts.backend = async_->name();
-        return split_members(color, key, opts, all);
+    auto v = all_gather_bytes(ByteView(reinterpret_cast<const uint8_t *>(mine), sizeof mine), OpOptions{});
+    for (size_t r = 0; r < v.size(); ++r) {
+        if (v[r].size() != sizeof mine) fail(DISTC_EPROTO, "rank " + std::to_string(r) + " sent a malformed split request");
+        std::memcpy(all.t.bytes() + r * sizeof mine, v[r].data(), sizeof mine);
     }
-    Tensor in;
-    in.data = mine;
-    in.numel = 2;
-    in.dtype = DType::Int32;
-    in.dim0 = 2;
-    std::vector<Tensor> outs;
-    for (int r = 0; r < size_; ++r) {
-        Tensor o = all.t;
-        o.data = all.t.bytes() + 8 * static_cast<size_t>(r);
-        o.numel = 2;
-        o.dim0 = 2;
-        outs.push_back(o);
-    }
-    allgather(in, outs, OpOptions{}, false);
+    opts.backend = backend_->name();
     return split_members(color, key, opts, all);
 }
 
@@ -86,7 +70,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split_members(int color, int key, Pg
     uint64_t n = ++subgroups_;
     opts.private_store = private_store_;
     if (color < 0) {
-        if (async_) engine_split(-1, key, opts);
+        engine_split(-1, key, opts);
         return nullptr;
     }
     auto *v = reinterpret_cast<const int32_t *>(all.t.data);
@@ -103,7 +87,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split_members(int color, int key, Pg
     if (opts.name.empty() || opts.name == "default_pg")
         opts.name = name_ + "/split" + std::to_string(n) + "/color" + std::to_string(color);
     return std::make_shared<ProcessGroup>(root_store_, my_rank, static_cast<int>(members.size()), opts,
-                                          std::move(global), async_ ? engine_split(color, key, opts) : MakeAsync());
+                                          std::move(global), engine_split(color, key, opts));
 }
 
 }  // namespace distc

@@ -9,15 +9,6 @@ namespace distc {
 
 namespace {
 
-bool consecutive(const std::vector<Tensor> &ts) {
-    const uint8_t *p = ts.empty() ? nullptr : ts[0].bytes();
-    for (const auto &t : ts) {
-        if (t.bytes() != p) return false;
-        p += t.nbytes();
-    }
-    return true;
-}
-
 // Each tensor was checked on its own (under 2^48 bytes, so the sum cannot
 // wrap); the sum of a list, all of one dtype, is checked here.
 size_t total_numel(const Tensor *ts, size_t n) {
@@ -27,37 +18,6 @@ size_t total_numel(const Tensor *ts, size_t n) {
     if (n) checked_mul(total, dtype_size(ts[0].dtype), "the tensors together");
     return total;
 }
-size_t total_numel(const std::vector<Tensor> &ts) { return total_numel(ts.data(), ts.size()); }
-
-// A flat tensor over `ts`: the tensors themselves when they are back to back in
-// memory, else packed into `scratch` (with their contents when `copy_in`).
-Tensor flatten(const std::vector<Tensor> &ts, std::unique_ptr<Scratch> &scratch, bool copy_in) {
-    if (consecutive(ts)) {
-        Tensor f = ts[0];
-        f.numel = total_numel(ts);
-        f.dim0 = static_cast<int64_t>(f.numel);
-        return f;
-    }
-    scratch = std::make_unique<Scratch>(ts[0].dtype, total_numel(ts));
-    if (copy_in) {
-        uint8_t *p = scratch->t.bytes();
-        for (const auto &t : ts) {
-            if (t.nbytes()) std::memcpy(p, t.data, t.nbytes());
-            p += t.nbytes();
-        }
-    }
-    return scratch->t;
-}
-
-void unflatten(const Tensor &flat, const std::vector<Tensor> &ts) {
-    if (consecutive(ts) && flat.data == (ts.empty() ? nullptr : ts[0].data)) return;
-    const uint8_t *p = flat.bytes();
-    for (const auto &t : ts) {
-        if (t.nbytes()) std::memcpy(t.data, p, t.nbytes());
-        p += t.nbytes();
-    }
-}
-
 OpLabel list_label(const Tensor *ts, size_t n) {
     OpLabel l;
     l.form = OpLabel::Form::List;
@@ -134,73 +94,28 @@ ProcessGroup::OpInfo ProcessGroup::allreduce_info(const Tensor *ts, size_t n, Re
 }
 
 ProcessGroup::WorkPtr ProcessGroup::allreduce(const Tensor &t, ReduceOp op, const OpOptions &o, bool async) {
-    if (!async_) return allreduce(std::vector<Tensor>{t}, op, o, async);
     // The common call, without a list to allocate.
     OpInfo info = allreduce_info(&t, 1, op);
-    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->allreduce(w, &t, 1, op, a); });
+    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->allreduce(w, &t, 1, op, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp op, const OpOptions &o, bool async) {
     OpInfo info = allreduce_info(ts.data(), ts.size(), op);
-    double factor = o.premul_factor;
-    if (async_)
-        return launch(info, o, async,
-                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->allreduce(w, ts.data(), ts.size(), op, a); });
-    return run(info, o, async,
-               [this, ts, op, factor](const OpCtx &ctx) {
-        std::unique_ptr<Scratch> scratch;
-        Tensor flat = flatten(ts, scratch, true);
-        if (op == ReduceOp::PremulSum) scale_in_place(flat.dtype, flat.data, flat.numel, factor);
-        if (small(flat.nbytes()))
-            mesh_->allreduce(flat, op, ctx.call, ctx.timeout);
-        else
-            backend_->allreduce(flat, op, ctx);
-        if (op == ReduceOp::Avg) scale_in_place(flat.dtype, flat.data, flat.numel, 1.0 / size_);
-        unflatten(flat, ts);
-        return -1;
-    });
+    return launch(info, o, async,
+                  [&](const WorkPtr &w, const AsyncArgs &a) { backend_->allreduce(w, ts.data(), ts.size(), op, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::broadcast(Tensor t, int root, const OpOptions &o, bool async) {
     check_rank(root, "root");
     OpInfo info{"broadcast", tensor_label(t), int(t.dtype), t.numel, root};
-    if (async_)
-        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->broadcast(w, t, root, a); });
-    return run(info, o, async,
-               [this, t, root](const OpCtx &ctx) mutable {
-        if (small(t.nbytes()))
-            mesh_->broadcast(t, root, ctx.call, ctx.timeout);
-        else
-            backend_->broadcast(t, root, ctx);
-        return -1;
-    });
+    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->broadcast(w, t, root, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::reduce(Tensor t, int root, ReduceOp op, const OpOptions &o, bool async) {
     check_rank(root, "root");
     check_reduce(t, op);
-    double factor = o.premul_factor;
     OpInfo info{"reduce", tensor_label(t), int(t.dtype), t.numel, root, int(op)};
-    if (async_)
-        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->reduce(w, t, root, op, a); });
-    return run(info, o, async,
-               [this, t, root, op, factor](const OpCtx &ctx) mutable {
-        // Non-roots contribute from a copy: their tensor is left as it was.
-        std::unique_ptr<Scratch> scratch;
-        Tensor work = t;
-        if (rank_ != root) {
-            scratch = std::make_unique<Scratch>(t.dtype, t.numel);
-            if (t.nbytes()) std::memcpy(scratch->t.data, t.data, t.nbytes());
-            work = scratch->t;
-        }
-        if (op == ReduceOp::PremulSum) scale_in_place(work.dtype, work.data, work.numel, factor);
-        if (small(work.nbytes()))
-            mesh_->reduce(work, root, op, ctx.call, ctx.timeout);
-        else
-            backend_->reduce(work, root, op, ctx);
-        if (rank_ == root && op == ReduceOp::Avg) scale_in_place(t.dtype, t.data, t.numel, 1.0 / size_);
-        return -1;
-    });
+    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->reduce(w, t, root, op, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::allgather(Tensor input, std::vector<Tensor> outputs, const OpOptions &o,
@@ -211,20 +126,8 @@ ProcessGroup::WorkPtr ProcessGroup::allgather(Tensor input, std::vector<Tensor> 
     same_dtype(outputs, input.dtype, "outputs");
     same_numel(outputs, input.numel, "outputs");
     OpInfo info{"allgather", tensor_label(input), int(input.dtype), input.numel};
-    if (async_)
-        return launch(info, o, async,
-                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->allgather(w, outputs, input, a); });
-    return run(info, o, async,
-               [this, input, outputs](const OpCtx &ctx) {
-        std::unique_ptr<Scratch> scratch;
-        Tensor flat = flatten(outputs, scratch, false);
-        if (small(input.nbytes()))
-            mesh_->allgather(input, flat, ctx.call, ctx.timeout);
-        else
-            backend_->allgather(input, flat, ctx);
-        unflatten(flat, outputs);
-        return -1;
-    });
+    return launch(info, o, async,
+                  [&](const WorkPtr &w, const AsyncArgs &a) { backend_->allgather(w, outputs, input, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::gather(Tensor input, std::vector<Tensor> outputs, int root, const OpOptions &o,
@@ -238,29 +141,8 @@ ProcessGroup::WorkPtr ProcessGroup::gather(Tensor input, std::vector<Tensor> out
         same_numel(outputs, input.numel, "outputs");
     }
     OpInfo info{"gather", tensor_label(input), int(input.dtype), input.numel, root};
-    if (async_)
-        return launch(info, o, async,
-                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->gather(w, outputs, input, root, a); });
-    return run(info, o, async,
-               [this, input, outputs, root](const OpCtx &ctx) {
-        std::unique_ptr<Scratch> scratch;
-        // Every rank decides by the part's size, which is the same everywhere.
-        bool mesh = small(input.nbytes());
-        if (rank_ != root) {
-            if (mesh)
-                mesh_->gather(input, nullptr, root, ctx.call, ctx.timeout);
-            else
-                backend_->gather(input, nullptr, root, ctx);
-            return -1;
-        }
-        Tensor flat = flatten(outputs, scratch, false);
-        if (mesh)
-            mesh_->gather(input, &flat, root, ctx.call, ctx.timeout);
-        else
-            backend_->gather(input, &flat, root, ctx);
-        unflatten(flat, outputs);
-        return -1;
-    });
+    return launch(info, o, async,
+                  [&](const WorkPtr &w, const AsyncArgs &a) { backend_->gather(w, outputs, input, root, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::scatter(std::vector<Tensor> inputs, Tensor output, int root, const OpOptions &o,
@@ -274,27 +156,8 @@ ProcessGroup::WorkPtr ProcessGroup::scatter(std::vector<Tensor> inputs, Tensor o
         same_numel(inputs, output.numel, "inputs");
     }
     OpInfo info{"scatter", tensor_label(output), int(output.dtype), output.numel, root};
-    if (async_)
-        return launch(info, o, async,
-                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->scatter(w, output, inputs, root, a); });
-    return run(info, o, async,
-               [this, inputs, output, root](const OpCtx &ctx) mutable {
-        std::unique_ptr<Scratch> scratch;
-        bool mesh = small(output.nbytes());
-        if (rank_ != root) {
-            if (mesh)
-                mesh_->scatter(nullptr, output, root, ctx.call, ctx.timeout);
-            else
-                backend_->scatter(nullptr, output, root, ctx);
-            return -1;
-        }
-        Tensor flat = flatten(inputs, scratch, true);
-        if (mesh)
-            mesh_->scatter(&flat, output, root, ctx.call, ctx.timeout);
-        else
-            backend_->scatter(&flat, output, root, ctx);
-        return -1;
-    });
+    return launch(info, o, async,
+                  [&](const WorkPtr &w, const AsyncArgs &a) { backend_->scatter(w, output, inputs, root, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, Tensor output, ReduceOp op,
@@ -305,33 +168,9 @@ ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, T
     same_dtype(inputs, output.dtype, "inputs");
     same_numel(inputs, output.numel, "inputs");
     check_reduce(output, op);
-    double factor = o.premul_factor;
     OpInfo info{"reduce_scatter", tensor_label(output), int(output.dtype), output.numel, -1, int(op)};
-    if (async_)
-        return launch(info, o, async,
-                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->reduce_scatter(w, output, inputs, op, a); });
-    return run(info,
-               o, async,
-               [this, inputs, output, op, factor](const OpCtx &ctx) {
-                   // Reduce a copy of the inputs (never the caller's) and keep this
-                   // rank's part: the mesh reduces only each rank's part, Gloo (which
-                   // has no reduce-scatter collective) allreduces all of it.
-                   Scratch all(output.dtype, checked_mul(output.numel, size_, "the inputs together"));
-                   uint8_t *p = all.t.bytes();
-                   for (const auto &t : inputs) {
-                       if (t.nbytes()) std::memcpy(p, t.data, t.nbytes());
-                       p += t.nbytes();
-                   }
-                   if (op == ReduceOp::PremulSum) scale_in_place(all.t.dtype, all.t.data, all.t.numel, factor);
-                   if (small(all.t.nbytes()))
-                       mesh_->reduce_scatter(all.t, op, ctx.call, ctx.timeout);
-                   else
-                       backend_->allreduce(all.t, op, ctx);
-                   uint8_t *mine = all.t.bytes() + output.nbytes() * static_cast<size_t>(rank_);
-                   if (output.nbytes()) std::memcpy(output.data, mine, output.nbytes());
-                   if (op == ReduceOp::Avg) scale_in_place(output.dtype, output.data, output.numel, 1.0 / size_);
-                   return -1;
-               });
+    return launch(info, o, async,
+                  [&](const WorkPtr &w, const AsyncArgs &a) { backend_->reduce_scatter(w, output, inputs, op, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::alltoall(std::vector<Tensor> inputs, std::vector<Tensor> outputs,
@@ -346,23 +185,8 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall(std::vector<Tensor> inputs, std::ve
         fail(DISTC_EINVAL, "outputs[" + std::to_string(rank_) + "] and inputs[" + std::to_string(rank_) +
                                "] (this rank's own part) differ in size");
     OpInfo info{"alltoall", list_label(inputs), int(inputs[0].dtype)};
-    if (async_)
-        return launch(info, o, async,
-                      [&](const WorkPtr &w, const AsyncArgs &a) { async_->alltoall(w, outputs, inputs, a); });
-    return run(info, o, async, [this, inputs, outputs](const OpCtx &ctx) {
-        std::unique_ptr<Scratch> sin, sout;
-        Tensor fin = flatten(inputs, sin, true);
-        Tensor fout = flatten(outputs, sout, false);
-        std::vector<size_t> ic, oc;
-        for (const auto &t : inputs) ic.push_back(t.numel);
-        for (const auto &t : outputs) oc.push_back(t.numel);
-        if (mesh_ && Mesh::takes_every_size())
-            mesh_->alltoallv(fin, ic, fout, oc, ctx.call, ctx.timeout);
-        else
-            backend_->alltoallv(fin, ic, fout, oc, ctx);
-        unflatten(fout, outputs);
-        return -1;
-    });
+    return launch(info, o, async,
+                  [&](const WorkPtr &w, const AsyncArgs &a) { backend_->alltoall(w, outputs, inputs, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output, std::vector<int64_t> in_splits,
@@ -403,54 +227,33 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
         for (auto s : splits) c.push_back(static_cast<size_t>(s) * row);
         return c;
     };
-    // Even splits give every pair the same size on every rank: all agree on the path (mesh or Gloo).
-    bool even = in_splits.empty() && out_splits.empty();
     auto ic = counts(input, in_splits, "input");
     auto oc = counts(output, out_splits, "output");
     if (ic[rank_] != oc[rank_])
         fail(DISTC_EINVAL, "input_splits[" + std::to_string(rank_) + "] and output_splits[" + std::to_string(rank_) +
                                "] (this rank's own part) differ");
     OpInfo info{"alltoall_single", tensor_label(input), int(input.dtype), input.numel};
-    if (async_) {
-        // The engine sees per-peer views: alltoall with sizes that may differ.
-        auto views = [](const Tensor &t, const std::vector<size_t> &counts) {
-            std::vector<Tensor> v;
-            size_t off = 0;
-            for (size_t c : counts) {
-                Tensor p = t;
-                p.data = t.bytes() + off * dtype_size(t.dtype);
-                p.numel = c;
-                p.dim0 = static_cast<int64_t>(c);
-                off += c;
-                v.push_back(p);
-            }
-            return v;
-        };
-        auto outs = views(output, oc), ins = views(input, ic);
-        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->alltoall(w, outs, ins, a); });
-    }
-    return run(info, o, async,
-               [this, input, output, ic, oc, even](const OpCtx &ctx) mutable {
-                   // Uneven splits: sizes differ between ranks, so only a mesh that takes every size.
-                   bool mesh = even ? small(ic[0] * dtype_size(input.dtype)) : mesh_ && Mesh::takes_every_size();
-                   if (mesh)
-                       mesh_->alltoallv(input, ic, output, oc, ctx.call, ctx.timeout);
-                   else
-                       backend_->alltoallv(input, ic, output, oc, ctx);
-                   return -1;
-               });
+    // The backend sees per-peer views: alltoall with sizes that may differ.
+    auto views = [](const Tensor &t, const std::vector<size_t> &counts) {
+        std::vector<Tensor> v;
+        size_t off = 0;
+        for (size_t c : counts) {
+            Tensor p = t;
+            p.data = t.bytes() + off * dtype_size(t.dtype);
+            p.numel = c;
+            p.dim0 = static_cast<int64_t>(c);
+            off += c;
+            v.push_back(p);
+        }
+        return v;
+    };
+    auto outs = views(output, oc), ins = views(input, ic);
+    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->alltoall(w, outs, ins, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::barrier(const OpOptions &o, bool async) {
     OpInfo info{"barrier", {}};
-    if (async_) return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->barrier(w, a); });
-    return run(info, o, async, [this](const OpCtx &ctx) {
-        if (mesh_)
-            mesh_->barrier(ctx.call, ctx.timeout);
-        else
-            backend_->barrier(ctx);
-        return -1;
-    });
+    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->barrier(w, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::send(Tensor t, int dst, int tag, const OpOptions &o, bool async) {
@@ -459,11 +262,7 @@ ProcessGroup::WorkPtr ProcessGroup::send(Tensor t, int dst, int tag, const OpOpt
     if (tag < 0) fail(DISTC_EINVAL, "tag is negative (" + std::to_string(tag) + ")");
     OpInfo info{"send", tensor_label(t, OpLabel::Form::Send, dst, tag)};
     info.p2p = true;
-    if (async_)
-        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->send(w, t, dst, tag, a); });
-    if (aborted_) fail_aborted();
-    std::shared_ptr<PendingP2p> p = backend_->post_send(t, dst, static_cast<uint32_t>(tag));
-    return run(info, o, async, [p](const OpCtx &ctx) { return p->wait(ctx.timeout); });
+    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->send(w, t, dst, tag, a); });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::recv(Tensor t, int src, int tag, const OpOptions &o, bool async) {
@@ -474,11 +273,7 @@ ProcessGroup::WorkPtr ProcessGroup::recv(Tensor t, int src, int tag, const OpOpt
     if (tag < 0) fail(DISTC_EINVAL, "tag is negative (" + std::to_string(tag) + ")");
     OpInfo info{"recv", tensor_label(t, OpLabel::Form::Recv, src, tag)};
     info.p2p = true;
-    if (async_)
-        return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { async_->recv(w, t, src, tag, a); });
-    if (aborted_) fail_aborted();
-    std::shared_ptr<PendingP2p> p = backend_->post_recv(t, src, static_cast<uint32_t>(tag));
-    return run(info, o, async, [p](const OpCtx &ctx) { return p->wait(ctx.timeout); });
+    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->recv(w, t, src, tag, a); });
 }
 
 }  // namespace distc

@@ -1,22 +1,18 @@
-// A process group: rank, size, name, timeouts, the sequence of operations and
-// the worker thread that runs asynchronous ones. Collectives validate their
-// arguments here (sizes, dtypes, roots: nothing is sent when they are wrong)
-// and hand the data movement to the backend.
+// A process group: rank, size, name, timeouts and the sequence of operations.
+// Collectives validate their arguments here (sizes, dtypes, roots: nothing is
+// sent when they are wrong), take a sequence number and hand the operation to
+// the backend (the built-in host backend or a plugin, one interface) through
+// one launch path.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/pg/async_backend.hpp"
-#include "core/pg/backend.hpp"
-#include "core/pg/mesh.hpp"
 #include "core/store/store.hpp"
 #include "core/util/fn_ref.hpp"
 #include "core/work/work.hpp"
@@ -64,11 +60,11 @@ public:
     int size() const { return size_; }
     const std::string &name() const { return name_; }
     const std::string &store_prefix() const { return prefix_; }
-    const char *backend_name() const { return backend_ ? backend_->name() : async_->name(); }
+    const char *backend_name() const { return backend_->name(); }
     // Bit (1 << DLDeviceType) per memory kind the backend takes.
     uint64_t device_types() const { return device_types_; }
     // The backend's device memory (async_backend.hpp), or nullptr (host backends, or none kept).
-    DeviceMemory *device_memory() const { return async_ ? async_->memory() : nullptr; }
+    DeviceMemory *device_memory() const { return backend_->memory(); }
     Millis timeout() const { return timeout_; }
     int global_rank(int group_rank) const;  // -1 if out of range
     int group_rank(int global_rank) const;  // -1 if not a member
@@ -106,14 +102,10 @@ public:
 
     void abort();
     bool aborted() const { return aborted_.load(); }
-    // True on a thread of some group (its worker or a p2p waiter), where a
-    // completion callback runs: destroying that group there would join the
-    // thread from itself.
-    static bool on_group_thread();
 
 private:
-    using Body = std::function<int32_t(const OpCtx &)>;  // returns the source rank or -1
-    // What an operation is, for messages and for the debug-mode cross-check.
+    // What an operation is, for messages and for the transports' check that
+    // every rank runs the same call.
     struct OpInfo {
         const char *kind;      // "allreduce"
         OpLabel label;         // what messages say of its data: "(float32[16])"
@@ -121,22 +113,24 @@ private:
         uint64_t numel = 0;
         int root = -1;
         int reduce = -1;       // ReduceOp, or -1
-        uint32_t steps = 1;    // tags (sequence numbers) the body uses: ctx.tag .. ctx.tag + steps - 1
         bool p2p = false;      // paired by tag, outside the group's sequence
     };
-    WorkPtr run(const OpInfo &info, const OpOptions &o, bool async, Body body);
     OpInfo allreduce_info(const Tensor *ts, size_t n, ReduceOp op) const;  // checks the arguments
-    // The path of asynchronous backends: number the operation, let the backend
-    // take its Work; a blocking call returns once done (stream-ordered: enqueued).
+    // The one launch path: number the operation and let the backend take its
+    // Work; a blocking call returns once done (stream-ordered: enqueued).
     using Start = FnRef<void(const WorkPtr &, const AsyncArgs &)>;
     template <typename F>
     WorkPtr launch(const OpInfo &info, const OpOptions &o, bool async, F &&start) {
         if (aborted_) fail_aborted();
-        uint64_t seq = info.p2p ? 0 : take_seq(1);
+        // Point-to-point operations are paired by tag, not by the group's
+        // sequence, so only collectives advance it.
+        uint64_t seq = info.p2p ? 0 : seq_.fetch_add(1, std::memory_order_relaxed) + 1;
         Millis timeout = o.timeout.count() < 0 ? timeout_ : o.timeout;
         bool host_ordered = !info.p2p && !stream_ordered_;  // streams order device work themselves
         if (host_ordered && !async && outstanding_count_.load(std::memory_order_acquire)) wait_outstanding(timeout);
-        AsyncArgs args{seq, timeout, o.premul_factor, o.stream, info.kind, &info.label, !async};
+        AsyncArgs args{seq,       timeout,     o.premul_factor, o.stream,
+                       info.kind, &info.label, !async,
+                       make_call(info.kind, info.dtype, info.reduce, info.root, info.numel, static_cast<uint32_t>(seq))};
         if (async || stream_ordered_) return launch_work(info, args, host_ordered, start);
         // A blocking call on the host: the backend completes it before we
         // return, so it needs no Work (nobody else sees it) and returns none.
@@ -154,7 +148,7 @@ private:
     WorkPtr launch_work(const OpInfo &info, const AsyncArgs &a, bool host_ordered, Start start);
     void wait_outstanding(Millis timeout);
     [[noreturn]] void abort_timed_out(const OpInfo &info, const AsyncArgs &a);
-    // Byte collectives through the store (asynchronous backends): `kind` is
+    // Byte collectives through the store (device-only backends): `kind` is
     // the collective's name, `mine` this rank's value(s), root -1 for all_gather.
     struct StoreBytesResult {
         std::vector<Bytes> all;
@@ -162,27 +156,18 @@ private:
     };
     StoreBytesResult store_bytes(const char *kind, const OpOptions &o, int root, const std::vector<ByteView> &mine);
     bool bytes_via_store() const;
+    // A byte collective's two steps (lengths, then bytes) as two of the group's own blocking collectives.
     struct BytePrims;
-    // Runs a byte collective's two steps with the primitives this group's backend offers.
-    void with_byte_prims(const OpInfo &info, const OpOptions &o, const std::function<void(BytePrims &)> &body);
-    void debug_check(const OpInfo &info, const OpCtx &ctx);
-    // Runs one operation and completes its Work; a collective that fails
-    // (unless every rank failed it alike) breaks the group.
-    void execute(Work &w, const OpCtx &ctx, const Body &body, bool collective) noexcept;
-    void break_group(const std::string &why);
-    void worker_loop();
-    void p2p_loop();
-    // Completes every queued (not yet running) operation with DISTC_EABORTED.
-    void drop_queued(bool stop, const char *why);
+    BytePrims byte_prims(const OpOptions &o);
     void check_rank(int r, const char *what) const;
-    // Creation (the constructor's parts): the backend (and mesh) through `store`;
-    // then every rank waits for all to have succeeded.
+    // Creation (the constructor's parts): the backend through `store`; then
+    // every rank waits for all to have succeeded.
     static constexpr const char *kCreationFailed = "creation_failed";  // a failing rank's reason
     void connect(const PgOptions &opts, const MakeAsync &make, const std::shared_ptr<Store> &store,
                  const std::string &instance);
     void agree_created(Store &store);
     // Subgroups (groups.cpp): the members' group, once everyone's (color, key) is known;
-    // and how an asynchronous backend makes it (color < 0: joins the engine's split as a non-member).
+    // and how the backend makes it (color < 0: joins the engine's split as a non-member).
     std::shared_ptr<ProcessGroup> split_members(int color, int key, PgOptions opts, const Scratch &all);
     MakeAsync engine_split(int color, int key, const PgOptions &opts);
     void check_reduce(const Tensor &t, ReduceOp op) const;
@@ -195,51 +180,19 @@ private:
     const Millis timeout_;
     const std::vector<int> global_ranks_;
     const bool private_store_;  // PgOptions::private_store; subgroups inherit it
-    bool debug_ = false;
-    std::atomic<uint64_t> subgroups_{0};       // creations so far, same on every rank
-    std::atomic<uint64_t> monitored_{0};       // monitored barriers so far
-    std::unique_ptr<Backend> backend_;      // gloo, built in
-    std::unique_ptr<AsyncBackend> async_;  // or a registered or plugin backend
-    uint64_t device_types_ = (uint64_t{1} << 1) | (uint64_t{1} << 3);  // gloo's: kDLCPU, kDLCUDAHost; else async_'s
-    bool stream_ordered_ = false;                                      // async_'s, read once
-    // Asynchronous collectives of a host backend not known to be done: a
-    // blocking collective waits for them first, as with gloo (guarded by mu_).
+    bool debug_ = false;        // DISTC_DEBUG=detail: the host backend cross-checks every call
+    std::atomic<uint64_t> subgroups_{0};  // creations so far, same on every rank
+    std::atomic<uint64_t> monitored_{0};  // monitored barriers so far
+    std::unique_ptr<AsyncBackend> backend_;  // the host backend, or a registered or plugin one
+    uint64_t device_types_ = 0;              // backend_'s, read once
+    bool stream_ordered_ = false;            // backend_'s, read once
+    // Asynchronous collectives not known to be done: a blocking collective on
+    // the host waits for them first, so results come in issue order (guarded by mu_).
     std::vector<std::weak_ptr<Work>> outstanding_;
     std::atomic<size_t> outstanding_count_{0};  // its size, read without the lock
-    std::unique_ptr<Mesh> mesh_;  // collectives up to Mesh::limit() bypass the backend (mesh.hpp)
-    bool small(size_t nbytes) const { return mesh_ && nbytes <= Mesh::limit(); }
-    // The last sequence number taken. Collectives of a group are issued one
-    // at a time (issued concurrently they have no order across ranks anyway),
-    // so taking numbers needs no locked increment; a racing issue may repeat one.
-    std::atomic<uint64_t> seq_{0};
-    uint64_t take_seq(uint32_t n) {
-        uint64_t s = seq_.load(std::memory_order_relaxed);
-        seq_.store(s + n, std::memory_order_relaxed);
-        return s + 1;
-    }
+    std::atomic<uint64_t> seq_{0};              // the last sequence number taken
     std::atomic<bool> aborted_{false};
-
-    struct Item {
-        WorkPtr work;
-        OpCtx ctx;
-        Body body;
-        bool collective;
-    };
     mutable std::mutex mu_;
-    std::string broken_;  // why a collective failed here and broke the group (guarded by mu_)
-    std::condition_variable cv_;       // the worker and the p2p waiters wait for items here
-    std::condition_variable idle_cv_;  // blocking collectives wait here for earlier async ones
-    // Async collectives run one at a time, in order, on worker_.
-    std::deque<Item> queue_;
-    size_t collectives_pending_ = 0;  // queued or running on worker_
-    std::thread worker_;
-    // Async point-to-point operations are posted at once; their waits run on a
-    // pool that grows so that no wait holds up another (an irecv queued before
-    // the matching isend must not deadlock).
-    std::deque<Item> p2p_queue_;
-    size_t p2p_idle_ = 0;
-    std::vector<std::thread> p2p_threads_;
-    bool stopping_ = false;
 };
 
 }  // namespace distc

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "core/util/clock.hpp"
 #include "distc/store.h"
 
 namespace distc {
 
 using Bytes = std::vector<uint8_t>;
-using Millis = std::chrono::milliseconds;
 
 // A borrowed byte range: values arrive from C callers without a copy.
 struct ByteView {

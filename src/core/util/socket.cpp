@@ -106,6 +106,25 @@ int local_port(int fd) {
     return ntohs(reinterpret_cast<sockaddr_in *>(&ss)->sin_port);
 }
 
+std::string peer_address(int fd) {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (::getpeername(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0) {
+        if (a.ss_family == AF_INET) {
+            auto *in = reinterpret_cast<sockaddr_in *>(&a);
+            ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+            port = ntohs(in->sin_port);
+        } else if (a.ss_family == AF_INET6) {
+            auto *in6 = reinterpret_cast<sockaddr_in6 *>(&a);
+            ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+            return std::string("[") + host + "]:" + std::to_string(ntohs(in6->sin6_port));
+        }
+    }
+    return std::string(host) + ":" + std::to_string(port);
+}
+
 Fd tcp_connect(const std::string &host, int port, Clock::time_point deadline) {
     AddrInfo ai;
     resolve(ai, host, port, false);

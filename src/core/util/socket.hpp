@@ -5,9 +5,10 @@
 #include <cstdint>
 #include <string>
 
+#include "core/util/clock.hpp"
+
 namespace distc {
 
-using Clock = std::chrono::steady_clock;
 
 class Fd {
 public:
@@ -35,6 +36,8 @@ private:
 // Binds and listens on host:port (host "" = every interface; port 0 = any free port).
 Fd tcp_listen(const std::string &host, int port, int backlog);
 int local_port(int fd);
+// "host:port" (IPv6 "[host]:port") of a connected socket's peer, "?:0" when unknown.
+std::string peer_address(int fd);
 // One connection attempt, bounded by `deadline`; throws DISTC_EIO/ETIMEOUT/EREMOTE.
 Fd tcp_connect(const std::string &host, int port, Clock::time_point deadline);
 void set_nodelay(int fd);

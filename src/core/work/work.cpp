@@ -34,6 +34,13 @@ const std::string &Work::what() const {
     return what_;
 }
 
+namespace {
+thread_local bool t_group_thread = false;
+}  // namespace
+
+void mark_group_thread() { t_group_thread = true; }
+bool on_group_thread() { return t_group_thread; }
+
 void Work::start() {
     std::lock_guard<std::mutex> lk(mu_);
     start_ = std::chrono::steady_clock::now();

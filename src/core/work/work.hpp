@@ -30,6 +30,12 @@ struct OpLabel {
 // "allreduce #5 (float32[16])": how messages name an operation (`seq` 0: no number).
 std::string describe_op(const char *kind, uint64_t seq, const OpLabel &label);
 
+// A backend's own threads that complete Works (the host backend's worker
+// and waiters) mark themselves: a completion callback running there must not
+// destroy the group whose thread it is (distc_pg_free defers that).
+void mark_group_thread();
+bool on_group_thread();
+
 class Work {
 public:
     // `kind` is a static string ("allreduce"); seq 0 means no number (point-to-point).

@@ -41,25 +41,6 @@ int64_t spin_us() {
 
 }  // namespace
 
-std::string TcpServer::peer_name(int fd) {
-    sockaddr_storage a{};
-    socklen_t len = sizeof a;
-    char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    if (::getpeername(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0) {
-        if (a.ss_family == AF_INET) {
-            auto *in = reinterpret_cast<sockaddr_in *>(&a);
-            ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-            port = ntohs(in->sin_port);
-        } else if (a.ss_family == AF_INET6) {
-            auto *in6 = reinterpret_cast<sockaddr_in6 *>(&a);
-            ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-            return std::string("[") + host + "]:" + std::to_string(ntohs(in6->sin6_port));
-        }
-    }
-    return std::string(host) + ":" + std::to_string(port);
-}
-
 TcpServer::TcpServer(const std::string &host, int port, const TcpServerOptions &opts)
     : opts_(opts),
       torch_allowed_(opts.allow_torch_clients == 1 || (opts.allow_torch_clients == -1 && opts.token.empty())) {
@@ -210,7 +191,7 @@ void TcpServer::log(const std::string &what) noexcept {
 }
 
 void TcpServer::drop(Conn &c, const std::string &why, const char *verb) {
-    if (opts_.log) log(verb + (" " + peer_name(c.fd.get())) + ": " + why);
+    if (opts_.log) log(verb + (" " + peer_address(c.fd.get())) + ": " + why);
     close_conn(c.id);
 }
 

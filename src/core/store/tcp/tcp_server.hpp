@@ -65,7 +65,6 @@ private:
     bool reading(const Conn &c) const;
     void drop(Conn &c, const std::string &why, const char *verb = "dropped");  // logs why, then closes
     void log(const std::string &what) noexcept;
-    static std::string peer_name(int fd);  // "host:port", for the log
 
     // tcp_server_requests.cpp
     Result handle(Conn &c, wire::Op op, wire::Reader &r);

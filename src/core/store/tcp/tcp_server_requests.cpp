@@ -192,7 +192,7 @@ TcpServer::Result TcpServer::auth(Conn &c, Reader &r) {
         c.out.push_back(wire::kStatusOk);
         return Result::Done;
     }
-    log("refused " + peer_name(c.fd.get()) + ": " + refusal);
+    log("refused " + peer_address(c.fd.get()) + ": " + refusal);
     reply_to(c, Writer().error(DISTC_EREMOTE, refusal));
     c.closing = true;
     return Result::Done;

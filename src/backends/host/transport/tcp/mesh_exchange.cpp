@@ -1,4 +1,4 @@
-#include "core/pg/mesh_exchange.hpp"
+#include "backends/host/transport/tcp/mesh_exchange.hpp"
 
 #include <poll.h>
 #include <sched.h>
@@ -17,7 +17,7 @@ namespace {
 // reduction gated on it) never waits for one huge read.
 constexpr size_t kMaxMsg = size_t(1) << 30;
 
-// A peer resets its connections when an operation fails on it (ProcessGroup::break_group).
+// A peer resets its connections when an operation fails on it (Executor::break_group).
 constexpr const char *kGaveUp = " (it gave up on the group after a failure there, or died)";
 
 std::string rank_name(int p) { return "rank " + std::to_string(p); }

@@ -1,7 +1,9 @@
-// What a communication engine implements for the core. Each call is one
-// whole operation on this rank and throws distc::Error on failure. Tags are
-// the group's sequence numbers, equal on every rank for the same operation,
-// so operations running at once on different threads never cross.
+// Gloo's pairs and algorithms as the host backend uses them: for
+// point-to-point (tags, any source) and for collectives above the TCP mesh's
+// size limit (DISTC_MESH_BYTES). Each call is one whole operation on this
+// rank and throws distc::Error on failure. Tags come from the group's
+// sequence numbers, equal on every rank for the same operation, so
+// operations running at once on different threads never cross.
 #pragma once
 
 #include <chrono>
@@ -59,10 +61,5 @@ public:
     // Makes operations in flight fail soon and later ones fail at once. Any thread.
     virtual void abort() = 0;
 };
-
-// Creates a backend by name for rank/size, rendezvousing through `store`
-// (already prefixed with the group's name).
-std::unique_ptr<Backend> make_backend(const std::string &name, std::shared_ptr<Store> store, int rank, int size,
-                                      std::chrono::milliseconds timeout);
 
 }  // namespace distc

@@ -1,11 +1,6 @@
-#include "core/pg/mesh.hpp"
-
-#include <poll.h>
-#include <sys/socket.h>
+#include "backends/host/algorithms.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/util/error.hpp"
@@ -42,77 +37,9 @@ struct Chunks {
     }
 };
 
-int64_t env_int(const char *name, int64_t dflt) {
-    const char *e = std::getenv(name);
-    return e && *e ? std::atoll(e) : dflt;
-}
-
-Fd accept_one(int listener, Clock::time_point deadline) {
-    for (;;) {
-        int left = static_cast<int>(std::chrono::duration_cast<Millis>(deadline - Clock::now()).count());
-        if (left <= 0) fail(DISTC_ETIMEOUT, "peers did not connect to the group's mesh in time");
-        pollfd p{listener, POLLIN, 0};
-        int rc = ::poll(&p, 1, left);
-        if (rc < 0 && errno != EINTR) fail_errno(DISTC_EIO, "poll", errno);
-        if (rc <= 0) continue;
-        int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) return Fd(fd);
-        if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) fail_errno(DISTC_EIO, "accept", errno);
-    }
-}
-
 }  // namespace
 
-size_t Mesh::limit() {
-    static const size_t v = static_cast<size_t>(std::clamp<int64_t>(env_int("DISTC_MESH_BYTES", kEverySize), 0, kEverySize));
-    return v;
-}
-
-Mesh::Mesh(Store &store, int rank, int size, Millis timeout)
-    : rank_(rank), size_(size), socks_(static_cast<size_t>(size)),
-      spin_(env_int("DISTC_SPIN_US", 10)) {
-    auto deadline = Clock::now() + timeout;
-    Fd listener = tcp_listen("", 0, size + 8);
-    std::string me = advertised_host() + ":" + std::to_string(local_port(listener.get()));
-    store.set("mesh/" + std::to_string(rank), ByteView(me.data(), me.size()));
-    // Lower ranks accept, higher ranks connect and say who they are.
-    for (int p = 0; p < rank; ++p) {
-        Bytes addr = store.get("mesh/" + std::to_string(p), timeout);
-        std::string a(addr.begin(), addr.end());
-        auto colon = a.rfind(':');
-        Fd fd = tcp_connect(a.substr(0, colon), std::atoi(a.c_str() + colon + 1), deadline);
-        int32_t me = rank;
-        send_all(fd.get(), &me, sizeof me, deadline, peer_name(p));
-        socks_[static_cast<size_t>(p)] = std::move(fd);
-    }
-    for (int n = rank + 1; n < size; ++n) {
-        Fd fd = accept_one(listener.get(), deadline);
-        int32_t who = -1;
-        recv_all(fd.get(), &who, sizeof who, deadline, "a peer", spin_);
-        if (who <= rank || who >= size || socks_[static_cast<size_t>(who)].valid())
-            fail(DISTC_EPROTO, "unexpected peer " + std::to_string(who) + " joined the group's mesh");
-        set_nodelay(fd.get());
-        socks_[static_cast<size_t>(who)] = std::move(fd);
-    }
-}
-
-Mesh::~Mesh() = default;
-
-void Mesh::abort() {
-    for (auto &s : socks_)
-        if (s.valid()) {
-            // A reset rather than a FIN: a peer's next send on it fails at
-            // once, even while what this rank sent before is still unread
-            // there. connect(AF_UNSPEC) disconnects a TCP socket and keeps
-            // its descriptor, which other threads may still hold.
-            sockaddr unspec{};
-            unspec.sa_family = AF_UNSPEC;
-            ::connect(s.get(), &unspec, sizeof unspec);
-            ::shutdown(s.get(), SHUT_RDWR);
-        }
-}
-
-uint8_t *Mesh::scratch(size_t n) {
+uint8_t *Algorithms::scratch(size_t n) {
     if (n > scratch_cap_) {
         scratch_.reset(new uint8_t[n]);
         scratch_cap_ = n;
@@ -120,19 +47,19 @@ uint8_t *Mesh::scratch(size_t n) {
     return scratch_.get();
 }
 
-void Mesh::run(const Call &call, Clock::time_point deadline) {
-    x_.run(socks_, call, deadline, spin_, [](int, int) {});
+void Algorithms::run(const Call &call, Clock::time_point deadline) {
+    t_.progress(call, deadline, [](int, int) {});
 }
 
-void Mesh::reduce_direct(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline) {
+void Algorithms::reduce_direct(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline) {
     size_t n = t.nbytes();
     if (to != rank_)
         for (int p = 0; p < size_; ++p)
-            if (p != rank_ && (to == kEveryone || p == to)) x_.send(p, t.data, n);
+            if (p != rank_ && (to == kEveryone || p == to)) t_.send(p, t.data, n);
     if (to != kEveryone && to != rank_) return run(call, deadline);
     uint8_t *all = scratch(n * static_cast<size_t>(size_));
     for (int p = 0; p < size_; ++p)
-        if (p != rank_) x_.recv(p, all + n * static_cast<size_t>(p), n);
+        if (p != rank_) t_.recv(p, all + n * static_cast<size_t>(p), n);
     run(call, deadline);
     if (n) std::memcpy(all + n * static_cast<size_t>(rank_), t.data, n);
     // In rank order on every rank: the same bits everywhere.
@@ -141,7 +68,7 @@ void Mesh::reduce_direct(Tensor &t, ReduceOp op, int to, const Call &call, Clock
     for (int p = 2; p < size_; ++p) fn(t.data, t.data, all + n * static_cast<size_t>(p), t.numel);
 }
 
-void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline) {
+void Algorithms::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline) {
     const size_t esz = dtype_size(t.dtype), P = static_cast<size_t>(size_);
     const size_t seg = std::max<size_t>(1, kSegmentBytes / esz);
     // Rank r owns chunk r of the elements.
@@ -162,22 +89,22 @@ void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Cloc
         // Reduce-scatter: our copy of p's chunk out; p's copy of ours in, a window at a time.
         for (size_t k = 0; k < segments(p); ++k) {
             uint8_t *src = piece(p, k, bytes);
-            x_.send(p, src, bytes);
+            t_.send(p, src, bytes);
         }
         for (size_t k = 0; k < mine; ++k) {
             piece(rank_, k, bytes);
-            x_.recv(p, window(p, k), bytes, static_cast<int>(k), k >= kWindow ? &reduced_[k - kWindow] : nullptr);
+            t_.recv(p, window(p, k), bytes, static_cast<int>(k), k >= kWindow ? &reduced_[k - kWindow] : nullptr);
         }
         // Then our reduced chunk out, each segment once it is reduced, and p's in.
         if (to == kEveryone || to == p)
             for (size_t k = 0; k < mine; ++k) {
                 uint8_t *src = piece(rank_, k, bytes);
-                x_.send(p, src, bytes, &reduced_[k]);
+                t_.send(p, src, bytes, &reduced_[k]);
             }
         if (to == kEveryone || to == rank_)
             for (size_t k = 0; k < segments(p); ++k) {
                 uint8_t *dst = piece(p, k, bytes);
-                x_.recv(p, dst, bytes);
+                t_.recv(p, dst, bytes);
             }
     }
     ReduceFn fn = reduce_fn(t.dtype, op);
@@ -192,7 +119,7 @@ void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Cloc
         fn(acc, in(0), in(1), n);
         for (int r = 2; r < size_; ++r) fn(r == size_ - 1 ? out : acc, acc, in(r), n);
     };
-    x_.run(socks_, call, deadline, spin_, [&](int, int id) {
+    t_.progress(call, deadline, [&](int, int id) {
         if (id < 0) return;
         auto k = static_cast<size_t>(id);
         if (++arrived_[k] < size_ - 1) return;
@@ -201,7 +128,7 @@ void Mesh::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Cloc
     });
 }
 
-void Mesh::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {
+void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
@@ -210,20 +137,20 @@ void Mesh::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis ti
         reduce_direct(t, op, to == kNobody ? kEveryone : to, call, deadline);
 }
 
-void Mesh::broadcast(Tensor &t, int root, const Call &call, Millis timeout) {
+void Algorithms::broadcast(Tensor &t, int root, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     if (size_ > 2 && t.nbytes() > kDirectBroadcastBytes) return broadcast_chunked(t, root, call, deadline);
     if (rank_ == root) {
         for (int p = 0; p < size_; ++p)
-            if (p != rank_) x_.send(p, t.data, t.nbytes());
+            if (p != rank_) t_.send(p, t.data, t.nbytes());
     } else {
-        x_.recv(root, t.data, t.nbytes());
+        t_.recv(root, t.data, t.nbytes());
     }
     run(call, deadline);
 }
 
-void Mesh::broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline) {
+void Algorithms::broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline) {
     // The non-roots in order after the root: v = 0 .. size-2; chunk v is v's to forward.
     const size_t n = t.nbytes(), m = static_cast<size_t>(size_ - 1);
     auto member = [&](size_t v) { return static_cast<int>((static_cast<size_t>(root) + 1 + v) % (m + 1)); };
@@ -233,7 +160,7 @@ void Mesh::broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_
         for (size_t v = 0; v < m; ++v)
             for (size_t k = 0; k < ch.segments(v); ++k) {
                 uint8_t *src = ch.piece(v, k, bytes);
-                x_.send(member(v), src, bytes);
+                t_.send(member(v), src, bytes);
             }
         return run(call, deadline);
     }
@@ -241,25 +168,25 @@ void Mesh::broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_
     reduced_.reset(new bool[mine]());  // here: which of our chunk's segments came in
     for (size_t k = 0; k < mine; ++k) {
         uint8_t *dst = ch.piece(me, k, bytes);
-        x_.recv(root, dst, bytes, static_cast<int>(k));
+        t_.recv(root, dst, bytes, static_cast<int>(k));
     }
     for (size_t v = 0; v < m; ++v) {
         if (v == me) continue;
         for (size_t k = 0; k < mine; ++k) {
             uint8_t *src = ch.piece(me, k, bytes);
-            x_.send(member(v), src, bytes, &reduced_[k]);
+            t_.send(member(v), src, bytes, &reduced_[k]);
         }
         for (size_t k = 0; k < ch.segments(v); ++k) {
             uint8_t *dst = ch.piece(v, k, bytes);
-            x_.recv(member(v), dst, bytes);
+            t_.recv(member(v), dst, bytes);
         }
     }
-    x_.run(socks_, call, deadline, spin_, [&](int, int id) {
+    t_.progress(call, deadline, [&](int, int id) {
         if (id >= 0) reduced_[static_cast<size_t>(id)] = true;
     });
 }
 
-void Mesh::allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout) {
+void Algorithms::allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     size_t n = in.nbytes();
@@ -269,44 +196,44 @@ void Mesh::allgather(const Tensor &in, Tensor &out, const Call &call, Millis tim
     if (own != in.data && n) std::memmove(own, in.data, n);
     for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
-        x_.send(p, own, n);
-        x_.recv(p, out.bytes() + n * static_cast<size_t>(p), n);
+        t_.send(p, own, n);
+        t_.recv(p, out.bytes() + n * static_cast<size_t>(p), n);
     }
     run(call, deadline);
 }
 
-void Mesh::gather(const Tensor &in, Tensor *out, int root, const Call &call, Millis timeout) {
+void Algorithms::gather(const Tensor &in, Tensor *out, int root, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     size_t n = in.nbytes();
     if (rank_ != root) {
-        x_.send(root, in.data, n);
+        t_.send(root, in.data, n);
     } else {
         uint8_t *own = out->bytes() + n * static_cast<size_t>(rank_);
         if (own != in.data && n) std::memmove(own, in.data, n);
         for (int p = 0; p < size_; ++p)
-            if (p != rank_) x_.recv(p, out->bytes() + n * static_cast<size_t>(p), n);
+            if (p != rank_) t_.recv(p, out->bytes() + n * static_cast<size_t>(p), n);
     }
     run(call, deadline);
 }
 
-void Mesh::scatter(const Tensor *in, Tensor &out, int root, const Call &call, Millis timeout) {
+void Algorithms::scatter(const Tensor *in, Tensor &out, int root, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     size_t n = out.nbytes();
     if (rank_ != root) {
-        x_.recv(root, out.data, n);
+        t_.recv(root, out.data, n);
         return run(call, deadline);
     }
     for (int p = 0; p < size_; ++p)
-        if (p != rank_) x_.send(p, in->bytes() + n * static_cast<size_t>(p), n);
+        if (p != rank_) t_.send(p, in->bytes() + n * static_cast<size_t>(p), n);
     run(call, deadline);
     // After the sends: `out` may alias another rank's part of `in`.
     const uint8_t *own = in->bytes() + n * static_cast<size_t>(rank_);
     if (own != out.data && n) std::memmove(out.data, own, n);
 }
 
-void Mesh::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
+void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
                      const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
@@ -330,8 +257,8 @@ void Mesh::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Ten
             if (ni && out.bytes() + ooff != src + ioff) std::memmove(out.bytes() + ooff, src + ioff, ni);
         } else {
             // A peer that sends another size than we expect is caught by the message header.
-            x_.send(p, src + ioff, ni);
-            x_.recv(p, out.bytes() + ooff, no);
+            t_.send(p, src + ioff, ni);
+            t_.recv(p, out.bytes() + ooff, no);
         }
         ioff += ni;
         ooff += no;
@@ -339,13 +266,13 @@ void Mesh::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Ten
     run(call, deadline);
 }
 
-void Mesh::barrier(const Call &call, Millis timeout) {
+void Algorithms::barrier(const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
-        x_.send(p, nullptr, 0);
-        x_.recv(p, nullptr, 0);
+        t_.send(p, nullptr, 0);
+        t_.recv(p, nullptr, 0);
     }
     run(call, deadline);
 }

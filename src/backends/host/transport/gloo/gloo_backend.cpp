@@ -1,4 +1,4 @@
-#include "backends/gloo/gloo_backend.hpp"
+#include "backends/host/transport/gloo/gloo_backend.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -18,7 +18,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
-#include "backends/gloo/abortable.hpp"
+#include "backends/host/transport/gloo/abortable.hpp"
 #include "core/util/error.hpp"
 #include "support/sigpipe.hpp"
 #include "core/util/socket.hpp"

@@ -5,8 +5,8 @@
 
 #include <atomic>
 #include <memory>
-#include "backends/gloo/abortable.hpp"
-#include "core/pg/backend.hpp"
+#include "backends/host/transport/gloo/abortable.hpp"
+#include "backends/host/transport/gloo/backend.hpp"
 
 namespace gloo {
 class Context;

@@ -1,4 +1,4 @@
-#include "backends/gloo/abortable.hpp"
+#include "backends/host/transport/gloo/abortable.hpp"
 
 #include <gloo/common/error.h>
 

@@ -1,45 +1,28 @@
-// The group's own TCP mesh, driven by the calling thread. Gloo hands every
-// message to its event-loop thread and wakes the caller with a condition
-// variable: two thread wake-ups per hop, tens of microseconds each on this
-// kind of machine, which is all an 8-byte allreduce costs. The mesh keeps one
-// connection per peer, moves bytes from the thread that called (spinning
-// briefly before it sleeps), and interleaves all peers' sends and receives so
-// a message of any size flows (mesh_exchange.hpp). Collectives up to a size
-// threshold take it (by operation and size only, so every rank picks the same
-// path); larger ones go to Gloo's algorithms.
+// The host backend's collectives over one transport (transport.hpp): each
+// posts its messages to every peer and lets the transport move them all at
+// once, so a message of any size flows and a receive can trigger work (a
+// reduction) while other transfers are still moving. One collective at a
+// time per group.
 //
 // Results are the same bits on every rank: small reductions are summed in
 // rank order everywhere, large ones are reduce-scatter then allgather, each
 // chunk reduced once, by its owner, in rank order.
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "core/pg/mesh_exchange.hpp"
+#include "backends/host/transport/transport.hpp"
 #include "core/pg/tensor.hpp"
-#include "core/store/store.hpp"
-#include "core/util/socket.hpp"
 
 namespace distc {
 
-class Mesh {
+class Algorithms {
     static constexpr int kEveryone = -1, kNobody = -2;  // where a reduction's result goes (or a rank)
 
 public:
-    // Connects to every peer through `store` (the group's key space).
-    Mesh(Store &store, int rank, int size, Millis timeout);
-    ~Mesh();
-
-    // Collectives whose largest message is up to this many bytes take the
-    // mesh (DISTC_MESH_BYTES: by default every size; 0 turns the mesh off).
-    static size_t limit();
-    static constexpr int64_t kEverySize = int64_t(1) << 62;
-    // Collectives whose message sizes differ between ranks (uneven all-to-all)
-    // can only take the mesh when every size does: ranks must agree on the path.
-    static bool takes_every_size() { return limit() == static_cast<size_t>(kEverySize); }
+    Algorithms(Transport &t, int rank, int size) : t_(t), rank_(rank), size_(size) {}
 
     void allreduce(Tensor &t, ReduceOp op, const Call &call, Millis timeout) { reduce_to(t, op, kEveryone, call, timeout); }
     void broadcast(Tensor &t, int root, const Call &call, Millis timeout);
@@ -57,8 +40,6 @@ public:
     }
     void barrier(const Call &call, Millis timeout);
 
-    void abort();  // shuts every socket down: waits in flight fail at once
-
 private:
     void run(const Call &call, Clock::time_point deadline);
     // A reduction's result on every rank, on `to` only, or (reduce-scatter) each rank's part on its rank.
@@ -72,17 +53,14 @@ private:
     // as it arrives (more than two ranks, large messages).
     void broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline);
     uint8_t *scratch(size_t n);
-    std::string peer_name(int peer) const { return "rank " + std::to_string(peer); }
 
+    Transport &t_;
     int rank_, size_;
-    std::vector<Fd> socks_;  // by peer rank; invalid for our own rank
-    std::mutex mu_;          // one operation on the wire at a time; guards what follows
-    std::chrono::microseconds spin_;
-    MeshExchange x_;
+    std::mutex mu_;  // one operation on the wire at a time; guards what follows
     std::unique_ptr<uint8_t[]> scratch_;  // kept between collectives: no page faults per call
     size_t scratch_cap_ = 0;
     std::unique_ptr<bool[]> reduced_;  // per segment of this rank's chunk: ready to go on (gates sends)
-    std::vector<int> arrived_;           // per segment: peers whose piece is in
+    std::vector<int> arrived_;         // per segment: peers whose piece is in
 };
 
 }  // namespace distc

@@ -1,0 +1,343 @@
+#include "backends/host/host_backend.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "backends/host/transport/gloo/gloo_backend.hpp"
+#include "backends/host/transport/tcp/tcp_transport.hpp"
+#include "core/util/error.hpp"
+
+namespace distc {
+
+namespace {
+
+bool consecutive(const std::vector<Tensor> &ts) {
+    const uint8_t *p = ts.empty() ? nullptr : ts[0].bytes();
+    for (const auto &t : ts) {
+        if (t.bytes() != p) return false;
+        p += t.nbytes();
+    }
+    return true;
+}
+
+// A flat tensor over `ts` (all of one dtype, their sum checked by the group):
+// the tensors themselves when they are back to back in memory, else packed
+// into `scratch` (with their contents when `copy_in`).
+Tensor flatten(const std::vector<Tensor> &ts, std::unique_ptr<Scratch> &scratch, bool copy_in) {
+    size_t numel = 0;
+    for (const auto &t : ts) numel += t.numel;
+    if (consecutive(ts)) {
+        Tensor f = ts[0];
+        f.numel = numel;
+        f.dim0 = static_cast<int64_t>(numel);
+        return f;
+    }
+    scratch = std::make_unique<Scratch>(ts[0].dtype, numel);
+    if (copy_in) {
+        uint8_t *p = scratch->t.bytes();
+        for (const auto &t : ts) {
+            if (t.nbytes()) std::memcpy(p, t.data, t.nbytes());
+            p += t.nbytes();
+        }
+    }
+    return scratch->t;
+}
+
+void unflatten(const Tensor &flat, const std::vector<Tensor> &ts) {
+    if (consecutive(ts) && flat.data == (ts.empty() ? nullptr : ts[0].data)) return;
+    const uint8_t *p = flat.bytes();
+    for (const auto &t : ts) {
+        if (t.nbytes()) std::memcpy(t.data, p, t.nbytes());
+        p += t.nbytes();
+    }
+}
+
+std::vector<size_t> counts_of(const std::vector<Tensor> &ts) {
+    std::vector<size_t> c;
+    for (const auto &t : ts) c.push_back(t.numel);
+    return c;
+}
+
+}  // namespace
+
+size_t HostBackend::mesh_limit() {
+    static const size_t v = [] {
+        const char *e = std::getenv("DISTC_MESH_BYTES");
+        int64_t n = e && *e ? std::atoll(e) : kEverySize;
+        return static_cast<size_t>(std::clamp<int64_t>(n, 0, kEverySize));
+    }();
+    return v;
+}
+
+HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug)
+    : rank_(info.rank), size_(info.size), debug_(debug),
+      gloo_(std::make_unique<GlooBackend>(info.store, info.rank, info.size, info.timeout)),
+      exec_(info.rank, [this] {
+          if (tcp_) tcp_->close();
+          gloo_->abort();
+      }) {
+    if (size_ > 1 && mesh_limit() > 0) {
+        tcp_ = std::make_unique<TcpTransport>(*info.store, rank_, size_, info.timeout);
+        algo_ = std::make_unique<Algorithms>(*tcp_, rank_, size_);
+    }
+}
+
+template <typename F>
+void HostBackend::submit(const WorkPtr &w, const AsyncArgs &a, bool collective, F &&body) {
+    Executor::Op op{a.op, a.seq, *a.label, collective};
+    if (debug_ && collective) {
+        OpCtx c = ctx(a);
+        auto checked = [this, c, b = std::forward<F>(body)]() mutable -> int32_t {
+            debug_check(c);
+            return b();
+        };
+        if (!w) return exec_.run_here(op, checked);
+        return exec_.enqueue(op, w, std::move(checked));
+    }
+    if (!w) return exec_.run_here(op, body);
+    exec_.enqueue(op, w, std::forward<F>(body));
+}
+
+void HostBackend::reduce_all(Tensor &t, ReduceOp op, double factor, const OpCtx &c) {
+    if (op == ReduceOp::PremulSum) scale_in_place(t.dtype, t.data, t.numel, factor);
+    if (small(t.nbytes()))
+        algo_->allreduce(t, op, c.call, c.timeout);
+    else
+        gloo_->allreduce(t, op, c);
+    if (op == ReduceOp::Avg) scale_in_place(t.dtype, t.data, t.numel, 1.0 / size_);
+}
+
+void HostBackend::allreduce(const WorkPtr &w, const Tensor *ts, size_t n, ReduceOp op, const AsyncArgs &a) {
+    OpCtx c = ctx(a);
+    double factor = a.premul_factor;
+    if (n == 1) {
+        // The common call, without a list to allocate.
+        Tensor t = ts[0];
+        return submit(w, a, true, [this, t, op, factor, c]() mutable -> int32_t {
+            reduce_all(t, op, factor, c);
+            return -1;
+        });
+    }
+    std::vector<Tensor> v(ts, ts + n);
+    submit(w, a, true, [this, v, op, factor, c]() -> int32_t {
+        std::unique_ptr<Scratch> scratch;
+        Tensor flat = flatten(v, scratch, true);
+        reduce_all(flat, op, factor, c);
+        unflatten(flat, v);
+        return -1;
+    });
+}
+
+void HostBackend::broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) {
+    OpCtx c = ctx(a);
+    submit(w, a, true, [this, t = Tensor(t), root, c]() mutable -> int32_t {
+        if (small(t.nbytes()))
+            algo_->broadcast(t, root, c.call, c.timeout);
+        else
+            gloo_->broadcast(t, root, c);
+        return -1;
+    });
+}
+
+void HostBackend::reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) {
+    OpCtx c = ctx(a);
+    double factor = a.premul_factor;
+    submit(w, a, true, [this, t, root, op, factor, c]() mutable -> int32_t {
+        // Non-roots contribute from a copy: their tensor is left as it was.
+        std::unique_ptr<Scratch> scratch;
+        Tensor work = t;
+        if (rank_ != root) {
+            scratch = std::make_unique<Scratch>(t.dtype, t.numel);
+            if (t.nbytes()) std::memcpy(scratch->t.data, t.data, t.nbytes());
+            work = scratch->t;
+        }
+        if (op == ReduceOp::PremulSum) scale_in_place(work.dtype, work.data, work.numel, factor);
+        if (small(work.nbytes()))
+            algo_->reduce(work, root, op, c.call, c.timeout);
+        else
+            gloo_->reduce(work, root, op, c);
+        if (rank_ == root && op == ReduceOp::Avg) scale_in_place(t.dtype, t.data, t.numel, 1.0 / size_);
+        return -1;
+    });
+}
+
+void HostBackend::allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
+                            const AsyncArgs &a) {
+    OpCtx c = ctx(a);
+    submit(w, a, true, [this, input, outputs, c]() -> int32_t {
+        std::unique_ptr<Scratch> scratch;
+        Tensor flat = flatten(outputs, scratch, false);
+        if (small(input.nbytes()))
+            algo_->allgather(input, flat, c.call, c.timeout);
+        else
+            gloo_->allgather(input, flat, c);
+        unflatten(flat, outputs);
+        return -1;
+    });
+}
+
+void HostBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
+                         const AsyncArgs &a) {
+    OpCtx c = ctx(a);
+    submit(w, a, true, [this, input, outputs, root, c]() -> int32_t {
+        // Every rank decides by the part's size, which is the same everywhere.
+        bool mesh = small(input.nbytes());
+        std::unique_ptr<Scratch> scratch;
+        Tensor flat;
+        Tensor *out = nullptr;
+        if (rank_ == root) {
+            flat = flatten(outputs, scratch, false);
+            out = &flat;
+        }
+        if (mesh)
+            algo_->gather(input, out, root, c.call, c.timeout);
+        else
+            gloo_->gather(input, out, root, c);
+        if (out) unflatten(flat, outputs);
+        return -1;
+    });
+}
+
+void HostBackend::scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
+                          const AsyncArgs &a) {
+    OpCtx c = ctx(a);
+    submit(w, a, true, [this, inputs, output = Tensor(output), root, c]() mutable -> int32_t {
+        bool mesh = small(output.nbytes());
+        std::unique_ptr<Scratch> scratch;
+        Tensor flat;
+        const Tensor *in = nullptr;
+        if (rank_ == root) {
+            flat = flatten(inputs, scratch, true);
+            in = &flat;
+        }
+        if (mesh)
+            algo_->scatter(in, output, root, c.call, c.timeout);
+        else
+            gloo_->scatter(in, output, root, c);
+        return -1;
+    });
+}
+
+void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs,
+                                 ReduceOp op, const AsyncArgs &a) {
+    OpCtx c = ctx(a);
+    double factor = a.premul_factor;
+    submit(w, a, true, [this, inputs, output, op, factor, c]() -> int32_t {
+        // Reduce a copy of the inputs (never the caller's) and keep this
+        // rank's part: the algorithms reduce only each rank's part, Gloo
+        // (which has no reduce-scatter collective) allreduces all of it.
+        Scratch all(output.dtype, checked_mul(output.numel, size_, "the inputs together"));
+        uint8_t *p = all.t.bytes();
+        for (const auto &t : inputs) {
+            if (t.nbytes()) std::memcpy(p, t.data, t.nbytes());
+            p += t.nbytes();
+        }
+        if (op == ReduceOp::PremulSum) scale_in_place(all.t.dtype, all.t.data, all.t.numel, factor);
+        if (small(all.t.nbytes()))
+            algo_->reduce_scatter(all.t, op, c.call, c.timeout);
+        else
+            gloo_->allreduce(all.t, op, c);
+        uint8_t *mine = all.t.bytes() + output.nbytes() * static_cast<size_t>(rank_);
+        if (output.nbytes()) std::memcpy(output.data, mine, output.nbytes());
+        if (op == ReduceOp::Avg) scale_in_place(output.dtype, output.data, output.numel, 1.0 / size_);
+        return -1;
+    });
+}
+
+void HostBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out,
+                            const std::vector<size_t> &oc, bool mesh, const OpCtx &c) {
+    if (mesh)
+        algo_->alltoallv(in, ic, out, oc, c.call, c.timeout);
+    else
+        gloo_->alltoallv(in, ic, out, oc, c);
+}
+
+void HostBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
+                           const AsyncArgs &a) {
+    OpCtx c = ctx(a);
+    // Sizes may differ between ranks (uneven splits), so only a transport
+    // that takes every size: ranks must agree on the path.
+    bool mesh = takes_every_size();
+    submit(w, a, true, [this, inputs, outputs, mesh, c]() -> int32_t {
+        std::unique_ptr<Scratch> sin, sout;
+        Tensor fin = flatten(inputs, sin, true);
+        Tensor fout = flatten(outputs, sout, false);
+        alltoallv(fin, counts_of(inputs), fout, counts_of(outputs), mesh, c);
+        unflatten(fout, outputs);
+        return -1;
+    });
+}
+
+void HostBackend::barrier(const WorkPtr &w, const AsyncArgs &a) {
+    OpCtx c = ctx(a);
+    submit(w, a, true, [this, c]() -> int32_t {
+        if (algo_)
+            algo_->barrier(c.call, c.timeout);
+        else
+            gloo_->barrier(c);
+        return -1;
+    });
+}
+
+void HostBackend::send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) {
+    exec_.check_open();
+    // Posted now, in the caller's order: messages with one peer and tag never overtake each other.
+    std::shared_ptr<PendingP2p> p = gloo_->post_send(t, dst, static_cast<uint32_t>(tag));
+    Millis timeout = a.timeout;
+    submit(w, a, false, [p, timeout]() -> int32_t { return p->wait(timeout); });
+}
+
+void HostBackend::recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) {
+    exec_.check_open();
+    Tensor dst = t;
+    std::shared_ptr<PendingP2p> p = gloo_->post_recv(dst, src, static_cast<uint32_t>(tag));
+    Millis timeout = a.timeout;
+    submit(w, a, false, [p, timeout]() -> int32_t { return p->wait(timeout); });
+}
+
+void HostBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) {
+    exec_.check_open();
+    // Everything is posted before anything is waited for: the batch cannot deadlock on its own order.
+    std::vector<std::shared_ptr<PendingP2p>> posted;
+    for (const auto &op : ops) {
+        Tensor t = op.tensor;
+        posted.push_back(op.send ? gloo_->post_send(t, op.peer, static_cast<uint32_t>(op.tag))
+                                 : gloo_->post_recv(t, op.peer, static_cast<uint32_t>(op.tag)));
+    }
+    Millis timeout = a.timeout;
+    submit(w, a, false, [posted, timeout]() -> int32_t {
+        auto deadline = Clock::now() + timeout;
+        for (const auto &p : posted)
+            p->wait(std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - Clock::now())));
+        return -1;
+    });
+}
+
+void HostBackend::debug_check(const OpCtx &c) {
+    // Every rank's call, gathered over Gloo at the tag after the operation's.
+    std::vector<Call> all(static_cast<size_t>(size_));
+    Call mine = c.call;
+    Tensor in, out;
+    in.data = &mine;
+    in.dtype = out.dtype = DType::UInt8;
+    in.numel = in.dim0 = sizeof mine;
+    out.data = all.data();
+    out.numel = sizeof mine * all.size();
+    out.dim0 = static_cast<int64_t>(out.numel);
+    gloo_->allgather(in, out, OpCtx{c.tag + 1, c.timeout, c.call});
+    std::map<std::string, std::vector<int>> calls;  // what is called -> by whom
+    for (int r = 0; r < size_; ++r) calls[describe_call(all[static_cast<size_t>(r)])].push_back(r);
+    if (calls.size() == 1) return;
+    std::string msg = "ranks disagree on collective #" + std::to_string(c.call.seq) + ":";
+    for (const auto &e : calls) {
+        msg += e.second.size() == 1 ? " rank " : " ranks ";
+        for (size_t i = 0; i < e.second.size(); ++i) msg += (i ? "," : "") + std::to_string(e.second[i]);
+        msg += " call " + e.first + ";";
+    }
+    msg.pop_back();
+    fail_agreed(DISTC_EINVAL, msg);
+}
+
+}  // namespace distc

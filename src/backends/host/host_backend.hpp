@@ -1,0 +1,83 @@
+// The built-in CPU backend ("gloo", the default), behind the same interface
+// as a plugin (core/pg/async_backend.hpp). It owns how operations run
+// (executor.hpp), packing lists of tensors into one, AVG and PREMUL_SUM, and
+// the choice of path: collectives take the host algorithms over a transport
+// (algorithms.hpp, transport/), by operation and size only so that every rank
+// picks the same; point-to-point, and collectives above DISTC_MESH_BYTES,
+// take Gloo's pairs (transport/gloo/).
+#pragma once
+
+#include <memory>
+
+#include "backends/host/algorithms.hpp"
+#include "backends/host/executor.hpp"
+#include "backends/host/transport/gloo/backend.hpp"
+#include "backends/host/transport/transport.hpp"
+#include "core/pg/async_backend.hpp"
+
+namespace distc {
+
+class HostBackend final : public AsyncBackend {
+public:
+    // `debug`: DISTC_DEBUG=detail's cross-check of every collective's call
+    // over Gloo (the transports check every message's call anyway).
+    HostBackend(const AsyncGroupInfo &info, bool debug);
+    ~HostBackend() override = default;
+
+    const char *name() const override { return "gloo"; }
+    uint64_t device_types() const override { return (uint64_t{1} << 1) | (uint64_t{1} << 3); }  // kDLCPU, kDLCUDAHost
+    bool stream_ordered() const override { return false; }
+
+    void allreduce(const WorkPtr &w, const Tensor *ts, size_t n, ReduceOp op, const AsyncArgs &a) override;
+    void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) override;
+    void reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) override;
+    void allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
+                   const AsyncArgs &a) override;
+    void gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
+                const AsyncArgs &a) override;
+    void scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
+                 const AsyncArgs &a) override;
+    void reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, ReduceOp op,
+                        const AsyncArgs &a) override;
+    void alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
+                  const AsyncArgs &a) override;
+    void barrier(const WorkPtr &w, const AsyncArgs &a) override;
+    void send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) override;
+    void recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) override;
+    void batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) override;
+    std::unique_ptr<AsyncBackend> split(int, int, const AsyncGroupInfo &, bool &made) override {
+        made = false;  // subgroups connect through their own key space
+        return nullptr;
+    }
+    void abort() override { exec_.abort(); }
+
+    // The largest message that takes the transports (DISTC_MESH_BYTES; by
+    // default every size, 0 turns them off).
+    static size_t mesh_limit();
+    static constexpr int64_t kEverySize = int64_t(1) << 62;
+
+private:
+    // Runs `body` now (a blocking call, w null) or queues it.
+    template <typename F>
+    void submit(const WorkPtr &w, const AsyncArgs &a, bool collective, F &&body);
+    // What a collective's body needs of its arguments, copied: a queued body
+    // runs after the call returned.
+    static OpCtx ctx(const AsyncArgs &a) { return OpCtx{static_cast<uint32_t>(a.seq * 2), a.timeout, a.call}; }
+    bool small(size_t nbytes) const { return algo_ && nbytes <= mesh_limit(); }
+    // Collectives whose sizes differ between ranks (uneven all-to-all) can
+    // take the transports only when every size does: ranks must agree on the path.
+    bool takes_every_size() const { return algo_ && mesh_limit() == static_cast<size_t>(kEverySize); }
+    void reduce_all(Tensor &t, ReduceOp op, double factor, const OpCtx &c);
+    void alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out, const std::vector<size_t> &oc,
+                   bool mesh, const OpCtx &c);
+    void debug_check(const OpCtx &c);
+
+    const int rank_, size_;
+    const bool debug_;
+    std::unique_ptr<Backend> gloo_;
+    std::unique_ptr<Transport> tcp_;
+    std::unique_ptr<Algorithms> algo_;  // over tcp_, when the group has one
+    Executor exec_;                     // last: stops its threads before the links go
+};
+
+}  // namespace distc

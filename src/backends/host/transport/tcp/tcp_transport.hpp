@@ -1,0 +1,42 @@
+// The TCP mesh: one connection per peer, made through the group's store,
+// moved by the calling thread (mesh_exchange.hpp). Gloo hands every message
+// to its event-loop thread and wakes the caller with a condition variable:
+// two thread wake-ups per hop, which is all a small allreduce costs. Here the
+// caller moves the bytes itself, spinning briefly (DISTC_SPIN_US) before it
+// sleeps in poll.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "backends/host/transport/tcp/mesh_exchange.hpp"
+#include "backends/host/transport/transport.hpp"
+#include "core/store/store.hpp"
+
+namespace distc {
+
+class TcpTransport final : public Transport {
+public:
+    // Connects to every peer through `store` (the group's key space, keys
+    // "mesh/<rank>"); lower ranks accept, higher ranks connect.
+    TcpTransport(Store &store, int rank, int size, Millis timeout);
+
+    const char *name() const override { return "tcp"; }
+    void send(int peer, const void *p, size_t n, const bool *gate) override { x_.send(peer, p, n, gate); }
+    void recv(int peer, void *p, size_t n, int id, const bool *gate) override { x_.recv(peer, p, n, id, gate); }
+    void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override {
+        x_.run(socks_, call, deadline, spin_, on_recv);
+    }
+    void close() noexcept override;
+    std::string describe(int peer) const override;
+
+private:
+    int rank_;
+    std::vector<Fd> socks_;            // by peer rank; invalid for our own rank
+    std::vector<std::string> where_;   // by peer rank: its address, "host:port"
+    std::chrono::microseconds spin_;
+    MeshExchange x_;
+};
+
+}  // namespace distc

@@ -1,0 +1,39 @@
+// What the host backend's algorithms (algorithms.hpp) move their messages
+// over: one group's links to its peers. A transport connects through the
+// group's store when it is made; then each collective posts its segment
+// sends and receives and calls progress() once, which moves them all (from
+// the calling thread) and checks that every message belongs to the same call.
+// The TCP mesh (tcp/) is one; the shared-memory transport plugs in here too.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "core/pg/call.hpp"
+#include "core/util/fn_ref.hpp"
+#include "core/util/clock.hpp"
+
+namespace distc {
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+    virtual const char *name() const = 0;  // "tcp"
+
+    // Queues a message of this call; per peer, messages move in the order they
+    // were queued. A gated message does not start until *gate is true, which
+    // the on_recv callback of a receive of the same call must set.
+    virtual void send(int peer, const void *p, size_t n, const bool *gate = nullptr) = 0;
+    // `id` is handed to on_recv when the message is complete.
+    virtual void recv(int peer, void *p, size_t n, int id = -1, const bool *gate = nullptr) = 0;
+    // Moves every queued message, then forgets them. Throws DISTC_EINVAL when
+    // a peer runs another call (both named), DISTC_EPROTO when one is out of
+    // step, DISTC_EREMOTE when a link breaks, DISTC_ETIMEOUT at `deadline`.
+    virtual void progress(const Call &call, Clock::time_point deadline, FnRef<void(int peer, int id)> on_recv) = 0;
+    // Breaks every link so that peers fail at once; any thread, any time.
+    virtual void close() noexcept = 0;
+    // "rank 3 at 10.0.0.2:40123 (tcp)", for messages.
+    virtual std::string describe(int peer) const = 0;
+};
+
+}  // namespace distc

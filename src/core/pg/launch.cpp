@@ -1,0 +1,62 @@
+// The launch path's parts off the blocking fast path (process_group.hpp has
+// the rest): an asynchronous or stream-ordered call's Work, the wait for
+// earlier asynchronous collectives, a blocking call its backend did not
+// complete in time, and aborting.
+#include <algorithm>
+
+#include "core/pg/process_group.hpp"
+#include "core/util/error.hpp"
+
+namespace distc {
+
+ProcessGroup::~ProcessGroup() = default;
+
+void ProcessGroup::abort() {
+    aborted_ = true;
+    backend_->abort();
+}
+
+void ProcessGroup::fail_aborted() const { fail(DISTC_EABORTED, "the group was aborted"); }
+
+void ProcessGroup::wait_outstanding(Millis timeout) {
+    // Results come in issue order: earlier asynchronous collectives finish first.
+    std::vector<std::weak_ptr<Work>> earlier;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        earlier.swap(outstanding_);
+        outstanding_count_ = 0;
+    }
+    for (auto &e : earlier)
+        if (auto p = e.lock()) p->wait(timeout + Millis(2000));
+}
+
+void ProcessGroup::abort_timed_out(const OpInfo &info, const AsyncArgs &a) {
+    backend_->abort();
+    aborted_ = true;
+    fail(DISTC_ETIMEOUT, describe_op(info.kind, a.seq, info.label) + ": the " + backend_->name() +
+                             " backend did not complete it within " + std::to_string(a.timeout.count()) +
+                             " ms; the group was aborted");
+}
+
+ProcessGroup::WorkPtr ProcessGroup::launch_work(const OpInfo &info, const AsyncArgs &a, bool host_ordered,
+                                                Start start) {
+    auto w = std::make_shared<Work>(a.seq, info.kind, info.label);
+    if (!a.blocking) w->start();  // a blocking call's duration is nobody's to read
+    start(w, a);
+    if (host_ordered) {
+        std::lock_guard<std::mutex> lk(mu_);
+        outstanding_.erase(std::remove_if(outstanding_.begin(), outstanding_.end(),
+                                          [](const std::weak_ptr<Work> &x) {
+                                              auto p = x.lock();
+                                              return !p || p->done();
+                                          }),
+                           outstanding_.end());
+        outstanding_.push_back(w);
+        outstanding_count_ = outstanding_.size();
+    }
+    // A device launch that already failed is reported now, as a blocking call must.
+    if (a.blocking && w->done() && w->status() != 0) fail(w->status(), w->message());
+    return w;
+}
+
+}  // namespace distc
