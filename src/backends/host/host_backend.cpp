@@ -72,17 +72,23 @@ size_t HostBackend::mesh_limit() {
 }
 
 HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug)
-    : rank_(info.rank), size_(info.size), debug_(debug),
-      gloo_(std::make_unique<GlooBackend>(info.store, info.rank, info.size, info.timeout)),
-      exec_(info.rank, [this] {
+    : rank_(info.rank), size_(info.size), debug_(debug), exec_(info.rank, [this] {
           if (tcp_) tcp_->close();
-          gloo_->abort();
+          if (gloo_) gloo_->abort();
       }) {
     if (size_ > 1 && mesh_limit() > 0) {
         tcp_ = std::make_unique<TcpTransport>(*info.store, rank_, size_, info.timeout);
         algo_ = std::make_unique<Algorithms>(*tcp_, rank_, size_);
+        p2p_ = &tcp_->p2p();
+    }
+    // Every rank decides alike (by size and DISTC_MESH_BYTES), so all or none connect Gloo.
+    if (!algo_ || mesh_limit() < static_cast<size_t>(kEverySize)) {
+        gloo_ = std::make_unique<GlooBackend>(info.store, info.rank, info.size, info.timeout);
+        if (!p2p_) p2p_ = gloo_.get();
     }
 }
+
+HostBackend::~HostBackend() = default;
 
 template <typename F>
 void HostBackend::submit(const WorkPtr &w, const AsyncArgs &a, bool collective, F &&body) {
@@ -284,7 +290,7 @@ void HostBackend::barrier(const WorkPtr &w, const AsyncArgs &a) {
 void HostBackend::send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) {
     exec_.check_open();
     // Posted now, in the caller's order: messages with one peer and tag never overtake each other.
-    std::shared_ptr<PendingP2p> p = gloo_->post_send(t, dst, static_cast<uint32_t>(tag));
+    std::shared_ptr<PendingP2p> p = p2p_->post_send(t, dst, static_cast<uint32_t>(tag));
     Millis timeout = a.timeout;
     submit(w, a, false, [p, timeout]() -> int32_t { return p->wait(timeout); });
 }
@@ -292,7 +298,7 @@ void HostBackend::send(const WorkPtr &w, const Tensor &t, int dst, int tag, cons
 void HostBackend::recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) {
     exec_.check_open();
     Tensor dst = t;
-    std::shared_ptr<PendingP2p> p = gloo_->post_recv(dst, src, static_cast<uint32_t>(tag));
+    std::shared_ptr<PendingP2p> p = p2p_->post_recv(dst, src, static_cast<uint32_t>(tag));
     Millis timeout = a.timeout;
     submit(w, a, false, [p, timeout]() -> int32_t { return p->wait(timeout); });
 }
@@ -303,8 +309,8 @@ void HostBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const
     std::vector<std::shared_ptr<PendingP2p>> posted;
     for (const auto &op : ops) {
         Tensor t = op.tensor;
-        posted.push_back(op.send ? gloo_->post_send(t, op.peer, static_cast<uint32_t>(op.tag))
-                                 : gloo_->post_recv(t, op.peer, static_cast<uint32_t>(op.tag)));
+        posted.push_back(op.send ? p2p_->post_send(t, op.peer, static_cast<uint32_t>(op.tag))
+                                 : p2p_->post_recv(t, op.peer, static_cast<uint32_t>(op.tag)));
     }
     Millis timeout = a.timeout;
     submit(w, a, false, [posted, timeout]() -> int32_t {
@@ -316,7 +322,7 @@ void HostBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const
 }
 
 void HostBackend::debug_check(const OpCtx &c) {
-    // Every rank's call, gathered over Gloo at the tag after the operation's.
+    // Every rank's call, gathered before the operation runs (over Gloo, at the tag after its own).
     std::vector<Call> all(static_cast<size_t>(size_));
     Call mine = c.call;
     Tensor in, out;
@@ -326,7 +332,10 @@ void HostBackend::debug_check(const OpCtx &c) {
     out.data = all.data();
     out.numel = sizeof mine * all.size();
     out.dim0 = static_cast<int64_t>(out.numel);
-    gloo_->allgather(in, out, OpCtx{c.tag + 1, c.timeout, c.call});
+    if (algo_)  // one call every rank makes alike, whatever it checks
+        algo_->allgather(in, out, make_call("allgather", int(DType::UInt8), -1, -1, sizeof mine, c.call.seq), c.timeout);
+    else
+        gloo_->allgather(in, out, OpCtx{c.tag + 1, c.timeout, c.call});
     std::map<std::string, std::vector<int>> calls;  // what is called -> by whom
     for (int r = 0; r < size_; ++r) calls[describe_call(all[static_cast<size_t>(r)])].push_back(r);
     if (calls.size() == 1) return;

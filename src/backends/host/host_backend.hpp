@@ -3,8 +3,10 @@
 // (executor.hpp), packing lists of tensors into one, AVG and PREMUL_SUM, and
 // the choice of path: collectives take the host algorithms over a transport
 // (algorithms.hpp, transport/), by operation and size only so that every rank
-// picks the same; point-to-point, and collectives above DISTC_MESH_BYTES,
-// take Gloo's pairs (transport/gloo/).
+// picks the same, and point-to-point takes the TCP transport's own
+// connections. Gloo's pairs (transport/gloo/) are made only for what still
+// needs them: collectives above DISTC_MESH_BYTES (0: all of them, and
+// point-to-point too), and a group of one.
 #pragma once
 
 #include <memory>
@@ -17,12 +19,14 @@
 
 namespace distc {
 
+class TcpTransport;
+
 class HostBackend final : public AsyncBackend {
 public:
     // `debug`: DISTC_DEBUG=detail's cross-check of every collective's call
-    // over Gloo (the transports check every message's call anyway).
+    // (the transports check every message's call anyway; Gloo's pairs do not).
     HostBackend(const AsyncGroupInfo &info, bool debug);
-    ~HostBackend() override = default;
+    ~HostBackend() override;
 
     const char *name() const override { return "gloo"; }
     uint64_t device_types() const override { return (uint64_t{1} << 1) | (uint64_t{1} << 3); }  // kDLCPU, kDLCUDAHost
@@ -74,9 +78,10 @@ private:
 
     const int rank_, size_;
     const bool debug_;
-    std::unique_ptr<Backend> gloo_;
-    std::unique_ptr<Transport> tcp_;
+    std::unique_ptr<TcpTransport> tcp_;
     std::unique_ptr<Algorithms> algo_;  // over tcp_, when the group has one
+    std::unique_ptr<Backend> gloo_;     // only when something above needs it
+    P2pTransport *p2p_ = nullptr;       // tcp_'s, else gloo_
     Executor exec_;                     // last: stops its threads before the links go
 };
 

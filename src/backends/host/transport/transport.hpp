@@ -4,14 +4,20 @@
 // sends and receives and calls progress() once, which moves them all (from
 // the calling thread) and checks that every message belongs to the same call.
 // The TCP mesh (tcp/) is one; the shared-memory transport plugs in here too.
+//
+// Point-to-point (P2pTransport) is the other face of a transport: messages
+// matched by peer and tag, posted in the caller's order and waited for later.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/pg/call.hpp"
-#include "core/util/fn_ref.hpp"
+#include "core/pg/tensor.hpp"
 #include "core/util/clock.hpp"
+#include "core/util/fn_ref.hpp"
 
 namespace distc {
 
@@ -34,6 +40,24 @@ public:
     virtual void close() noexcept = 0;
     // "rank 3 at 10.0.0.2:40123 (tcp)", for messages.
     virtual std::string describe(int peer) const = 0;
+};
+
+// A posted send or receive. wait() returns the peer rank once it completed,
+// or throws (timeout, failure, abort); a wait that throws, or destroying it
+// unwaited, withdraws it: its buffer is never touched afterwards.
+class PendingP2p {
+public:
+    virtual ~PendingP2p() = default;
+    virtual int wait(Millis timeout) = 0;
+};
+
+class P2pTransport {
+public:
+    virtual ~P2pTransport() = default;
+    // Messages with one peer and tag are matched in the order they were posted.
+    virtual std::unique_ptr<PendingP2p> post_send(const Tensor &tensor, int dst, uint32_t tag) = 0;
+    // src < 0: any source.
+    virtual std::unique_ptr<PendingP2p> post_recv(Tensor &tensor, int src, uint32_t tag) = 0;
 };
 
 }  // namespace distc

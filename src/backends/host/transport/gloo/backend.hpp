@@ -11,19 +11,12 @@
 #include <memory>
 #include <vector>
 
+#include "backends/host/transport/transport.hpp"
 #include "core/pg/call.hpp"
 #include "core/pg/tensor.hpp"
 #include "core/store/store.hpp"
 
 namespace distc {
-
-// A posted send or receive. wait() returns the peer rank once it completed,
-// or throws (timeout, failure, abort).
-class PendingP2p {
-public:
-    virtual ~PendingP2p() = default;
-    virtual int wait(std::chrono::milliseconds timeout) = 0;
-};
 
 struct OpCtx {
     uint32_t tag;
@@ -31,7 +24,7 @@ struct OpCtx {
     Call call{};  // what the operation is (its seq is tag), for transports that check it on every message
 };
 
-class Backend {
+class Backend : public P2pTransport {
 public:
     virtual ~Backend() = default;
     virtual const char *name() const = 0;
@@ -51,12 +44,7 @@ public:
     virtual void alltoallv(const Tensor &input, const std::vector<size_t> &in_counts, Tensor &output,
                            const std::vector<size_t> &out_counts, const OpCtx &ctx) = 0;
     virtual void barrier(const OpCtx &ctx) = 0;
-    // Point-to-point is split in two: posting happens in the caller's order (so
-    // messages with one peer and tag never overtake each other), waiting may
-    // happen later on another thread.
-    virtual std::unique_ptr<PendingP2p> post_send(const Tensor &tensor, int dst, uint32_t tag) = 0;
-    // src < 0: any source.
-    virtual std::unique_ptr<PendingP2p> post_recv(Tensor &tensor, int src, uint32_t tag) = 0;
+    // Point-to-point: P2pTransport's post_send and post_recv.
 
     // Makes operations in flight fail soon and later ones fail at once. Any thread.
     virtual void abort() = 0;

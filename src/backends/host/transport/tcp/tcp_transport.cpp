@@ -38,30 +38,41 @@ TcpTransport::TcpTransport(Store &store, int rank, int size, Millis timeout)
     auto deadline = Clock::now() + timeout;
     Fd listener = tcp_listen("", 0, size + 8);
     std::string me = advertised_host() + ":" + std::to_string(local_port(listener.get()));
+    where_[static_cast<size_t>(rank)] = me;
     store.set("mesh/" + std::to_string(rank), ByteView(me.data(), me.size()));
+    // Lower ranks accept, higher ranks connect and say who they are and
+    // where they listen (for point-to-point connections made later).
     for (int p = 0; p < rank; ++p) {
         Bytes addr = store.get("mesh/" + std::to_string(p), timeout);
         std::string a(addr.begin(), addr.end());
         auto colon = a.rfind(':');
         where_[static_cast<size_t>(p)] = a;
         Fd fd = tcp_connect(a.substr(0, colon), std::atoi(a.c_str() + colon + 1), deadline);
-        int32_t self = rank;
-        send_all(fd.get(), &self, sizeof self, deadline, describe(p));
+        int32_t hello[2] = {rank, static_cast<int32_t>(me.size())};
+        send_all(fd.get(), hello, sizeof hello, deadline, describe(p));
+        send_all(fd.get(), me.data(), me.size(), deadline, describe(p));
         socks_[static_cast<size_t>(p)] = std::move(fd);
     }
     for (int n = rank + 1; n < size; ++n) {
         Fd fd = accept_one(listener.get(), deadline);
-        int32_t who = -1;
-        recv_all(fd.get(), &who, sizeof who, deadline, "a peer", spin_);
-        if (who <= rank || who >= size || socks_[static_cast<size_t>(who)].valid())
+        int32_t hello[2] = {-1, 0};
+        recv_all(fd.get(), hello, sizeof hello, deadline, "a peer", spin_);
+        int who = hello[0];
+        if (who <= rank || who >= size || socks_[static_cast<size_t>(who)].valid() || hello[1] <= 0 || hello[1] > 1024)
             fail(DISTC_EPROTO, "unexpected peer " + std::to_string(who) + " joined the group's mesh");
+        std::string a(static_cast<size_t>(hello[1]), '\0');
+        recv_all(fd.get(), &a[0], a.size(), deadline, "rank " + std::to_string(who), spin_);
         set_nodelay(fd.get());
-        where_[static_cast<size_t>(who)] = peer_address(fd.get());
+        where_[static_cast<size_t>(who)] = a;
         socks_[static_cast<size_t>(who)] = std::move(fd);
     }
+    p2p_ = std::make_unique<TcpP2p>(rank, where_, std::move(listener), timeout);
+    for (int p = 0; p < size; ++p)
+        if (p != rank) p2p_->watch(p, socks_[static_cast<size_t>(p)].get());
 }
 
 void TcpTransport::close() noexcept {
+    p2p_->close();
     for (auto &s : socks_)
         if (s.valid()) {
             // A reset rather than a FIN: a peer's next send on it fails at

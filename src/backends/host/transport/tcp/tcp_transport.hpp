@@ -7,10 +7,12 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/host/transport/tcp/mesh_exchange.hpp"
+#include "backends/host/transport/tcp/tcp_p2p.hpp"
 #include "backends/host/transport/transport.hpp"
 #include "core/store/store.hpp"
 
@@ -19,7 +21,8 @@ namespace distc {
 class TcpTransport final : public Transport {
 public:
     // Connects to every peer through `store` (the group's key space, keys
-    // "mesh/<rank>"); lower ranks accept, higher ranks connect.
+    // "mesh/<rank>"); lower ranks accept, higher ranks connect. The listener
+    // stays open for point-to-point (p2p()), connected on first use.
     TcpTransport(Store &store, int rank, int size, Millis timeout);
 
     const char *name() const override { return "tcp"; }
@@ -30,13 +33,15 @@ public:
     }
     void close() noexcept override;
     std::string describe(int peer) const override;
+    P2pTransport &p2p() { return *p2p_; }
 
 private:
     int rank_;
     std::vector<Fd> socks_;            // by peer rank; invalid for our own rank
-    std::vector<std::string> where_;   // by peer rank: its address, "host:port"
+    std::vector<std::string> where_;   // by rank: where it listens, "host:port"
     std::chrono::microseconds spin_;
     MeshExchange x_;
+    std::unique_ptr<TcpP2p> p2p_;
 };
 
 }  // namespace distc
