@@ -72,9 +72,7 @@ struct Config {
     bool json = false;
 };
 
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct WrongResult : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -82,9 +80,9 @@ struct WrongResult : std::runtime_error {
 
 class Bench {
 public:
-    Bench(const Config &cfg, std::shared_ptr<gloo::Context> ctx)
-        : cfg_(cfg), ctx_(std::move(ctx)), rank_(ctx_->rank), size_(ctx_->size),
-          timeout_(std::chrono::milliseconds(cfg.timeout_ms)) {}
+    Bench(const Config &cfg, std::shared_ptr<gloo::Context> ctx) :
+        cfg_(cfg), ctx_(std::move(ctx)), rank_(ctx_->rank), size_(ctx_->size),
+        timeout_(std::chrono::milliseconds(cfg.timeout_ms)) {}
 
     int rank() const { return rank_; }
     int size() const { return size_; }
@@ -142,8 +140,7 @@ public:
         {
             gloo::AllreduceOptions o(ctx_);
             o.setOutput(mm, 2);
-            o.setReduceFunction(
-                static_cast<void (*)(void *, const void *, const void *, size_t)>(&gloo::max<double>));
+            o.setReduceFunction(static_cast<void (*)(void *, const void *, const void *, size_t)>(&gloo::max<double>));
             o.setTag(next_tag());
             o.setTimeout(timeout_);
             gloo::allreduce(o);
@@ -175,41 +172,41 @@ private:
 
     void one(int op, int64_t count) {
         switch (op) {
-        case ALLREDUCE: {
-            gloo::AllreduceOptions o(ctx_);
-            o.setOutput(buf_.data(), static_cast<size_t>(count));
-            o.setReduceFunction(
-                static_cast<void (*)(void *, const void *, const void *, size_t)>(&gloo::sum<float>));
-            o.setTag(next_tag());
-            o.setTimeout(timeout_);
-            gloo::allreduce(o);
-            break;
-        }
-        case BROADCAST: {
-            gloo::BroadcastOptions o(ctx_);
-            if (rank_ == 0) o.setInput(buf_.data(), static_cast<size_t>(count));
-            o.setOutput(buf_.data(), static_cast<size_t>(count));
-            o.setRoot(0);
-            o.setTag(next_tag());
-            o.setTimeout(timeout_);
-            gloo::broadcast(o);
-            break;
-        }
-        case ALLGATHER: {
-            gloo::AllgatherOptions o(ctx_);
-            o.setInput(buf_.data(), static_cast<size_t>(count));
-            o.setOutput(out_.data(), static_cast<size_t>(count * size_));
-            o.setTag(next_tag());
-            o.setTimeout(timeout_);
-            gloo::allgather(o);
-            break;
-        }
-        default: {
-            gloo::BarrierOptions o(ctx_);
-            o.setTag(next_tag());
-            o.setTimeout(timeout_);
-            gloo::barrier(o);
-        }
+            case ALLREDUCE: {
+                gloo::AllreduceOptions o(ctx_);
+                o.setOutput(buf_.data(), static_cast<size_t>(count));
+                o.setReduceFunction(
+                    static_cast<void (*)(void *, const void *, const void *, size_t)>(&gloo::sum<float>));
+                o.setTag(next_tag());
+                o.setTimeout(timeout_);
+                gloo::allreduce(o);
+                break;
+            }
+            case BROADCAST: {
+                gloo::BroadcastOptions o(ctx_);
+                if (rank_ == 0) o.setInput(buf_.data(), static_cast<size_t>(count));
+                o.setOutput(buf_.data(), static_cast<size_t>(count));
+                o.setRoot(0);
+                o.setTag(next_tag());
+                o.setTimeout(timeout_);
+                gloo::broadcast(o);
+                break;
+            }
+            case ALLGATHER: {
+                gloo::AllgatherOptions o(ctx_);
+                o.setInput(buf_.data(), static_cast<size_t>(count));
+                o.setOutput(out_.data(), static_cast<size_t>(count * size_));
+                o.setTag(next_tag());
+                o.setTimeout(timeout_);
+                gloo::allgather(o);
+                break;
+            }
+            default: {
+                gloo::BarrierOptions o(ctx_);
+                o.setTag(next_tag());
+                o.setTimeout(timeout_);
+                gloo::barrier(o);
+            }
         }
     }
 
@@ -217,9 +214,12 @@ private:
     void fill_check(int op, int64_t count) {
         for (int64_t i = 0; i < count && op != BARRIER; ++i) {
             float &x = buf_[static_cast<size_t>(i)];
-            if (op == ALLREDUCE) x = float(rank_ + 1) + float(i % 7);
-            else if (op == BROADCAST) x = rank_ == 0 ? float(i % 251) + 1.0f : -1.0f;
-            else x = float(rank_ * 1000) + float(i % 13);
+            if (op == ALLREDUCE)
+                x = float(rank_ + 1) + float(i % 7);
+            else if (op == BROADCAST)
+                x = rank_ == 0 ? float(i % 251) + 1.0f : -1.0f;
+            else
+                x = float(rank_ * 1000) + float(i % 13);
         }
         if (op == ALLGATHER) std::fill(out_.begin(), out_.end(), -1.0f);
     }
@@ -242,8 +242,8 @@ private:
             }
             if (got != want) {
                 char m[256];
-                std::snprintf(m, sizeof m, "%s of %lld B over %d ranks: element %lld is %g, expected %g",
-                              op_names[op], (long long)size_bytes, (int)n, (long long)i, (double)got, (double)want);
+                std::snprintf(m, sizeof m, "%s of %lld B over %d ranks: element %lld is %g, expected %g", op_names[op],
+                              (long long)size_bytes, (int)n, (long long)i, (double)got, (double)want);
                 throw WrongResult(m);
             }
         }
@@ -276,9 +276,12 @@ bool parse_size(const char *s, int64_t *out) {
     double v = std::strtod(s, &end);
     if (errno || end == s || v < 0) return false;
     double m = 1;
-    if (*end == 'k' || *end == 'K') m = 1024.0, ++end;
-    else if (*end == 'm' || *end == 'M') m = 1024.0 * 1024.0, ++end;
-    else if (*end == 'g' || *end == 'G') m = 1024.0 * 1024.0 * 1024.0, ++end;
+    if (*end == 'k' || *end == 'K')
+        m = 1024.0, ++end;
+    else if (*end == 'm' || *end == 'M')
+        m = 1024.0 * 1024.0, ++end;
+    else if (*end == 'g' || *end == 'G')
+        m = 1024.0 * 1024.0 * 1024.0, ++end;
     if (*end == 'B' || *end == 'b') ++end;
     if (*end) return false;
     *out = static_cast<int64_t>(v * m);
@@ -319,13 +322,14 @@ bool parse_ops(Config &cfg, const std::string &s) {
 }
 
 void usage(const char *argv0, FILE *f) {
-    std::fprintf(f,
-                 "usage: %s --rank R --size N --store-dir DIR [-o OPS] [-b MIN] [-e MAX] [-f FACTOR]\n"
-                 "          [--iters N] [--warmup N] [--min-iters N] [--reps R] [--time-ms T] [--timeout-ms MS] [--json]\n"
-                 "  One rank of the collective benchmark with libgloo alone (bench/compare runs it next to\n"
-                 "  distc-pg-bench). DIR: an empty directory shared by the ranks (gloo FileStore); RANK,\n"
-                 "  WORLD_SIZE and GLOO_BENCH_STORE_DIR stand in for the flags. Other options as distc-pg-bench.\n",
-                 argv0);
+    std::fprintf(
+        f,
+        "usage: %s --rank R --size N --store-dir DIR [-o OPS] [-b MIN] [-e MAX] [-f FACTOR]\n"
+        "          [--iters N] [--warmup N] [--min-iters N] [--reps R] [--time-ms T] [--timeout-ms MS] [--json]\n"
+        "  One rank of the collective benchmark with libgloo alone (bench/compare runs it next to\n"
+        "  distc-pg-bench). DIR: an empty directory shared by the ranks (gloo FileStore); RANK,\n"
+        "  WORLD_SIZE and GLOO_BENCH_STORE_DIR stand in for the flags. Other options as distc-pg-bench.\n",
+        argv0);
 }
 
 // 0: run; 1: done (help); 2: usage error.
@@ -408,8 +412,10 @@ int run(const Config &cfg) {
     std::chrono::milliseconds timeout(cfg.timeout_ms);
     gloo::transport::tcp::attr attr;
     const char *ifname = std::getenv("GLOO_SOCKET_IFNAME");
-    if (ifname && *ifname) attr.iface = ifname;
-    else attr.hostname = "127.0.0.1";
+    if (ifname && *ifname)
+        attr.iface = ifname;
+    else
+        attr.hostname = "127.0.0.1";
     double t_join = now_s();
     auto device = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore file_store(cfg.store_dir);
@@ -423,13 +429,14 @@ int run(const Config &cfg) {
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     bool leader = cfg.rank == 0;
     if (leader && !cfg.json) {
-        std::printf("# gloo-raw-bench: %d ranks, libgloo directly (FileStore %s, tcp on %s), joined in %.0f ms; "
-                    "nproc %ld\n",
-                    cfg.size, cfg.store_dir.c_str(), ifname && *ifname ? ifname : "127.0.0.1", t_join * 1e3, nproc);
-        std::printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "op", "size(B)", "count", "iters", "time(us)",
-                    "min(us)", "algbw", "busbw");
-        std::printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "", "", "(elements)", "", "slowest", "fastest",
-                    "(GB/s)", "(GB/s)");
+        std::printf(
+            "# gloo-raw-bench: %d ranks, libgloo directly (FileStore %s, tcp on %s), joined in %.0f ms; "
+            "nproc %ld\n",
+            cfg.size, cfg.store_dir.c_str(), ifname && *ifname ? ifname : "127.0.0.1", t_join * 1e3, nproc);
+        std::printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "op", "size(B)", "count", "iters", "time(us)", "min(us)",
+                    "algbw", "busbw");
+        std::printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "", "", "(elements)", "", "slowest", "fastest", "(GB/s)",
+                    "(GB/s)");
         std::fflush(stdout);
     }
     for (int op : cfg.ops) {
@@ -450,13 +457,13 @@ int run(const Config &cfg) {
                 Bench::Result r = b.run(op, count, size);
                 last = size;
                 if (leader && cfg.json) {
-                    std::printf("{\"impl\": \"gloo\", \"op\": \"%s\", \"size_bytes\": %lld, \"count\": %lld, "
-                                "\"dtype\": \"float32\", \"ranks\": %d, \"root\": %d, \"iters\": %lld, "
-                                "\"warmup\": %lld, \"time_us\": %.3f, \"time_us_min\": %.3f, \"algbw_gbps\": %.6f, "
-                                "\"busbw_gbps\": %.6f, \"nproc\": %ld, \"version\": \"libgloo\"}\n",
-                                op_names[op], (long long)r.size_bytes, (long long)r.count, cfg.size,
-                                op == BROADCAST ? 0 : -1, (long long)r.iters, (long long)r.warmup, r.time_us,
-                                r.time_us_min, r.algbw, r.busbw, nproc);
+                    std::printf(
+                        "{\"impl\": \"gloo\", \"op\": \"%s\", \"size_bytes\": %lld, \"count\": %lld, "
+                        "\"dtype\": \"float32\", \"ranks\": %d, \"root\": %d, \"iters\": %lld, "
+                        "\"warmup\": %lld, \"time_us\": %.3f, \"time_us_min\": %.3f, \"algbw_gbps\": %.6f, "
+                        "\"busbw_gbps\": %.6f, \"nproc\": %ld, \"version\": \"libgloo\"}\n",
+                        op_names[op], (long long)r.size_bytes, (long long)r.count, cfg.size, op == BROADCAST ? 0 : -1,
+                        (long long)r.iters, (long long)r.warmup, r.time_us, r.time_us_min, r.algbw, r.busbw, nproc);
                 } else if (leader) {
                     std::printf("%-9s %12lld %12lld %8lld %11.2f %11.2f %9.4f %9.4f\n", op_names[op],
                                 (long long)r.size_bytes, (long long)r.count, (long long)r.iters, r.time_us,

@@ -53,14 +53,19 @@ int main(int argc, char **argv) {
     /* The level distc's mpi backend initialises MPI with. */
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "-b") && i + 1 < argc) minb = parse_size(argv[++i]);
-        else if (!strcmp(argv[i], "-e") && i + 1 < argc) maxb = parse_size(argv[++i]);
-        else if (!strcmp(argv[i], "-f") && i + 1 < argc) factor = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-r") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-d") && i + 1 < argc) delay_ns = atof(argv[++i]);
+        if (!strcmp(argv[i], "-b") && i + 1 < argc)
+            minb = parse_size(argv[++i]);
+        else if (!strcmp(argv[i], "-e") && i + 1 < argc)
+            maxb = parse_size(argv[++i]);
+        else if (!strcmp(argv[i], "-f") && i + 1 < argc)
+            factor = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-d") && i + 1 < argc)
+            delay_ns = atof(argv[++i]);
     }
     calibrate();
-    int loops = delay_ns > 0 ? 3 : 2;  /* mpi, distc, mpi + delay */
+    int loops = delay_ns > 0 ? 3 : 2; /* mpi, distc, mpi + delay */
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -77,8 +82,10 @@ int main(int argc, char **argv) {
     char delay_col[32];
     snprintf(delay_col, sizeof delay_col, "mpi+%gns(us)", delay_ns);
     if (rank == 0) {
-        printf("# distc mpi backend vs plain MPI_Allreduce, %d ranks, float32 sum in place; median of %d alternating rounds\n",
-               size, rounds);
+        printf(
+            "# distc mpi backend vs plain MPI_Allreduce, %d ranks, float32 sum in place; median of %d alternating "
+            "rounds\n",
+            size, rounds);
         printf("%12s %12s %8s %14s %14s %10s", "size(B)", "count", "iters", "mpi(us)", "distc(us)", "ratio");
         if (loops == 3) printf(" %14s %10s", delay_col, "ratio");
         printf("\n");
@@ -102,7 +109,7 @@ int main(int argc, char **argv) {
         DLTensor t = {buf, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &shape, NULL, 0};
         for (int r = 0; r < rounds; ++r) {
             for (int pass = 0; pass < loops; ++pass) {
-                int loop = (pass + r) % loops;  /* 0 mpi, 1 distc, 2 mpi + delay */
+                int loop = (pass + r) % loops; /* 0 mpi, 1 distc, 2 mpi + delay */
                 MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
                 for (int i = 0; i < iters; ++i) {

@@ -23,13 +23,13 @@
 
 #include <distc.h>
 
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, __VA_ARGS__);                                                \
-            fprintf(stderr, "\n");                                                       \
-            exit(1);                                                                     \
-        }                                                                                \
+#define CHECK(cond, ...)                  \
+    do {                                  \
+        if (!(cond)) {                    \
+            fprintf(stderr, __VA_ARGS__); \
+            fprintf(stderr, "\n");        \
+            exit(1);                      \
+        }                                 \
     } while (0)
 
 static double now_us(void) {
@@ -56,15 +56,25 @@ int main(int argc, char **argv) {
     size_t minb = 8, maxb = 256u << 20;
     int factor = 4, iters = 200, warmup = 20, rounds = 5, async = 0, gather = 0;
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "-b") && i + 1 < argc) minb = parse_size(argv[++i]);
-        else if (!strcmp(argv[i], "-e") && i + 1 < argc) maxb = parse_size(argv[++i]);
-        else if (!strcmp(argv[i], "-f") && i + 1 < argc) factor = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-n") && i + 1 < argc) iters = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-w") && i + 1 < argc) warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-r") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--async")) async = 1;
-        else if (!strcmp(argv[i], "-o") && i + 1 < argc) gather = !strcmp(argv[++i], "allgather");
-        else CHECK(0, "usage: %s [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] [-r rounds] [--async]", argv[0]);
+        if (!strcmp(argv[i], "-b") && i + 1 < argc)
+            minb = parse_size(argv[++i]);
+        else if (!strcmp(argv[i], "-e") && i + 1 < argc)
+            maxb = parse_size(argv[++i]);
+        else if (!strcmp(argv[i], "-f") && i + 1 < argc)
+            factor = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc)
+            iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-w") && i + 1 < argc)
+            warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--async"))
+            async = 1;
+        else if (!strcmp(argv[i], "-o") && i + 1 < argc)
+            gather = !strcmp(argv[++i], "allgather");
+        else
+            CHECK(0, "usage: %s [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] [-r rounds] [--async]",
+                  argv[0]);
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {

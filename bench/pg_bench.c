@@ -109,8 +109,8 @@ typedef struct bench {
     const config *cfg;
     distc_pg *pg;
     int32_t rank, size;
-    float *buf;     /* allreduce/broadcast tensor, allgather input */
-    float *out;     /* allgather output: `size` consecutive blocks */
+    float *buf; /* allreduce/broadcast tensor, allgather input */
+    float *out; /* allgather output: `size` consecutive blocks */
     size_t cap_buf, cap_out;
     DLTensor *views; /* allgather outputs: views of `out` */
     DLTensor **view_ptrs;
@@ -118,13 +118,12 @@ typedef struct bench {
     int64_t shape;
 } bench;
 
-#define CHECK(call)                                                                                  \
-    do {                                                                                             \
-        if ((call) != 0) {                                                                           \
-            fprintf(stderr, BENCH_NAME ": rank %d: %s failed: %s\n", (int)b->rank, #call,            \
-                    distc_error_last());                                                             \
-            return 1;                                                                                \
-        }                                                                                            \
+#define CHECK(call)                                                                                            \
+    do {                                                                                                       \
+        if ((call) != 0) {                                                                                     \
+            fprintf(stderr, BENCH_NAME ": rank %d: %s failed: %s\n", (int)b->rank, #call, distc_error_last()); \
+            return 1;                                                                                          \
+        }                                                                                                      \
     } while (0)
 
 static int reserve(bench *b, size_t n_buf, size_t n_out) {
@@ -150,35 +149,36 @@ static int one(bench *b, int op, int64_t count) {
 #ifdef PG_BENCH_MPI
     int c = (int)count;
     switch (op) {
-    case OP_ALLREDUCE: return MPI_Allreduce(MPI_IN_PLACE, b->buf, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS;
-    case OP_BROADCAST: return MPI_Bcast(b->buf, c, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
-    case OP_ALLGATHER: return MPI_Allgather(b->buf, c, MPI_FLOAT, b->out, c, MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS;
-    default: return MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS;
+        case OP_ALLREDUCE:
+            return MPI_Allreduce(MPI_IN_PLACE, b->buf, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS;
+        case OP_BROADCAST: return MPI_Bcast(b->buf, c, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
+        case OP_ALLGATHER:
+            return MPI_Allgather(b->buf, c, MPI_FLOAT, b->out, c, MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS;
+        default: return MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS;
     }
 #endif
     switch (op) {
-    case OP_ALLREDUCE: {
-        b->shape = count;
-        DLTensor t = tensor_f32(b->buf, &b->shape);
-        return distc_allreduce(NULL, b->pg, &t, DISTC_SUM, NULL);
-    }
-    case OP_BROADCAST: {
-        b->shape = count;
-        DLTensor t = tensor_f32(b->buf, &b->shape);
-        return distc_broadcast(NULL, b->pg, &t, 0, NULL);
-    }
-    case OP_ALLGATHER: {
-        b->shape = count;
-        b->view_shape = count;
-        DLTensor in = tensor_f32(b->buf, &b->shape);
-        for (int32_t r = 0; r < b->size; ++r) {
-            b->views[r] = tensor_f32(b->out + (size_t)r * (size_t)count, &b->view_shape);
-            b->view_ptrs[r] = &b->views[r];
+        case OP_ALLREDUCE: {
+            b->shape = count;
+            DLTensor t = tensor_f32(b->buf, &b->shape);
+            return distc_allreduce(NULL, b->pg, &t, DISTC_SUM, NULL);
         }
-        return distc_allgather(NULL, b->pg, b->view_ptrs, &in, NULL);
-    }
-    default:
-        return distc_barrier(NULL, b->pg, NULL);
+        case OP_BROADCAST: {
+            b->shape = count;
+            DLTensor t = tensor_f32(b->buf, &b->shape);
+            return distc_broadcast(NULL, b->pg, &t, 0, NULL);
+        }
+        case OP_ALLGATHER: {
+            b->shape = count;
+            b->view_shape = count;
+            DLTensor in = tensor_f32(b->buf, &b->shape);
+            for (int32_t r = 0; r < b->size; ++r) {
+                b->views[r] = tensor_f32(b->out + (size_t)r * (size_t)count, &b->view_shape);
+                b->view_ptrs[r] = &b->views[r];
+            }
+            return distc_allgather(NULL, b->pg, b->view_ptrs, &in, NULL);
+        }
+        default: return distc_barrier(NULL, b->pg, NULL);
     }
 }
 
@@ -187,10 +187,10 @@ static void fill_check(bench *b, int op, int64_t count) {
     float *x = b->buf;
     for (int64_t i = 0; i < count; ++i) {
         switch (op) {
-        case OP_ALLREDUCE: x[i] = (float)(b->rank + 1) + (float)(i % 7); break;
-        case OP_BROADCAST: x[i] = b->rank == 0 ? (float)(i % 251) + 1.0f : -1.0f; break;
-        case OP_ALLGATHER: x[i] = (float)(b->rank * 1000) + (float)(i % 13); break;
-        default: break;
+            case OP_ALLREDUCE: x[i] = (float)(b->rank + 1) + (float)(i % 7); break;
+            case OP_BROADCAST: x[i] = b->rank == 0 ? (float)(i % 251) + 1.0f : -1.0f; break;
+            case OP_ALLGATHER: x[i] = (float)(b->rank * 1000) + (float)(i % 13); break;
+            default: break;
         }
     }
     if (op == OP_ALLGATHER)
@@ -202,27 +202,25 @@ static int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
     for (int64_t i = 0; i < (op == OP_ALLGATHER ? count * n : count); ++i) {
         float got, want;
         switch (op) {
-        case OP_ALLREDUCE:
-            got = b->buf[i];
-            want = (float)(n * (n + 1) / 2) + (float)(n * (i % 7));
-            break;
-        case OP_BROADCAST:
-            got = b->buf[i];
-            want = (float)(i % 251) + 1.0f;
-            break;
-        case OP_ALLGATHER:
-            got = b->out[i];
-            want = (float)((i / count) * 1000) + (float)((i % count) % 13);
-            break;
-        default:
-            return 0;
+            case OP_ALLREDUCE:
+                got = b->buf[i];
+                want = (float)(n * (n + 1) / 2) + (float)(n * (i % 7));
+                break;
+            case OP_BROADCAST:
+                got = b->buf[i];
+                want = (float)(i % 251) + 1.0f;
+                break;
+            case OP_ALLGATHER:
+                got = b->out[i];
+                want = (float)((i / count) * 1000) + (float)((i % count) % 13);
+                break;
+            default: return 0;
         }
         if (got != want) {
             fprintf(stderr,
                     "distc-pg-bench: rank %d: WRONG RESULT: %s of %lld B over %d ranks: element %lld is %g, "
                     "expected %g\n",
-                    (int)b->rank, op_names[op], (long long)size_bytes, (int)n, (long long)i, (double)got,
-                    (double)want);
+                    (int)b->rank, op_names[op], (long long)size_bytes, (int)n, (long long)i, (double)got, (double)want);
             return 3;
         }
     }
@@ -356,7 +354,7 @@ static int run_one(bench *b, int op, int64_t count, int64_t size_bytes, result *
     r->warmup = warmup;
     r->time_us = mm[0] * 1e6;
     r->time_us_min = mm[1] * 1e6;
-    double factor = op == OP_ALLREDUCE ? 2.0 * (double)(n - 1) / (double)n
+    double factor = op == OP_ALLREDUCE   ? 2.0 * (double)(n - 1) / (double)n
                     : op == OP_ALLGATHER ? (double)(n - 1) / (double)n
                                          : 1.0;
     r->algbw = op == OP_BARRIER ? 0.0 : (double)size_bytes / mm[0] / 1e9;
@@ -372,9 +370,12 @@ static int parse_size(const char *s, int64_t *out) {
     double v = strtod(s, &end);
     if (errno || end == s || v < 0) return -1;
     double m = 1;
-    if (*end == 'k' || *end == 'K') m = 1024.0, ++end;
-    else if (*end == 'm' || *end == 'M') m = 1024.0 * 1024.0, ++end;
-    else if (*end == 'g' || *end == 'G') m = 1024.0 * 1024.0 * 1024.0, ++end;
+    if (*end == 'k' || *end == 'K')
+        m = 1024.0, ++end;
+    else if (*end == 'm' || *end == 'M')
+        m = 1024.0 * 1024.0, ++end;
+    else if (*end == 'g' || *end == 'G')
+        m = 1024.0 * 1024.0 * 1024.0, ++end;
     if (*end == 'B' || *end == 'b') ++end;
     if (*end) return -1;
     *out = (int64_t)(v * m);
@@ -460,9 +461,12 @@ static int parse_args(config *cfg, int argc, char **argv) {
         int64_t x = 0;
         if (!strcmp(a, "--rank") || !strcmp(a, "--size") || !strcmp(a, "--port")) {
             if (parse_int(v, &x) || x < 0 || x > 65535 || (!strcmp(a, "--size") && x < 1)) goto bad;
-            if (a[2] == 'r') cfg->rank = (int32_t)x;
-            else if (a[2] == 's') cfg->size = (int32_t)x;
-            else cfg->port = (int32_t)x;
+            if (a[2] == 'r')
+                cfg->rank = (int32_t)x;
+            else if (a[2] == 's')
+                cfg->size = (int32_t)x;
+            else
+                cfg->port = (int32_t)x;
         } else if (!strcmp(a, "--host")) {
             cfg->host = v;
         } else if (!strcmp(a, "--backend")) {
@@ -573,11 +577,12 @@ int main(int argc, char **argv) {
     if (leader && !cfg.json) {
         printf("# " BENCH_NAME " %s: %d ranks (%s, %s), joined in %.0f ms; nproc %ld\n", version, (int)b->size, impl,
                url, t_join * 1e3, nproc);
-        printf("# float32 sum; broadcast root 0; allgather size = gathered output; time = slowest rank's mean per "
-               "call; up to %lld warm-up and %lld timed calls within %.0f ms per size (at least %lld)\n",
-               (long long)cfg.warmup, (long long)cfg.iters, cfg.time_ms, (long long)cfg.min_iters);
-        printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "op", "size(B)", "count", "iters", "time(us)",
-               "min(us)", "algbw", "busbw");
+        printf(
+            "# float32 sum; broadcast root 0; allgather size = gathered output; time = slowest rank's mean per "
+            "call; up to %lld warm-up and %lld timed calls within %.0f ms per size (at least %lld)\n",
+            (long long)cfg.warmup, (long long)cfg.iters, cfg.time_ms, (long long)cfg.min_iters);
+        printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "op", "size(B)", "count", "iters", "time(us)", "min(us)",
+               "algbw", "busbw");
         printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "", "", "(elements)", "", "slowest", "fastest", "(GB/s)",
                "(GB/s)");
         fflush(stdout);
@@ -607,19 +612,20 @@ int main(int argc, char **argv) {
                 if (rc) break;
                 last = size;
                 if (leader && cfg.json) {
-                    printf("{\"impl\": \"%s\", \"op\": \"%s\", \"size_bytes\": %lld, \"count\": %lld, "
-                           "\"dtype\": \"float32\", \"ranks\": %d, \"root\": %d, \"iters\": %lld, \"warmup\": %lld, "
-                           "\"time_us\": %.3f, \"time_us_min\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, "
-                           "\"nproc\": %ld, \"version\": ",
-                           impl, op_names[op], (long long)r.size_bytes, (long long)r.count, (int)b->size,
-                           op == OP_BROADCAST ? 0 : -1, (long long)r.iters, (long long)r.warmup, r.time_us,
-                           r.time_us_min, r.algbw, r.busbw, nproc);
+                    printf(
+                        "{\"impl\": \"%s\", \"op\": \"%s\", \"size_bytes\": %lld, \"count\": %lld, "
+                        "\"dtype\": \"float32\", \"ranks\": %d, \"root\": %d, \"iters\": %lld, \"warmup\": %lld, "
+                        "\"time_us\": %.3f, \"time_us_min\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, "
+                        "\"nproc\": %ld, \"version\": ",
+                        impl, op_names[op], (long long)r.size_bytes, (long long)r.count, (int)b->size,
+                        op == OP_BROADCAST ? 0 : -1, (long long)r.iters, (long long)r.warmup, r.time_us, r.time_us_min,
+                        r.algbw, r.busbw, nproc);
                     print_json_str(version);
                     printf("}\n");
                 } else if (leader) {
                     printf("%-9s %12lld %12lld %8lld %11.2f %11.2f %9.4f %9.4f\n", op_names[op],
-                           (long long)r.size_bytes, (long long)r.count, (long long)r.iters, r.time_us,
-                           r.time_us_min, r.algbw, r.busbw);
+                           (long long)r.size_bytes, (long long)r.count, (long long)r.iters, r.time_us, r.time_us_min,
+                           r.algbw, r.busbw);
                 }
                 fflush(stdout);
             }

@@ -41,8 +41,7 @@ static void spin(double us) {
         nanosleep(&ts, NULL);
         return;
     }
-    while (now_us() < end) {
-    }
+    while (now_us() < end) {}
 }
 
 static int cmp(const void *a, const void *b) {
@@ -59,24 +58,30 @@ static double slowest(double v) {
     return v;
 }
 
-#define CHECK(x)                                                                   \
-    do {                                                                           \
-        if ((x) != 0) {                                                            \
+#define CHECK(x)                                                                      \
+    do {                                                                              \
+        if ((x) != 0) {                                                               \
             fprintf(stderr, "distc-reducer-bench: %s: %s\n", #x, distc_error_last()); \
-            exit(1);                                                               \
-        }                                                                          \
+            exit(1);                                                                  \
+        }                                                                             \
     } while (0)
 
 int main(int argc, char **argv) {
     int params = 48, kib = 256, iters = 5, cap_kib = 25 * 1024;
     double compute_us = 2000;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--params")) params = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--kib")) kib = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--compute-us")) compute_us = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--cap-kib")) cap_kib = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--compute")) g_idle = !strcmp(argv[i + 1], "idle") ? 1 : strcmp(argv[i + 1], "busy") ? -1 : 0;
+        if (!strcmp(argv[i], "--params"))
+            params = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--kib"))
+            kib = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--compute-us"))
+            compute_us = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--iters"))
+            iters = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--cap-kib"))
+            cap_kib = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--compute"))
+            g_idle = !strcmp(argv[i + 1], "idle") ? 1 : strcmp(argv[i + 1], "busy") ? -1 : 0;
     }
     if (params < 1 || kib < 1 || iters < 1 || compute_us < 0 || cap_kib < 1 || g_idle < 0) {
         fprintf(stderr,
@@ -158,16 +163,18 @@ int main(int argc, char **argv) {
     double compute = t[0][iters / 2], comm = t[1][iters / 2], serial = t[2][iters / 2], red = t[3][iters / 2];
     double bound = compute > comm ? compute : comm;
     if (rank == 0) {
-        printf("# distc-reducer-bench: %d ranks, %d float32 gradients of %d KiB (%.1f MiB), %.0f us %s compute each, "
-               "%zu buckets (1 MiB first, %d KiB cap); median of %d, slowest rank\n",
-               size, params, kib, params * kib / 1024.0, compute_us, g_idle ? "idle" : "busy", nb, cap_kib, iters);
+        printf(
+            "# distc-reducer-bench: %d ranks, %d float32 gradients of %d KiB (%.1f MiB), %.0f us %s compute each, "
+            "%zu buckets (1 MiB first, %d KiB cap); median of %d, slowest rank\n",
+            size, params, kib, params * kib / 1024.0, compute_us, g_idle ? "idle" : "busy", nb, cap_kib, iters);
         printf("mark_ready overhead            %10.3f us per call (goal <= 1 us)\n", mark);
         printf("compute alone                  %10.1f ms\n", compute / 1e3);
         printf("one allreduce alone            %10.1f ms\n", comm / 1e3);
         printf("compute, then one allreduce    %10.1f ms\n", serial / 1e3);
-        printf("compute with the reducer       %10.1f ms   = %.2f x max(compute, allreduce) (goal <= 1.10), "
-               "%.2f x compute-then-allreduce\n",
-               red / 1e3, red / bound, red / serial);
+        printf(
+            "compute with the reducer       %10.1f ms   = %.2f x max(compute, allreduce) (goal <= 1.10), "
+            "%.2f x compute-then-allreduce\n",
+            red / 1e3, red / bound, red / serial);
     }
     distc_reducer_free(r);
     distc_pg_free(g_pg);

@@ -137,31 +137,30 @@ static int fail_reply(int res_fd, int code, const char *what) {
     return write_all(res_fd, &r, sizeof r);
 }
 
-#define WCHECK(call)                                                        \
-    do {                                                                    \
-        int rc_ = (call);                                                   \
-        if (rc_ != 0) {                                                     \
-            char m_[240];                                                   \
-            snprintf(m_, sizeof m_, "%s: %s", #call, distc_error_last());   \
-            fail_reply(res_fd, rc_, m_);                                    \
-            return -1;                                                      \
-        }                                                                   \
+#define WCHECK(call)                                                      \
+    do {                                                                  \
+        int rc_ = (call);                                                 \
+        if (rc_ != 0) {                                                   \
+            char m_[240];                                                 \
+            snprintf(m_, sizeof m_, "%s: %s", #call, distc_error_last()); \
+            fail_reply(res_fd, rc_, m_);                                  \
+            return -1;                                                    \
+        }                                                                 \
     } while (0)
 
 /* One operation; `check` receives the counter of an add. */
 static int one_op(wstate *w, int op, int64_t *counter) {
     switch (op) {
-    case OP_SET:
-        return distc_store_set(w->store, w->key[OP_SET], w->value, w->cfg->value_size);
-    case OP_GET: {
-        distc_buf b = {NULL, 0};
-        int rc = distc_store_get(&b, w->store, w->key[OP_GET]);
-        if (rc == 0 && b.size != w->cfg->value_size) rc = distc_error_set(DISTC_EPROTO, "get returned a value of the wrong size");
-        distc_buf_dispose(&b);
-        return rc;
-    }
-    default:
-        return distc_store_add(counter, w->store, w->key[OP_ADD], 1);
+        case OP_SET: return distc_store_set(w->store, w->key[OP_SET], w->value, w->cfg->value_size);
+        case OP_GET: {
+            distc_buf b = {NULL, 0};
+            int rc = distc_store_get(&b, w->store, w->key[OP_GET]);
+            if (rc == 0 && b.size != w->cfg->value_size)
+                rc = distc_error_set(DISTC_EPROTO, "get returned a value of the wrong size");
+            distc_buf_dispose(&b);
+            return rc;
+        }
+        default: return distc_store_add(counter, w->store, w->key[OP_ADD], 1);
     }
 }
 
@@ -217,8 +216,8 @@ static int worker_run(wstate *w, const cmd *c, int cmd_fd, int res_fd) {
 
     if (c->op == OP_ADD && counter - first != c->warmup + c->iters - 1) {
         char m[200];
-        snprintf(m, sizeof m, "add: counter went from %lld to %lld over %lld adds",
-                 (long long)first, (long long)counter, (long long)(c->warmup + c->iters));
+        snprintf(m, sizeof m, "add: counter went from %lld to %lld over %lld adds", (long long)first,
+                 (long long)counter, (long long)(c->warmup + c->iters));
         fail_reply(res_fd, DISTC_EPROTO, m);
         return -1;
     }
@@ -526,9 +525,10 @@ int main(int argc, char **argv) {
     if (!cfg.json) {
         printf("# distc-store-bench %s: distc client (protocol %s) -> %s server %s:%d\n", distc_version(),
                cfg.protocol_name, cfg.port ? "external" : "in-process distc", cfg.host, (int)port);
-        printf("# %lld timed ops per client after %lld warm-up, value %zu B, nproc %ld; "
-               "latency per call, ops/s summed over clients\n",
-               (long long)cfg.iters, (long long)cfg.warmup, cfg.value_size, nproc);
+        printf(
+            "# %lld timed ops per client after %lld warm-up, value %zu B, nproc %ld; "
+            "latency per call, ops/s summed over clients\n",
+            (long long)cfg.iters, (long long)cfg.warmup, cfg.value_size, nproc);
         printf("%-4s %7s %10s %10s %10s %12s\n", "op", "clients", "mean_us", "p50_us", "p99_us", "ops/s");
         fflush(stdout);
     }
@@ -544,12 +544,13 @@ int main(int argc, char **argv) {
             if (cfg.json) {
                 printf("{\"client\": \"distc\", \"server\": \"%s\", \"host\": ", cfg.port ? "external" : "distc");
                 print_json_str(cfg.host);
-                printf(", \"port\": %d, \"protocol\": \"%s\", \"op\": \"%s\", \"clients\": %d, \"iters\": %lld, "
-                       "\"warmup\": %lld, \"value_size\": %zu, \"mean_us\": %.3f, \"p50_us\": %.3f, "
-                       "\"p99_us\": %.3f, \"ops_per_s\": %.1f, \"nproc\": %ld, \"distc_version\": \"%s\"}\n",
-                       (int)port, cfg.protocol_name, op_names[r.op], r.clients, (long long)cfg.iters,
-                       (long long)cfg.warmup, cfg.value_size, r.mean_us, r.p50_us, r.p99_us, r.ops_per_s, nproc,
-                       distc_version());
+                printf(
+                    ", \"port\": %d, \"protocol\": \"%s\", \"op\": \"%s\", \"clients\": %d, \"iters\": %lld, "
+                    "\"warmup\": %lld, \"value_size\": %zu, \"mean_us\": %.3f, \"p50_us\": %.3f, "
+                    "\"p99_us\": %.3f, \"ops_per_s\": %.1f, \"nproc\": %ld, \"distc_version\": \"%s\"}\n",
+                    (int)port, cfg.protocol_name, op_names[r.op], r.clients, (long long)cfg.iters,
+                    (long long)cfg.warmup, cfg.value_size, r.mean_us, r.p50_us, r.p99_us, r.ops_per_s, nproc,
+                    distc_version());
             } else {
                 printf("%-4s %7d %10.1f %10.1f %10.1f %12.0f\n", op_names[r.op], r.clients, r.mean_us, r.p50_us,
                        r.p99_us, r.ops_per_s);
@@ -565,8 +566,7 @@ done:
     }
     for (int i = 0; i < nworkers; ++i) {
         int st = 0;
-        while (waitpid(ws[i].pid, &st, 0) < 0 && errno == EINTR) {
-        }
+        while (waitpid(ws[i].pid, &st, 0) < 0 && errno == EINTR) {}
     }
     distc_store_free(server);
     return rc;

@@ -17,12 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        if ((call) != 0) {                                                                   \
-            fprintf(stderr, "rank %d: %s failed: %s\n", rank, #call, distc_error_last());   \
-            return 1;                                                                        \
-        }                                                                                    \
+#define CHECK(call)                                                                       \
+    do {                                                                                  \
+        if ((call) != 0) {                                                                \
+            fprintf(stderr, "rank %d: %s failed: %s\n", rank, #call, distc_error_last()); \
+            return 1;                                                                     \
+        }                                                                                 \
     } while (0)
 
 static double now_us(void) {
@@ -60,7 +60,7 @@ static int run_rank(void) {
 
     /* Wait for every peer's address, then read them all at once. */
     const char **keys = calloc((size_t)world, sizeof *keys);
-    char (*names)[64] = calloc((size_t)world, sizeof *names);
+    char(*names)[64] = calloc((size_t)world, sizeof *names);
     for (int i = 0; i < world; ++i) {
         snprintf(names[i], sizeof names[i], "addr/%d", i);
         keys[i] = names[i];
@@ -109,7 +109,8 @@ int main(int argc, char **argv) {
     int n = 4;
     if (getenv("RANK")) return run_rank(); /* started by a launcher */
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
+        if (!strcmp(argv[i], "-n") && i + 1 < argc)
+            n = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [-n NRANKS]\n", argv[0]);
             return 2;

@@ -152,17 +152,17 @@ typedef struct ctl {
     distc_work *pending;
     void *waited_stream;
     int stream_waits, releases, aborts;
-    int refuse;         /* allreduce returns DISTC_EINVAL without taking the work */
-    int refuse_late;    /* the same, after setting hooks */
-    int complete_now;   /* complete from a thread after a short while */
+    int refuse;          /* allreduce returns DISTC_EINVAL without taking the work */
+    int refuse_late;     /* the same, after setting hooks */
+    int complete_now;    /* complete from a thread after a short while */
     int complete_inline; /* complete before returning (on the calling thread) */
-    int fail_inline;    /* fail before returning */
-    int probe;          /* try the user's work calls on the handle first */
-    int probe_rc;       /* what distc_work_test answered */
-    int never;          /* never complete (the handle stays in `pending`) */
-    int twice;          /* complete inline, then try to complete, fail and hook it again */
-    int racing;         /* complete from a new thread at once, racing the caller's wait */
-    int again_rc[3];    /* what the second complete, fail and set_hooks answered */
+    int fail_inline;     /* fail before returning */
+    int probe;           /* try the user's work calls on the handle first */
+    int probe_rc;        /* what distc_work_test answered */
+    int never;           /* never complete (the handle stays in `pending`) */
+    int twice;           /* complete inline, then try to complete, fail and hook it again */
+    int racing;          /* complete from a new thread at once, racing the caller's wait */
+    int again_rc[3];     /* what the second complete, fail and set_hooks answered */
     int32_t seen_device;
 } ctl;
 
@@ -193,7 +193,8 @@ static int ctl_allreduce(distc_work *w, void *g, const distc_buffer *b, size_t n
     (void)op;
     ctl *c = g;
     if (c->refuse) return distc_error_set(DISTC_EINVAL, "the engine cannot reduce this (test)");
-    if (n != 1 || a->version != DISTC_BACKEND_OP_ARGS_VERSION || !a->op || strcmp(a->op, "allreduce") != 0 || a->seq == 0)
+    if (n != 1 || a->version != DISTC_BACKEND_OP_ARGS_VERSION || !a->op || strcmp(a->op, "allreduce") != 0 ||
+        a->seq == 0)
         return distc_error_set(DISTC_EINTERNAL, "unexpected arguments");
     c->seen_device = b[0].device_type;
     static const distc_work_hooks hooks = {DISTC_WORK_HOOKS_VERSION, ctl_wait_stream, ctl_release};
@@ -268,9 +269,9 @@ static void test_work_completed_by_backend(void **state) {
     assert_int_equal(hook_rc, 0);
     assert_int_equal(g_ctl.stream_waits, 1);
     assert_ptr_equal(g_ctl.waited_stream, (void *)0x1234);
-    ASSERT_ERR(distc_backend_work_set_hooks(g_ctl.pending, &(distc_work_hooks){DISTC_WORK_HOOKS_VERSION, NULL, NULL},
-                                            NULL),
-               DISTC_ESTATE, "already set");
+    ASSERT_ERR(
+        distc_backend_work_set_hooks(g_ctl.pending, &(distc_work_hooks){DISTC_WORK_HOOKS_VERSION, NULL, NULL}, NULL),
+        DISTC_ESTATE, "already set");
     ASSERT_OK(distc_backend_work_complete(g_ctl.pending, -1));
     ASSERT_OK(distc_work_wait(w, -1));
     uint64_t seq = 0;
@@ -328,7 +329,7 @@ static void test_work_completed_by_backend(void **state) {
     g_ctl.refuse_late = 0;
     assert_int_equal(g_ctl.releases, 1);
     g_ctl.complete_now = 1;
-    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));  /* the thread's handle is fine after a failure */
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL)); /* the thread's handle is fine after a failure */
     g_ctl.complete_now = 0;
     /* A blocking call completed twice, failed or hooked after it completed: refused, the call unharmed. */
     g_ctl.twice = 1;
@@ -345,8 +346,8 @@ static void test_work_completed_by_backend(void **state) {
     ASSERT_ERR(distc_backend_work_set_hooks(NULL, NULL, NULL), DISTC_EINVAL, "work");
     ASSERT_OK(distc_allreduce(&w, pg, &t, DISTC_SUM, NULL));
     ASSERT_ERR(distc_backend_work_set_hooks(g_ctl.pending, NULL, NULL), DISTC_EINVAL, "hooks");
-    ASSERT_ERR(distc_backend_work_set_hooks(g_ctl.pending, &(distc_work_hooks){99, NULL, NULL}, NULL),
-               DISTC_EINVAL, "hooks->version is 99");
+    ASSERT_ERR(distc_backend_work_set_hooks(g_ctl.pending, &(distc_work_hooks){99, NULL, NULL}, NULL), DISTC_EINVAL,
+               "hooks->version is 99");
     ASSERT_OK(distc_backend_work_complete(g_ctl.pending, -1));
     ASSERT_OK(distc_work_wait(w, -1));
     distc_work_free(w);
@@ -437,7 +438,8 @@ static void test_failed_creation_then_retry(void **state) {
         distc_store *st = NULL;
         ASSERT_OK(distc_store_new_hash(&st));
         for (int rep = 0; rep < 20; ++rep) {
-            if (dt_run_threads(st, size, retry_rank, NULL) != 0) fail_msg("repetition %d at %d ranks failed", rep, size);
+            if (dt_run_threads(st, size, retry_rank, NULL) != 0)
+                fail_msg("repetition %d at %d ranks failed", rep, size);
         }
         distc_store_free(st);
     }

@@ -106,20 +106,26 @@ static void test_bad_arguments(void **state) {
     ASSERT_ERR(distc_compute_bucket_assignment_by_size(out, &nb, one, 0, lim, 1, NULL), DISTC_EINVAL, "no tensors");
     ASSERT_ERR(distc_compute_bucket_assignment_by_size(out, &nb, one, 1, NULL, 1, NULL), DISTC_EINVAL, "limits");
     ASSERT_ERR(distc_compute_bucket_assignment_by_size(out, &nb, one, 1, lim, 0, NULL), DISTC_EINVAL, "limits");
-    ASSERT_ERR(distc_compute_bucket_assignment_by_size(out, &nb, one, 1, zero, 1, NULL), DISTC_EINVAL, "limits[0] is 0");
-    ASSERT_ERR(distc_compute_bucket_assignment_by_size(out, &nb, none, 1, lim, 1, NULL), DISTC_EINVAL, "tensors[0] is NULL");
+    ASSERT_ERR(distc_compute_bucket_assignment_by_size(out, &nb, one, 1, zero, 1, NULL), DISTC_EINVAL,
+               "limits[0] is 0");
+    ASSERT_ERR(distc_compute_bucket_assignment_by_size(out, &nb, none, 1, lim, 1, NULL), DISTC_EINVAL,
+               "tensors[0] is NULL");
     shape = -1;
     ASSERT_ERR(distc_compute_bucket_assignment_by_size(out, &nb, one, 1, lim, 1, NULL), DISTC_EINVAL, "negative");
     shape = 4;
     t.dtype.bits = 4;
-    ASSERT_ERR(distc_compute_bucket_assignment_by_size(out, &nb, one, 1, lim, 1, NULL), DISTC_EINVAL, "unsupported dtype");
+    ASSERT_ERR(distc_compute_bucket_assignment_by_size(out, &nb, one, 1, lim, 1, NULL), DISTC_EINVAL,
+               "unsupported dtype");
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_single_limit_single_dtype), cmocka_unit_test(test_single_limit_multi_dtype),
-        cmocka_unit_test(test_multi_limit_single_dtype),  cmocka_unit_test(test_multi_limit_multi_dtype),
-        cmocka_unit_test(test_last_limit_and_sparse),     cmocka_unit_test(test_devices_apart),
+        cmocka_unit_test(test_single_limit_single_dtype),
+        cmocka_unit_test(test_single_limit_multi_dtype),
+        cmocka_unit_test(test_multi_limit_single_dtype),
+        cmocka_unit_test(test_multi_limit_multi_dtype),
+        cmocka_unit_test(test_last_limit_and_sparse),
+        cmocka_unit_test(test_devices_apart),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,8 +13,20 @@
 /* ------------------------------------------------------------------------ */
 /* The test's store: an array of entries under a mutex, waiters on a condvar. */
 
-enum { OP_SET, OP_GET, OP_ADD, OP_CAS, OP_CHECK, OP_WAIT, OP_DELETE, OP_NUM_KEYS, OP_APPEND, OP_MULTI_GET,
-       OP_MULTI_SET, OP_COUNT };
+enum {
+    OP_SET,
+    OP_GET,
+    OP_ADD,
+    OP_CAS,
+    OP_CHECK,
+    OP_WAIT,
+    OP_DELETE,
+    OP_NUM_KEYS,
+    OP_APPEND,
+    OP_MULTI_GET,
+    OP_MULTI_SET,
+    OP_COUNT
+};
 
 struct entry {
     char *key;
@@ -130,14 +142,14 @@ static int timeout_error(const char *key) {
     return distc_error_set(DISTC_ETIMEOUT, msg);
 }
 
-#define LOCKED(c, op)                       \
-    struct cstore *c = payload;             \
-    pthread_mutex_lock(&c->mu);             \
-    int rc = enter(c, op);                  \
+#define LOCKED(c, op)           \
+    struct cstore *c = payload; \
+    pthread_mutex_lock(&c->mu); \
+    int rc = enter(c, op);      \
     if (rc != 0) goto out;
 
-#define UNLOCK(c)               \
-    out:                        \
+#define UNLOCK(c)                 \
+    out:                          \
     pthread_mutex_unlock(&c->mu); \
     return rc
 
@@ -280,15 +292,37 @@ static int cs_multi_set(void *payload, const char *const *keys, const void *cons
 }
 
 static const distc_store_vtable full_vt = {
-    DISTC_STORE_VTABLE_VERSION, cs_set, cs_get, cs_add, cs_compare_set, cs_check, cs_wait, cs_delete_key,
-    cs_num_keys, cs_append, cs_multi_get, cs_multi_set, cs_free,
+    DISTC_STORE_VTABLE_VERSION,
+    cs_set,
+    cs_get,
+    cs_add,
+    cs_compare_set,
+    cs_check,
+    cs_wait,
+    cs_delete_key,
+    cs_num_keys,
+    cs_append,
+    cs_multi_get,
+    cs_multi_set,
+    cs_free,
 };
 
 /* compare_set, check, delete_key and num_keys only: append, wait, multi_get
  * and multi_set are emulated by distc. */
 static const distc_store_vtable emulated_vt = {
-    DISTC_STORE_VTABLE_VERSION, cs_set, cs_get, cs_add, cs_compare_set, cs_check, NULL, cs_delete_key,
-    cs_num_keys, NULL, NULL, NULL, cs_free,
+    DISTC_STORE_VTABLE_VERSION,
+    cs_set,
+    cs_get,
+    cs_add,
+    cs_compare_set,
+    cs_check,
+    NULL,
+    cs_delete_key,
+    cs_num_keys,
+    NULL,
+    NULL,
+    NULL,
+    cs_free,
 };
 
 /* set, get and add only. */
@@ -616,8 +650,8 @@ static void test_bad_vtable(void **state) {
     assert_int_equal(freed, 0);
 
     /* A NULL payload and a NULL free are fine. */
-    distc_store_vtable bare = {DISTC_STORE_VTABLE_VERSION, noop_set, quiet_get, NULL, NULL, NULL, NULL,
-                               NULL, NULL, NULL, NULL, NULL, NULL};
+    distc_store_vtable bare = {
+        DISTC_STORE_VTABLE_VERSION, noop_set, quiet_get, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     ASSERT_EINVAL(distc_store_new_custom(&s, &bare, NULL), "distc_store_new_custom", "add");
     bare.add = cs_add;
     ASSERT_OK(distc_store_new_custom(&s, &bare, NULL));

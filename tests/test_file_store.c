@@ -269,8 +269,8 @@ static void test_not_a_store(void **state) {
     ASSERT_ERR(distc_store_new_file(&s, path, 1), DISTC_EPROTO, path);
 
     /* The magic followed by an unknown record type. */
-    const char bad_op[] = {'D', 'I', 'S', 'T', 'C', 'F', 'S', '1', 9, 1, 0, 0, 0, 0, 0, 0, 0, 'k',
-                           0,   0,   0,   0,   0,   0,   0,   0};
+    const char bad_op[] = {'D', 'I', 'S', 'T', 'C', 'F', 'S', '1', 9, 1, 0, 0, 0,
+                           0,   0,   0,   0,   'k', 0,   0,   0,   0, 0, 0, 0, 0};
     write_file(path, bad_op, sizeof bad_op);
     ASSERT_ERR(distc_store_new_file(&s, path, 1), DISTC_EPROTO, "malformed");
 
@@ -297,14 +297,10 @@ static void test_bad_args(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        DT_STORE_SUITE(setup, teardown),
-        cmocka_unit_test(test_two_handles_share),
-        cmocka_unit_test(test_processes_add),
-        cmocka_unit_test(test_processes_wait),
-        cmocka_unit_test(test_big_value),
-        cmocka_unit_test(test_cleanup),
-        cmocka_unit_test(test_missing_directory),
-        cmocka_unit_test(test_not_a_store),
+        DT_STORE_SUITE(setup, teardown),          cmocka_unit_test(test_two_handles_share),
+        cmocka_unit_test(test_processes_add),     cmocka_unit_test(test_processes_wait),
+        cmocka_unit_test(test_big_value),         cmocka_unit_test(test_cleanup),
+        cmocka_unit_test(test_missing_directory), cmocka_unit_test(test_not_a_store),
         cmocka_unit_test(test_bad_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

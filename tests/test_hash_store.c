@@ -58,15 +58,15 @@ static void *waker_fn(void *arg) {
     struct waker *w = arg;
     usleep(50 * 1000);
     switch (w->which) {
-    case 0: distc_store_add(NULL, w->s, "w0", 1); break;
-    case 1: distc_store_append(w->s, "w1", "a", 1); break;
-    case 2: distc_store_compare_set(NULL, w->s, "w2", NULL, 0, "c", 1); break;
-    default: {
-        const char *k = "w3";
-        const void *v = "m";
-        size_t l = 1;
-        distc_store_multi_set(w->s, &k, &v, &l, 1);
-    }
+        case 0: distc_store_add(NULL, w->s, "w0", 1); break;
+        case 1: distc_store_append(w->s, "w1", "a", 1); break;
+        case 2: distc_store_compare_set(NULL, w->s, "w2", NULL, 0, "c", 1); break;
+        default: {
+            const char *k = "w3";
+            const void *v = "m";
+            size_t l = 1;
+            distc_store_multi_set(w->s, &k, &v, &l, 1);
+        }
     }
     return NULL;
 }

@@ -31,9 +31,9 @@ static void check_group_works(distc_pg *pg, int rank, int size) {
 static void rank_huge_tensors(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
     float data[64] = {0};
-    int64_t huge = INT64_C(1) << 62;                                   /* 2^64 bytes of float32: wraps to 0 */
-    int64_t wraps[2] = {1024, (INT64_C(1) << 54) + 1};                 /* 2^64 + 1024 elements: wraps to 1024 */
-    int64_t over[1] = {(INT64_C(1) << 46) + 1};                        /* fits in 64 bits, over 2^48 bytes */
+    int64_t huge = INT64_C(1) << 62;                   /* 2^64 bytes of float32: wraps to 0 */
+    int64_t wraps[2] = {1024, (INT64_C(1) << 54) + 1}; /* 2^64 + 1024 elements: wraps to 1024 */
+    int64_t over[1] = {(INT64_C(1) << 46) + 1};        /* fits in 64 bits, over 2^48 bytes */
     int64_t max1 = INT64_MAX, sixteen = 16;
     DLTensor t = {data, {kDLCPU, 0}, 1, DT_F32, &huge, NULL, 0};
     RK_ERR2(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL), DISTC_EINVAL, "tensor", "DISTC_TENSOR_MAX_BYTES");

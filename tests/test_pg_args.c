@@ -19,16 +19,16 @@
  * NULL) and asynchronous (OUT is &w): both must fail with `code` and a message
  * holding `fn` and `needle`, and no handle may come out.
  */
-#define BAD(code, fn, needle, call)                                                            \
-    do {                                                                                       \
-        if (skip_bad) break;                                                                   \
-        distc_work *w_ = NULL;                                                                 \
-        distc_work **OUT = NULL;                                                               \
-        RK_ERR2(call, code, fn, needle);                                                       \
-        OUT = &w_;                                                                             \
-        RK_ERR2(call, code, fn, needle);                                                       \
-        RK_CHECKF(w_ == NULL, "%s handed out a work handle for a bad call", fn);               \
-        (void)OUT;                                                                             \
+#define BAD(code, fn, needle, call)                                              \
+    do {                                                                         \
+        if (skip_bad) break;                                                     \
+        distc_work *w_ = NULL;                                                   \
+        distc_work **OUT = NULL;                                                 \
+        RK_ERR2(call, code, fn, needle);                                         \
+        OUT = &w_;                                                               \
+        RK_ERR2(call, code, fn, needle);                                         \
+        RK_CHECKF(w_ == NULL, "%s handed out a work handle for a bad call", fn); \
+        (void)OUT;                                                               \
     } while (0)
 #define EINVAL_(fn, needle, call) BAD(DISTC_EINVAL, fn, needle, call)
 
@@ -36,17 +36,17 @@
 static __thread int skip_bad;
 
 /* The same on the main thread (cmocka assertions). */
-#define MAIN_BAD(code, fn, needle, call)                                                       \
-    do {                                                                                       \
-        distc_work *w_ = NULL;                                                                 \
-        distc_work **OUT = NULL;                                                               \
-        ASSERT_ERR(call, code, fn);                                                            \
-        dt_assert_contains(distc_error_last(), needle);                                        \
-        OUT = &w_;                                                                             \
-        ASSERT_ERR(call, code, fn);                                                            \
-        dt_assert_contains(distc_error_last(), needle);                                        \
-        assert_null(w_);                                                                       \
-        (void)OUT;                                                                             \
+#define MAIN_BAD(code, fn, needle, call)                \
+    do {                                                \
+        distc_work *w_ = NULL;                          \
+        distc_work **OUT = NULL;                        \
+        ASSERT_ERR(call, code, fn);                     \
+        dt_assert_contains(distc_error_last(), needle); \
+        OUT = &w_;                                      \
+        ASSERT_ERR(call, code, fn);                     \
+        dt_assert_contains(distc_error_last(), needle); \
+        assert_null(w_);                                \
+        (void)OUT;                                      \
     } while (0)
 
 static void fill_seq(DLTensor *t, int base) {
@@ -206,7 +206,8 @@ static void rank_bad_collective_args(distc_pg *pg, int rank, int size, void *arg
     }
     EINVAL_("distc_allreduce_coalesced", "op 42",
             distc_allreduce_coalesced(OUT, pg, list, (size_t)size, (distc_reduce_op)42, NULL));
-    EINVAL_("distc_allreduce_coalesced", "BOR", distc_allreduce_coalesced(OUT, pg, list, (size_t)size, DISTC_BOR, NULL));
+    EINVAL_("distc_allreduce_coalesced", "BOR",
+            distc_allreduce_coalesced(OUT, pg, list, (size_t)size, DISTC_BOR, NULL));
 
     /* broadcast */
     EINVAL_("distc_broadcast", "tensor", distc_broadcast(OUT, pg, NULL, 0, NULL));
@@ -233,8 +234,8 @@ static void rank_bad_collective_args(distc_pg *pg, int rank, int size, void *arg
     EINVAL_("distc_allgather", "outputs", distc_allgather(OUT, pg, NULL, t, NULL));
     EINVAL_("distc_allgather", "input", distc_allgather(OUT, pg, list, NULL, NULL));
     EINVAL_("distc_allgather", holed_name, distc_allgather(OUT, pg, holed, t, NULL));
-    EINVAL_("distc_allgather", holed_name, distc_allgather(OUT, pg, mixed, t, NULL));  /* dtype mismatch */
-    EINVAL_("distc_allgather", holed_name, distc_allgather(OUT, pg, uneven, t, NULL)); /* size mismatch */
+    EINVAL_("distc_allgather", holed_name, distc_allgather(OUT, pg, mixed, t, NULL));   /* dtype mismatch */
+    EINVAL_("distc_allgather", holed_name, distc_allgather(OUT, pg, uneven, t, NULL));  /* size mismatch */
     EINVAL_("distc_allgather", "outputs[0]", distc_allgather(OUT, pg, list, ti, NULL)); /* int32 input */
     EINVAL_("distc_allgather", "version", distc_allgather(OUT, pg, list, t, &bad_version));
 
@@ -242,11 +243,9 @@ static void rank_bad_collective_args(distc_pg *pg, int rank, int size, void *arg
     EINVAL_("distc_allgather_into_tensor", "output", distc_allgather_into_tensor(OUT, pg, NULL, t, NULL));
     EINVAL_("distc_allgather_into_tensor", "input", distc_allgather_into_tensor(OUT, pg, big, NULL, NULL));
     EINVAL_("distc_allgather_into_tensor", "output", distc_allgather_into_tensor(OUT, pg, wrong, t, NULL));
-    if (size > 1)
-        EINVAL_("distc_allgather_into_tensor", "output", distc_allgather_into_tensor(OUT, pg, t, big, NULL));
+    if (size > 1) EINVAL_("distc_allgather_into_tensor", "output", distc_allgather_into_tensor(OUT, pg, t, big, NULL));
     EINVAL_("distc_allgather_into_tensor", "int32", distc_allgather_into_tensor(OUT, pg, bigi, t, NULL));
-    EINVAL_("distc_allgather_into_tensor", "timeout_ms",
-            distc_allgather_into_tensor(OUT, pg, big, t, &bad_timeout));
+    EINVAL_("distc_allgather_into_tensor", "timeout_ms", distc_allgather_into_tensor(OUT, pg, big, t, &bad_timeout));
     check_group_works(pg, rank, size, &ops);
 
     /* gather and scatter: checks every rank makes alike (the root-only ones: rank_bad_root_lists) */
@@ -275,8 +274,7 @@ static void rank_bad_collective_args(distc_pg *pg, int rank, int size, void *arg
     EINVAL_("distc_reduce_scatter", "version", distc_reduce_scatter(OUT, pg, t, cl, DISTC_SUM, &bad_version));
 
     /* reduce_scatter_tensor */
-    EINVAL_("distc_reduce_scatter_tensor", "output",
-            distc_reduce_scatter_tensor(OUT, pg, NULL, big, DISTC_SUM, NULL));
+    EINVAL_("distc_reduce_scatter_tensor", "output", distc_reduce_scatter_tensor(OUT, pg, NULL, big, DISTC_SUM, NULL));
     EINVAL_("distc_reduce_scatter_tensor", "input", distc_reduce_scatter_tensor(OUT, pg, t, NULL, DISTC_SUM, NULL));
     EINVAL_("distc_reduce_scatter_tensor", "input", distc_reduce_scatter_tensor(OUT, pg, t, wrong, DISTC_SUM, NULL));
     if (size > 1)
@@ -326,24 +324,20 @@ static void rank_bad_collective_args(distc_pg *pg, int rank, int size, void *arg
         int64_t even[MAX_SIZE], short_[MAX_SIZE], negative[MAX_SIZE];
         for (int j = 0; j < size; ++j) {
             even[j] = 2;
-            short_[j] = j == last ? 1 : 2; /* adds up to rows - 1 */
+            short_[j] = j == last ? 1 : 2;            /* adds up to rows - 1 */
             negative[j] = j == 0 ? 3 * size - 1 : -1; /* adds up to rows, one part negative */
         }
         EINVAL_("distc_alltoall_single", "input", distc_alltoall_single(OUT, pg, out, NULL, NULL, NULL, NULL));
         EINVAL_("distc_alltoall_single", "output", distc_alltoall_single(OUT, pg, NULL, in, NULL, NULL, NULL));
-        EINVAL_("distc_alltoall_single", "input_splits",
-                distc_alltoall_single(OUT, pg, out, in, even, short_, NULL));
-        EINVAL_("distc_alltoall_single", "output_splits",
-                distc_alltoall_single(OUT, pg, out, in, short_, even, NULL));
+        EINVAL_("distc_alltoall_single", "input_splits", distc_alltoall_single(OUT, pg, out, in, even, short_, NULL));
+        EINVAL_("distc_alltoall_single", "output_splits", distc_alltoall_single(OUT, pg, out, in, short_, even, NULL));
         if (size > 1)
-            EINVAL_("distc_alltoall_single", "negative",
-                    distc_alltoall_single(OUT, pg, out, in, even, negative, NULL));
+            EINVAL_("distc_alltoall_single", "negative", distc_alltoall_single(OUT, pg, out, in, even, negative, NULL));
         EINVAL_("distc_alltoall_single", "int32", distc_alltoall_single(OUT, pg, outi, in, NULL, NULL, NULL));
         EINVAL_("distc_alltoall_single", "rows", distc_alltoall_single(OUT, pg, out2, in2, NULL, NULL, NULL));
         if (size > 1)
             EINVAL_("distc_alltoall_single", "divide", distc_alltoall_single(OUT, pg, odd, odd, NULL, NULL, NULL));
-        EINVAL_("distc_alltoall_single", "version",
-                distc_alltoall_single(OUT, pg, out, in, NULL, NULL, &bad_version));
+        EINVAL_("distc_alltoall_single", "version", distc_alltoall_single(OUT, pg, out, in, NULL, NULL, &bad_version));
         dt_tensor_free(in);
         dt_tensor_free(out);
         dt_tensor_free(outi);

@@ -17,8 +17,8 @@
 
 /* ---------------------------------------------------------------- reduce ops */
 
-static const distc_reduce_op all_ops[] = {DISTC_SUM, DISTC_AVG, DISTC_PRODUCT, DISTC_MIN,       DISTC_MAX,
-                                          DISTC_BAND, DISTC_BOR, DISTC_BXOR, DISTC_PREMUL_SUM};
+static const distc_reduce_op all_ops[] = {DISTC_SUM,  DISTC_AVG, DISTC_PRODUCT, DISTC_MIN,       DISTC_MAX,
+                                          DISTC_BAND, DISTC_BOR, DISTC_BXOR,    DISTC_PREMUL_SUM};
 #define NUM_OPS (sizeof all_ops / sizeof all_ops[0])
 
 static const char *op_name(distc_reduce_op op) {
@@ -108,14 +108,14 @@ static void expect_reduce(DLDataType dt, distc_reduce_op op, int size, int i, in
             par ^= v;
         }
         switch (op) {
-        case DISTC_SUM:
-        case DISTC_MAX:
-        case DISTC_BOR: *re = any; break;
-        case DISTC_PRODUCT:
-        case DISTC_MIN:
-        case DISTC_BAND: *re = all; break;
-        case DISTC_BXOR: *re = par; break;
-        default: *re = NAN;
+            case DISTC_SUM:
+            case DISTC_MAX:
+            case DISTC_BOR: *re = any; break;
+            case DISTC_PRODUCT:
+            case DISTC_MIN:
+            case DISTC_BAND: *re = all; break;
+            case DISTC_BXOR: *re = par; break;
+            default: *re = NAN;
         }
         return;
     }
@@ -128,15 +128,15 @@ static void expect_reduce(DLDataType dt, distc_reduce_op op, int size, int i, in
                 continue;
             }
             switch (op) {
-            case DISTC_SUM:
-            case DISTC_AVG: acc += v; break;
-            case DISTC_PREMUL_SUM: acc += v * 3; break;
-            case DISTC_PRODUCT: acc *= v; break;
-            case DISTC_MIN: acc = v < acc ? v : acc; break;
-            case DISTC_MAX: acc = v > acc ? v : acc; break;
-            case DISTC_BAND: acc &= v; break;
-            case DISTC_BOR: acc |= v; break;
-            case DISTC_BXOR: acc ^= v; break;
+                case DISTC_SUM:
+                case DISTC_AVG: acc += v; break;
+                case DISTC_PREMUL_SUM: acc += v * 3; break;
+                case DISTC_PRODUCT: acc *= v; break;
+                case DISTC_MIN: acc = v < acc ? v : acc; break;
+                case DISTC_MAX: acc = v > acc ? v : acc; break;
+                case DISTC_BAND: acc &= v; break;
+                case DISTC_BOR: acc |= v; break;
+                case DISTC_BXOR: acc ^= v; break;
             }
         }
         if (op == DISTC_AVG) acc /= size; /* C division truncates toward zero, like torch's */
@@ -154,19 +154,19 @@ static void expect_reduce(DLDataType dt, distc_reduce_op op, int size, int i, in
             continue;
         }
         switch (op) {
-        case DISTC_SUM:
-        case DISTC_AVG:
-            acc += v;
-            acci += vi;
-            break;
-        case DISTC_PREMUL_SUM:
-            acc += v * f;
-            acci += vi * f;
-            break;
-        case DISTC_PRODUCT: acc *= v; break;
-        case DISTC_MIN: acc = fmin(acc, v); break;
-        case DISTC_MAX: acc = fmax(acc, v); break;
-        default: acc = NAN;
+            case DISTC_SUM:
+            case DISTC_AVG:
+                acc += v;
+                acci += vi;
+                break;
+            case DISTC_PREMUL_SUM:
+                acc += v * f;
+                acci += vi * f;
+                break;
+            case DISTC_PRODUCT: acc *= v; break;
+            case DISTC_MIN: acc = fmin(acc, v); break;
+            case DISTC_MAX: acc = fmax(acc, v); break;
+            default: acc = NAN;
         }
     }
     if (op == DISTC_AVG) {
@@ -193,13 +193,13 @@ static int close_to(DLDataType dt, double got, double exp, int approx) {
 
 /* Element i of t is (re, im); reports a failure (with `what`) and returns 0 if not. */
 #define CHECK_ELEM(what, t, i, re, im, approx) check_elem(__FILE__, __LINE__, what, t, i, re, im, approx)
-static int check_elem(const char *file, int line, const char *what, const DLTensor *t, int64_t i, double re,
-                      double im, int approx) {
+static int check_elem(const char *file, int line, const char *what, const DLTensor *t, int64_t i, double re, double im,
+                      int approx) {
     double g = dt_get(t, i), gi = dt_get_imag(t, i);
     if (close_to(t->dtype, g, re, approx) && close_to(t->dtype, gi, im, approx)) return 1;
     if (dt_is_complex(t->dtype))
-        dt_rank_fail(file, line, "%s: element %lld is %.17g%+.17gi, expected %.17g%+.17gi", what, (long long)i, g,
-                     gi, re, im);
+        dt_rank_fail(file, line, "%s: element %lld is %.17g%+.17gi, expected %.17g%+.17gi", what, (long long)i, g, gi,
+                     re, im);
     else
         dt_rank_fail(file, line, "%s: element %lld is %.17g, expected %.17g", what, (long long)i, g, re);
     return 0;
@@ -444,8 +444,7 @@ static void rank_reduce(distc_pg *pg, int rank, int size, void *arg) {
             distc_reduce_op op = all_ops[o];
             for (int root = 0; root < size; ++root) {
                 char what[112];
-                snprintf(what, sizeof what, "reduce %s %s root %d size %d", dt_dtype_name(dt), op_name(op), root,
-                         size);
+                snprintf(what, sizeof what, "reduce %s %s root %d size %d", dt_dtype_name(dt), op_name(op), root, size);
                 DLTensor *t = dt_tensor_1d(dt, 5 + (int64_t)(d + o) % 4);
                 fill_small(t, rank, 1);
                 distc_op_options oo;
@@ -606,10 +605,9 @@ static void rank_reduce_scatter(distc_pg *pg, int rank, int size, void *arg) {
             DLTensor *out = dt_tensor_1d(dt, n);
             fill_uniq(out, 3, 3);
             if (!op_supported(dt, op)) {
-                CHECK_UNSUPPORTED("distc_reduce_scatter",
-                                  distc_reduce_scatter(NULL, pg, out, (const DLTensor *const *)ins, op,
-                                                       op_opts(&oo, dt, op)),
-                                  op);
+                CHECK_UNSUPPORTED(
+                    "distc_reduce_scatter",
+                    distc_reduce_scatter(NULL, pg, out, (const DLTensor *const *)ins, op, op_opts(&oo, dt, op)), op);
                 CHECK_UNIQ(what, out, 3, 3);
             } else if (RK_OK(distc_reduce_scatter(NULL, pg, out, (const DLTensor *const *)ins, op,
                                                   op_opts(&oo, dt, op)))) {
@@ -636,8 +634,8 @@ static void rank_reduce_scatter(distc_pg *pg, int rank, int size, void *arg) {
             }
             for (int j = 0; j < size; ++j)
                 for (int64_t i = 0; i < n; ++i)
-                    if (!CHECK_ELEM(what, flat, j * n + i, small_re(dt, rank, (int)i, j),
-                                    small_im(dt, rank, (int)i, j), 0))
+                    if (!CHECK_ELEM(what, flat, j * n + i, small_re(dt, rank, (int)i, j), small_im(dt, rank, (int)i, j),
+                                    0))
                         break;
             dt_tensor_free(flat);
             dt_tensor_free(out);
@@ -825,8 +823,7 @@ static void rank_barrier(distc_pg *pg, int rank, int size, void *arg) {
             const char *k = key;
             int32_t present = 0;
             if (RK_OK(distc_store_check(&present, st, &k, 1)))
-                RK_CHECKF(present == 1, "round %d: rank %d left the barrier before rank %d entered it", round, rank,
-                          r);
+                RK_CHECKF(present == 1, "round %d: rank %d left the barrier before rank %d entered it", round, rank, r);
         }
     }
     /* With options (a per-op timeout). */

@@ -111,22 +111,22 @@ static int mismatched_call(distc_pg *pg, int rank, mismatch m) {
     int64_t four = 4, five = 5;
     DLTensor t = {f, {kDLCPU, 0}, 1, DT_F32, &four, NULL, 0};
     switch (m) {
-    case COUNTS: /* 4 floats against 5 */
-        if (rank == 1) t.shape = &five;
-        return distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
-    case DTYPES: /* float32 against int32 */
-        if (rank == 1) t = (DLTensor){i, {kDLCPU, 0}, 1, DT_I32, &four, NULL, 0};
-        return distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
-    case SPLITS: { /* rank 1 expects 3 elements from rank 0, which sends it 2 */
-        int64_t in_splits[2] = {2, 2}, out_splits[2] = {2, 2}, n5 = 5;
-        if (rank == 1) out_splits[0] = 3;
-        DLTensor in = {i, {kDLCPU, 0}, 1, DT_I32, &four, NULL, 0};
-        int32_t o[5];
-        DLTensor out = {o, {kDLCPU, 0}, 1, DT_I32, rank == 1 ? &n5 : &four, NULL, 0};
-        return distc_alltoall_single(NULL, pg, &out, &in, out_splits, in_splits, NULL);
-    }
-    case BCAST_VS_ALLREDUCE:
-        return rank == 0 ? distc_broadcast(NULL, pg, &t, 0, NULL) : distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
+        case COUNTS: /* 4 floats against 5 */
+            if (rank == 1) t.shape = &five;
+            return distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
+        case DTYPES: /* float32 against int32 */
+            if (rank == 1) t = (DLTensor){i, {kDLCPU, 0}, 1, DT_I32, &four, NULL, 0};
+            return distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
+        case SPLITS: { /* rank 1 expects 3 elements from rank 0, which sends it 2 */
+            int64_t in_splits[2] = {2, 2}, out_splits[2] = {2, 2}, n5 = 5;
+            if (rank == 1) out_splits[0] = 3;
+            DLTensor in = {i, {kDLCPU, 0}, 1, DT_I32, &four, NULL, 0};
+            int32_t o[5];
+            DLTensor out = {o, {kDLCPU, 0}, 1, DT_I32, rank == 1 ? &n5 : &four, NULL, 0};
+            return distc_alltoall_single(NULL, pg, &out, &in, out_splits, in_splits, NULL);
+        }
+        case BCAST_VS_ALLREDUCE:
+            return rank == 0 ? distc_broadcast(NULL, pg, &t, 0, NULL) : distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
     }
     return -1;
 }
@@ -145,9 +145,11 @@ static void rank_mismatch(distc_pg *pg, int rank, int size, void *arg) {
     if (m == SPLITS)
         RK_CHECKF(strstr(msg, "split sizes disagree") != NULL, "scenario %d: %s", (int)m, msg);
     else
-        RK_CHECKF(strstr(msg, "ranks disagree on collective #1") && strstr(msg, rank == 0 ? "rank 1 calls" : "rank 0 calls"),
-                  "scenario %d: rank %d: %s", (int)m, rank, msg);
-    if (m == BCAST_VS_ALLREDUCE) RK_CHECKF(strstr(msg, "broadcast #1") != NULL, "the peer's call is not named: %s", msg);
+        RK_CHECKF(
+            strstr(msg, "ranks disagree on collective #1") && strstr(msg, rank == 0 ? "rank 1 calls" : "rank 0 calls"),
+            "scenario %d: rank %d: %s", (int)m, rank, msg);
+    if (m == BCAST_VS_ALLREDUCE)
+        RK_CHECKF(strstr(msg, "broadcast #1") != NULL, "the peer's call is not named: %s", msg);
     /* The group is broken for both now. */
     RK_CHECKF(distc_barrier(NULL, pg, NULL) != 0, "a call after the mismatch succeeded");
 }

@@ -264,8 +264,10 @@ static void batch_body(distc_pg *pg, int rank, int size, void *arg) {
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
     DLTensor *s = dt_tensor_1d(DT_F32, 3), *r1 = dt_tensor_1d(DT_F32, 3), *r2 = dt_tensor_1d(DT_F32, 3);
     for (int i = 0; i < 3; ++i) dt_set(s, i, rank * 10 + i);
-    distc_p2p_op ops[4] = {{DISTC_P2P_RECV, r1, prev, 5}, {DISTC_P2P_RECV, r2, next, 6},
-                           {DISTC_P2P_SEND, s, next, 5}, {DISTC_P2P_SEND, s, prev, 6}};
+    distc_p2p_op ops[4] = {{DISTC_P2P_RECV, r1, prev, 5},
+                           {DISTC_P2P_RECV, r2, next, 6},
+                           {DISTC_P2P_SEND, s, next, 5},
+                           {DISTC_P2P_SEND, s, prev, 6}};
     distc_work *w = NULL;
     RK_OK(distc_batch_isend_irecv(&w, pg, ops, 4, NULL));
     RK_OK(distc_work_wait(w, -1));
@@ -314,7 +316,8 @@ static void debug_body(distc_pg *pg, int rank, int size, void *arg) {
     if (rank == 0)
         RK_ERR(distc_broadcast(NULL, g, u, 0, NULL), DISTC_EINVAL, "ranks disagree");
     else
-        RK_ERR(distc_allreduce(NULL, g, u, DISTC_MAX, NULL), DISTC_EINVAL, "rank 0 call broadcast(float32, 4 elements, root 0)");
+        RK_ERR(distc_allreduce(NULL, g, u, DISTC_MAX, NULL), DISTC_EINVAL,
+               "rank 0 call broadcast(float32, 4 elements, root 0)");
     /* And the group goes on. */
     RK_OK(distc_barrier(NULL, g, NULL));
     dt_tensor_free(t);
@@ -360,10 +363,14 @@ static void test_freed_groups_leave_no_keys(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_subgroups),   cmocka_unit_test(test_split),
-        cmocka_unit_test(test_monitored_barrier), cmocka_unit_test(test_bytes_collectives),
-        cmocka_unit_test(test_batch_isend_irecv), cmocka_unit_test(test_debug_mode),
-        cmocka_unit_test(test_group_call_args), cmocka_unit_test(test_free_group_in_callback),
+        cmocka_unit_test(test_subgroups),
+        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_monitored_barrier),
+        cmocka_unit_test(test_bytes_collectives),
+        cmocka_unit_test(test_batch_isend_irecv),
+        cmocka_unit_test(test_debug_mode),
+        cmocka_unit_test(test_group_call_args),
+        cmocka_unit_test(test_free_group_in_callback),
         cmocka_unit_test(test_freed_groups_leave_no_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,17 +43,16 @@ static DLTensor *filled(DLDataType dt, int64_t n, int rank) {
 }
 
 /* Every element of t equals want(i); reports the first that does not. */
-#define CHECK_ALL(what, t, n, want)                                                          \
-    do {                                                                                     \
-        for (int64_t i_ = 0; i_ < (n); ++i_) {                                               \
-            int64_t i = i_;                                                                  \
-            double w_ = (double)(want);                                                      \
-            if (dt_get((t), i_) != w_) {                                                     \
-                RK_CHECKF(0, "%s: element %lld is %g, expected %g", (what), (long long)i_,   \
-                          dt_get((t), i_), w_);                                              \
-                break;                                                                       \
-            }                                                                                \
-        }                                                                                    \
+#define CHECK_ALL(what, t, n, want)                                                                              \
+    do {                                                                                                         \
+        for (int64_t i_ = 0; i_ < (n); ++i_) {                                                                   \
+            int64_t i = i_;                                                                                      \
+            double w_ = (double)(want);                                                                          \
+            if (dt_get((t), i_) != w_) {                                                                         \
+                RK_CHECKF(0, "%s: element %lld is %g, expected %g", (what), (long long)i_, dt_get((t), i_), w_); \
+                break;                                                                                           \
+            }                                                                                                    \
+        }                                                                                                        \
     } while (0)
 
 static void for_sizes(dt_rank_fn fn) {
@@ -238,8 +237,8 @@ static void rank_alltoall_disagree(distc_pg *pg, int rank, int size, void *arg) 
     int64_t in_splits[2] = {4, 4}, out_splits[2] = {4, 4};
     out_splits[1 - rank] = 5; /* the peer sends 4 */
     DLTensor *in = dt_tensor_1d(DT_I32, 8), *out = dt_tensor_1d(DT_I32, 4 + 5);
-    RK_ERR2(distc_alltoall_single(NULL, pg, out, in, out_splits, in_splits, NULL), DISTC_EINVAL,
-            "split sizes disagree", rank == 0 ? "rank 1" : "rank 0");
+    RK_ERR2(distc_alltoall_single(NULL, pg, out, in, out_splits, in_splits, NULL), DISTC_EINVAL, "split sizes disagree",
+            rank == 0 ? "rank 1" : "rank 0");
     dt_tensor_free(in);
     dt_tensor_free(out);
 }

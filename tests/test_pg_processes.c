@@ -15,7 +15,7 @@
 struct job {
     int port;
     int64_t timeout_ms;
-    int victim;  /* the rank that misbehaves, or -1 */
+    int victim; /* the rank that misbehaves, or -1 */
 };
 
 static DLTensor f32(float *p, int64_t *shape) {
@@ -31,13 +31,13 @@ static DLTensor f32(float *p, int64_t *shape) {
     return t;
 }
 
-#define CHILD_CHECK(cond, ...)                  \
-    do {                                        \
-        if (!(cond)) {                          \
-            fprintf(stderr, __VA_ARGS__);       \
-            fprintf(stderr, "\n");              \
-            return 1;                           \
-        }                                       \
+#define CHILD_CHECK(cond, ...)            \
+    do {                                  \
+        if (!(cond)) {                    \
+            fprintf(stderr, __VA_ARGS__); \
+            fprintf(stderr, "\n");        \
+            return 1;                     \
+        }                                 \
     } while (0)
 
 static distc_pg *join(int rank, int n, const struct job *j) {
@@ -175,8 +175,8 @@ static int midway_child(int rank, int n, void *arg) {
         rc = distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
         took = dt_now_ms() - t0;
     }
-    CHILD_CHECK(rc == DISTC_EREMOTE || rc == DISTC_ETIMEOUT, "rank %d: allreduce with a peer killed midway gave %d (%s)",
-                rank, rc, distc_error_last());
+    CHILD_CHECK(rc == DISTC_EREMOTE || rc == DISTC_ETIMEOUT,
+                "rank %d: allreduce with a peer killed midway gave %d (%s)", rank, rc, distc_error_last());
     CHILD_CHECK(strstr(distc_error_last(), "allreduce #") != NULL, "rank %d: message lacks the op: %s", rank,
                 distc_error_last());
     CHILD_CHECK(took < j->timeout_ms + 3000, "rank %d: the error took %lld ms", rank, (long long)took);
@@ -204,7 +204,8 @@ static int stalled_peer_child(int rank, int n, void *arg) {
     int64_t t0 = dt_now_ms();
     int rc = distc_barrier(NULL, pg, NULL);
     int64_t took = dt_now_ms() - t0;
-    CHILD_CHECK(rc == DISTC_ETIMEOUT, "rank %d: barrier with a stalled peer gave %d (%s)", rank, rc, distc_error_last());
+    CHILD_CHECK(rc == DISTC_ETIMEOUT, "rank %d: barrier with a stalled peer gave %d (%s)", rank, rc,
+                distc_error_last());
     CHILD_CHECK(took >= j->timeout_ms - 100 && took < j->timeout_ms + 3000, "rank %d: timed out after %lld ms", rank,
                 (long long)took);
     distc_pg_free(pg);
@@ -298,8 +299,8 @@ static int sigpipe_child(int rank, int n, void *arg) {
     pid_t me = (pid_t)syscall(SYS_gettid);
     unsigned long long blk = 0, pnd = 0;
     CHILD_CHECK(sigpipe_state(me, &blk, &pnd) == 0, "cannot read this thread's signal state");
-    CHILD_CHECK(!(blk & pipe_bit) && !(pnd & pipe_bit), "rank %d: the caller's thread came back with SIGPIPE %s",
-                rank, blk & pipe_bit ? "blocked" : "pending");
+    CHILD_CHECK(!(blk & pipe_bit) && !(pnd & pipe_bit), "rank %d: the caller's thread came back with SIGPIPE %s", rank,
+                blk & pipe_bit ? "blocked" : "pending");
     DIR *d = opendir("/proc/self/task");
     CHILD_CHECK(d, "cannot list this process's threads");
     int others = 0, unblocked = 0;
@@ -307,7 +308,7 @@ static int sigpipe_child(int rank, int n, void *arg) {
     while ((e = readdir(d)) != NULL) {
         pid_t tid = (pid_t)atoi(e->d_name);
         if (tid <= 0 || tid == me) continue;
-        if (sigpipe_state(tid, &blk, &pnd) != 0) continue;  /* gone meanwhile */
+        if (sigpipe_state(tid, &blk, &pnd) != 0) continue; /* gone meanwhile */
         ++others;
         if (!(blk & pipe_bit)) ++unblocked;
     }

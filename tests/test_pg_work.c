@@ -25,12 +25,12 @@ static void fill_i32(DLTensor *t, int base) {
 }
 
 /* Element i of t is `base + i` for every i. */
-#define CHECK_I32(what, t, base)                                                                \
-    do {                                                                                        \
-        for (int64_t i_ = 0; i_ < dt_numel(t); ++i_)                                            \
+#define CHECK_I32(what, t, base)                                                                              \
+    do {                                                                                                      \
+        for (int64_t i_ = 0; i_ < dt_numel(t); ++i_)                                                          \
             if (!RK_CHECKF(dt_get(t, i_) == (base) + (double)i_, "%s: element %lld is %g, expected %g", what, \
-                           (long long)i_, dt_get(t, i_), (base) + (double)i_))                  \
-                break;                                                                          \
+                           (long long)i_, dt_get(t, i_), (base) + (double)i_))                                \
+                break;                                                                                        \
     } while (0)
 
 /* Sum over ranks of (r + i): size * i + size * (size - 1) / 2. */
@@ -157,10 +157,10 @@ static void test_work_basics(void **state) {
 /* ---------------------------------------------------------------- callbacks */
 
 struct cb_state {
-    int calls;           /* atomic */
-    pthread_t thread;    /* where it ran */
-    int status;          /* distc_work_test inside the callback */
-    int32_t source;      /* distc_work_source_rank inside the callback */
+    int calls;        /* atomic */
+    pthread_t thread; /* where it ran */
+    int status;       /* distc_work_test inside the callback */
+    int32_t source;   /* distc_work_source_rank inside the callback */
     uint64_t seq;
     void *work_seen;
 };
@@ -357,7 +357,7 @@ static void rank_free_group_with_work(distc_pg *pg, int rank, int size, void *ar
     if (rank == 0) {
         DLTensor *t = dt_tensor_1d(DT_F32, 5), *u = dt_tensor_1d(DT_F32, 5);
         distc_work *w1 = NULL, *w2 = NULL;
-        RK_OK(distc_recv(&w1, pg2, t, 1, 77, NULL)); /* nobody sends */
+        RK_OK(distc_recv(&w1, pg2, t, 1, 77, NULL));          /* nobody sends */
         RK_OK(distc_allreduce(&w2, pg2, u, DISTC_SUM, NULL)); /* queued behind it */
         sleep_ms(20);
         int64_t t0 = dt_now_ms();
@@ -473,10 +473,10 @@ static void check_everything_aborted(distc_pg *pg, int rank, int size) {
     for (int async = 0; async < 2; ++async) {
         distc_work *w = NULL;
         distc_work **out = async ? &w : NULL;
-#define ABORTED(fn, call)                                                                                   \
-    do {                                                                                                    \
-        RK_ERR(call, DISTC_EABORTED, fn);                                                                   \
-        RK_CHECKF(w == NULL, "%s handed out a work handle after abort", fn);                               \
+#define ABORTED(fn, call)                                                    \
+    do {                                                                     \
+        RK_ERR(call, DISTC_EABORTED, fn);                                    \
+        RK_CHECKF(w == NULL, "%s handed out a work handle after abort", fn); \
     } while (0)
         ABORTED("distc_allreduce", distc_allreduce(out, pg, t, DISTC_SUM, NULL));
         ABORTED("distc_allreduce_coalesced", distc_allreduce_coalesced(out, pg, list, (size_t)size, DISTC_SUM, NULL));

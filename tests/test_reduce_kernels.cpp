@@ -25,12 +25,11 @@ using distc::ReduceOp;
 
 namespace {
 
-const DType kDTypes[] = {DType::Bool,    DType::Int8,     DType::UInt8,   DType::Int16,
-                         DType::Int32,   DType::Int64,    DType::Float16, DType::BFloat16,
-                         DType::Float32, DType::Float64,  DType::Complex64, DType::Complex128};
-const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Avg,  ReduceOp::Product,
-                         ReduceOp::Min, ReduceOp::Max,  ReduceOp::Band,
-                         ReduceOp::Bor, ReduceOp::Bxor, ReduceOp::PremulSum};
+const DType kDTypes[] = {DType::Bool,    DType::Int8,    DType::UInt8,     DType::Int16,
+                         DType::Int32,   DType::Int64,   DType::Float16,   DType::BFloat16,
+                         DType::Float32, DType::Float64, DType::Complex64, DType::Complex128};
+const ReduceOp kOps[] = {ReduceOp::Sum,  ReduceOp::Avg, ReduceOp::Product, ReduceOp::Min,      ReduceOp::Max,
+                         ReduceOp::Band, ReduceOp::Bor, ReduceOp::Bxor,    ReduceOp::PremulSum};
 // Lengths around the kernels' 64-byte blocks, odd ones included.
 const size_t kLengths[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 33, 64, 65, 130};
 
@@ -52,9 +51,9 @@ bool is_floating(DType t) {
 // encoding by searching the (monotone) positive bit patterns.
 
 struct Fmt16 {
-    int man_bits;      // 10 for float16, 7 for bfloat16
-    int bias;          // 15, 127
-    uint16_t inf;      // 0x7c00, 0x7f80
+    int man_bits;  // 10 for float16, 7 for bfloat16
+    int bias;      // 15, 127
+    uint16_t inf;  // 0x7c00, 0x7f80
 };
 const Fmt16 kHalf{10, 15, 0x7c00};
 const Fmt16 kBf16{7, 127, 0x7f80};
@@ -163,12 +162,10 @@ void test_names_and_sizes(void **) {
         size_t size;
         const char *name;
     } expect[] = {
-        {DType::Bool, 1, "bool"},         {DType::Int8, 1, "int8"},
-        {DType::UInt8, 1, "uint8"},       {DType::Int16, 2, "int16"},
-        {DType::Int32, 4, "int32"},       {DType::Int64, 8, "int64"},
-        {DType::Float16, 2, "float16"},   {DType::BFloat16, 2, "bfloat16"},
-        {DType::Float32, 4, "float32"},   {DType::Float64, 8, "float64"},
-        {DType::Complex64, 8, "complex64"}, {DType::Complex128, 16, "complex128"},
+        {DType::Bool, 1, "bool"},       {DType::Int8, 1, "int8"},           {DType::UInt8, 1, "uint8"},
+        {DType::Int16, 2, "int16"},     {DType::Int32, 4, "int32"},         {DType::Int64, 8, "int64"},
+        {DType::Float16, 2, "float16"}, {DType::BFloat16, 2, "bfloat16"},   {DType::Float32, 4, "float32"},
+        {DType::Float64, 8, "float64"}, {DType::Complex64, 8, "complex64"}, {DType::Complex128, 16, "complex128"},
     };
     for (const auto &e : expect) {
         assert_int_equal(distc::dtype_size(e.t), e.size);
@@ -184,15 +181,15 @@ void test_names_and_sizes(void **) {
 
 bool expect_supported(DType t, ReduceOp op) {
     switch (op) {
-    case ReduceOp::Sum: return true;
-    case ReduceOp::Avg:
-    case ReduceOp::PremulSum: return t != DType::Bool;
-    case ReduceOp::Product:
-    case ReduceOp::Min:
-    case ReduceOp::Max: return !is_complex(t);
-    case ReduceOp::Band:
-    case ReduceOp::Bor:
-    case ReduceOp::Bxor: return !is_complex(t) && !is_floating(t);
+        case ReduceOp::Sum: return true;
+        case ReduceOp::Avg:
+        case ReduceOp::PremulSum: return t != DType::Bool;
+        case ReduceOp::Product:
+        case ReduceOp::Min:
+        case ReduceOp::Max: return !is_complex(t);
+        case ReduceOp::Band:
+        case ReduceOp::Bor:
+        case ReduceOp::Bxor: return !is_complex(t) && !is_floating(t);
     }
     return false;
 }
@@ -200,47 +197,47 @@ bool expect_supported(DType t, ReduceOp op) {
 // Writes v (and -v as the imaginary part of complex types) as element i.
 void put(DType t, void *p, size_t i, double v) {
     switch (t) {
-    case DType::Bool: static_cast<uint8_t *>(p)[i] = v != 0; break;
-    case DType::Int8: static_cast<int8_t *>(p)[i] = int8_t(v); break;
-    case DType::UInt8: static_cast<uint8_t *>(p)[i] = uint8_t(v); break;
-    case DType::Int16: static_cast<int16_t *>(p)[i] = int16_t(v); break;
-    case DType::Int32: static_cast<int32_t *>(p)[i] = int32_t(v); break;
-    case DType::Int64: static_cast<int64_t *>(p)[i] = int64_t(v); break;
-    case DType::Float16: static_cast<uint16_t *>(p)[i] = ref_encode(kHalf, v); break;
-    case DType::BFloat16: static_cast<uint16_t *>(p)[i] = ref_encode(kBf16, v); break;
-    case DType::Float32: static_cast<float *>(p)[i] = float(v); break;
-    case DType::Float64: static_cast<double *>(p)[i] = v; break;
-    case DType::Complex64:
-        static_cast<float *>(p)[2 * i] = float(v);
-        static_cast<float *>(p)[2 * i + 1] = float(-v);
-        break;
-    case DType::Complex128:
-        static_cast<double *>(p)[2 * i] = v;
-        static_cast<double *>(p)[2 * i + 1] = -v;
-        break;
+        case DType::Bool: static_cast<uint8_t *>(p)[i] = v != 0; break;
+        case DType::Int8: static_cast<int8_t *>(p)[i] = int8_t(v); break;
+        case DType::UInt8: static_cast<uint8_t *>(p)[i] = uint8_t(v); break;
+        case DType::Int16: static_cast<int16_t *>(p)[i] = int16_t(v); break;
+        case DType::Int32: static_cast<int32_t *>(p)[i] = int32_t(v); break;
+        case DType::Int64: static_cast<int64_t *>(p)[i] = int64_t(v); break;
+        case DType::Float16: static_cast<uint16_t *>(p)[i] = ref_encode(kHalf, v); break;
+        case DType::BFloat16: static_cast<uint16_t *>(p)[i] = ref_encode(kBf16, v); break;
+        case DType::Float32: static_cast<float *>(p)[i] = float(v); break;
+        case DType::Float64: static_cast<double *>(p)[i] = v; break;
+        case DType::Complex64:
+            static_cast<float *>(p)[2 * i] = float(v);
+            static_cast<float *>(p)[2 * i + 1] = float(-v);
+            break;
+        case DType::Complex128:
+            static_cast<double *>(p)[2 * i] = v;
+            static_cast<double *>(p)[2 * i + 1] = -v;
+            break;
     }
 }
 
 double get(DType t, const void *p, size_t i) {
     switch (t) {
-    case DType::Bool: return static_cast<const uint8_t *>(p)[i];
-    case DType::Int8: return static_cast<const int8_t *>(p)[i];
-    case DType::UInt8: return static_cast<const uint8_t *>(p)[i];
-    case DType::Int16: return static_cast<const int16_t *>(p)[i];
-    case DType::Int32: return static_cast<const int32_t *>(p)[i];
-    case DType::Int64: return double(static_cast<const int64_t *>(p)[i]);
-    case DType::Float16: return ref_decode(kHalf, static_cast<const uint16_t *>(p)[i]);
-    case DType::BFloat16: return ref_decode(kBf16, static_cast<const uint16_t *>(p)[i]);
-    case DType::Float32: return static_cast<const float *>(p)[i];
-    case DType::Float64: return static_cast<const double *>(p)[i];
-    case DType::Complex64: {
-        const float *f = static_cast<const float *>(p);
-        return f[2 * i + 1] == -f[2 * i] ? f[2 * i] : std::nan("");
-    }
-    case DType::Complex128: {
-        const double *d = static_cast<const double *>(p);
-        return d[2 * i + 1] == -d[2 * i] ? d[2 * i] : std::nan("");
-    }
+        case DType::Bool: return static_cast<const uint8_t *>(p)[i];
+        case DType::Int8: return static_cast<const int8_t *>(p)[i];
+        case DType::UInt8: return static_cast<const uint8_t *>(p)[i];
+        case DType::Int16: return static_cast<const int16_t *>(p)[i];
+        case DType::Int32: return static_cast<const int32_t *>(p)[i];
+        case DType::Int64: return double(static_cast<const int64_t *>(p)[i]);
+        case DType::Float16: return ref_decode(kHalf, static_cast<const uint16_t *>(p)[i]);
+        case DType::BFloat16: return ref_decode(kBf16, static_cast<const uint16_t *>(p)[i]);
+        case DType::Float32: return static_cast<const float *>(p)[i];
+        case DType::Float64: return static_cast<const double *>(p)[i];
+        case DType::Complex64: {
+            const float *f = static_cast<const float *>(p);
+            return f[2 * i + 1] == -f[2 * i] ? f[2 * i] : std::nan("");
+        }
+        case DType::Complex128: {
+            const double *d = static_cast<const double *>(p);
+            return d[2 * i + 1] == -d[2 * i] ? d[2 * i] : std::nan("");
+        }
     }
     return std::nan("");
 }
@@ -274,15 +271,15 @@ void test_every_dtype_and_op(void **) {
             }
             double want = 0;
             switch (op) {
-            case ReduceOp::Sum:
-            case ReduceOp::Avg:
-            case ReduceOp::PremulSum: want = bl ? 1 : 9; break;
-            case ReduceOp::Product: want = bl ? 0 : 18; break;
-            case ReduceOp::Min: want = bl ? 0 : 3; break;
-            case ReduceOp::Max: want = bl ? 1 : 6; break;
-            case ReduceOp::Band: want = bl ? 0 : 2; break;
-            case ReduceOp::Bor: want = bl ? 1 : 7; break;
-            case ReduceOp::Bxor: want = bl ? 1 : 5; break;
+                case ReduceOp::Sum:
+                case ReduceOp::Avg:
+                case ReduceOp::PremulSum: want = bl ? 1 : 9; break;
+                case ReduceOp::Product: want = bl ? 0 : 18; break;
+                case ReduceOp::Min: want = bl ? 0 : 3; break;
+                case ReduceOp::Max: want = bl ? 1 : 6; break;
+                case ReduceOp::Band: want = bl ? 0 : 2; break;
+                case ReduceOp::Bor: want = bl ? 1 : 7; break;
+                case ReduceOp::Bxor: want = bl ? 1 : 5; break;
             }
             fn(a, a, b, 3);
             for (size_t i = 0; i < 3; ++i)
@@ -297,8 +294,7 @@ void test_unsupported_messages(void **) {
                         "MIN is not defined on complex tensors (complex64)");
     assert_string_equal(distc::reduce_op_unsupported(DType::Float32, ReduceOp::Band),
                         "BAND needs an integer or bool tensor, not float32");
-    assert_string_equal(distc::reduce_op_unsupported(DType::Bool, ReduceOp::Avg),
-                        "AVG is not defined on bool tensors");
+    assert_string_equal(distc::reduce_op_unsupported(DType::Bool, ReduceOp::Avg), "AVG is not defined on bool tensors");
     assert_non_null(std::strstr(distc::reduce_op_unsupported(DType::BFloat16, ReduceOp::Bxor), "bfloat16"));
     assert_non_null(std::strstr(distc::reduce_op_unsupported(DType::Complex128, ReduceOp::Product), "PRODUCT"));
     // Out-of-range enum values are refused, not indexed with.
@@ -315,15 +311,15 @@ T ref_int(ReduceOp op, T a, T b) {
     // Two's complement wraparound: do it in uint64 and keep the low bits.
     const uint64_t ua = uint64_t(int64_t(a)), ub = uint64_t(int64_t(b));
     switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:
-    case ReduceOp::PremulSum: return T(ua + ub);
-    case ReduceOp::Product: return T(ua * ub);
-    case ReduceOp::Min: return std::min(a, b);
-    case ReduceOp::Max: return std::max(a, b);
-    case ReduceOp::Band: return T(ua & ub);
-    case ReduceOp::Bor: return T(ua | ub);
-    case ReduceOp::Bxor: return T(ua ^ ub);
+        case ReduceOp::Sum:
+        case ReduceOp::Avg:
+        case ReduceOp::PremulSum: return T(ua + ub);
+        case ReduceOp::Product: return T(ua * ub);
+        case ReduceOp::Min: return std::min(a, b);
+        case ReduceOp::Max: return std::max(a, b);
+        case ReduceOp::Band: return T(ua & ub);
+        case ReduceOp::Bor: return T(ua | ub);
+        case ReduceOp::Bxor: return T(ua ^ ub);
     }
     return 0;
 }
@@ -432,16 +428,19 @@ void test_bool_ops(void **) {
 template <typename T>
 T ref_float(ReduceOp op, T a, T b) {
     switch (op) {
-    case ReduceOp::Product: return a * b;
-    case ReduceOp::Min: return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : std::min(a, b);
-    case ReduceOp::Max: return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : std::max(a, b);
-    default: return a + b;
+        case ReduceOp::Product: return a * b;
+        case ReduceOp::Min:
+            return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : std::min(a, b);
+        case ReduceOp::Max:
+            return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : std::max(a, b);
+        default: return a + b;
     }
 }
 
 template <typename T>
 void check_float_type(DType t) {
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::PremulSum, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max}) {
+    for (ReduceOp op :
+         {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::PremulSum, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max}) {
         for (size_t n : kLengths) {
             std::vector<T> a(n), b(n), want(n);
             for (size_t i = 0; i < n; ++i) {
@@ -468,8 +467,8 @@ void test_float_ops(void **) {
     check_three_ways(DType::Float32, ReduceOp::Product, a, b,
                      std::vector<float>{-3.0f, 1.5f, -7.0f, -inf, nan, nan, inf}, same_or_nan<float>);
     // MIN/MAX propagate NaN from either side.
-    check_three_ways(DType::Float32, ReduceOp::Min, a, b, std::vector<float>{-1.5f, -3.0f, -2.0f, -inf, nan, nan, 3e38f},
-                     same_or_nan<float>);
+    check_three_ways(DType::Float32, ReduceOp::Min, a, b,
+                     std::vector<float>{-1.5f, -3.0f, -2.0f, -inf, nan, nan, 3e38f}, same_or_nan<float>);
     check_three_ways(DType::Float32, ReduceOp::Max, a, b, std::vector<float>{2.0f, -0.5f, 3.5f, inf, nan, nan, 3e38f},
                      same_or_nan<float>);
 
@@ -529,7 +528,9 @@ void check_midpoints(DType t, const Fmt16 &f) {
         const struct {
             float v;
             uint16_t want;
-        } cases[] = {{mid, even}, {std::nextafter(mid, 0.0f), below}, {std::nextafter(mid, std::numeric_limits<float>::infinity()), above}};
+        } cases[] = {{mid, even},
+                     {std::nextafter(mid, 0.0f), below},
+                     {std::nextafter(mid, std::numeric_limits<float>::infinity()), above}};
         for (const auto &c : cases) {
             uint16_t r = scale16(t, one, c.v);
             if (r != c.want)
@@ -562,17 +563,17 @@ void check_random_pairs(DType t, const Fmt16 &f) {
                 const double x = ref_decode(f, a[i]), y = ref_decode(f, b[i]);
                 double r;
                 switch (op) {
-                case ReduceOp::Sum: r = x + y; break;
-                case ReduceOp::Product:
-                    r = x * y;
-                    // The kernels compute in float, as torch does. That is
-                    // the correctly rounded result everywhere except for
-                    // bfloat16 products below float's normal range, which
-                    // round to float's subnormal grid first.
-                    if (t == DType::BFloat16) r = double(float(r));
-                    break;
-                case ReduceOp::Min: r = y < x ? y : x; break;
-                default: r = y > x ? y : x; break;
+                    case ReduceOp::Sum: r = x + y; break;
+                    case ReduceOp::Product:
+                        r = x * y;
+                        // The kernels compute in float, as torch does. That is
+                        // the correctly rounded result everywhere except for
+                        // bfloat16 products below float's normal range, which
+                        // round to float's subnormal grid first.
+                        if (t == DType::BFloat16) r = double(float(r));
+                        break;
+                    case ReduceOp::Min: r = y < x ? y : x; break;
+                    default: r = y > x ? y : x; break;
                 }
                 want[i] = ref_encode(f, r);
             }
@@ -620,8 +621,8 @@ void test_float16_hand_picked(void **) {
     assert_int_equal(one16(h, ReduceOp::Product, 0x0001, 0x3800 /* 0.5 */), 0x0000);  // tie to even 0
     assert_int_equal(one16(h, ReduceOp::Product, 0x0003, 0x3800), 0x0002);            // 1.5 ulp -> 2
     assert_int_equal(one16(h, ReduceOp::Product, 0x0001, 0x3a00 /* 0.75 */), 0x0001);
-    assert_int_equal(one16(h, ReduceOp::Product, 0x8001, 0x3800), 0x8000);            // -0
-    assert_int_equal(one16(h, ReduceOp::Product, 0x0400, 0x3800), 0x0200);            // normal -> subnormal
+    assert_int_equal(one16(h, ReduceOp::Product, 0x8001, 0x3800), 0x8000);  // -0
+    assert_int_equal(one16(h, ReduceOp::Product, 0x0400, 0x3800), 0x0200);  // normal -> subnormal
     // Negative numbers.
     assert_int_equal(one16(h, S, 0xc000 /* -2 */, 0x3c00 /* 1 */), 0xbc00);
     assert_int_equal(one16(h, ReduceOp::Min, 0xc000, 0x3c00), 0xc000);
@@ -721,7 +722,8 @@ std::vector<T> scaled(DType t, std::vector<T> v, double factor) {
 void test_scale_float(void **) {
     using VF = std::vector<float>;
     using VD = std::vector<double>;
-    assert_true(scaled(DType::Float32, VF{1.5f, -2.0f, 3.0f, -0.0f, 7.0f}, 0.5) == (VF{0.75f, -1.0f, 1.5f, -0.0f, 3.5f}));
+    assert_true(scaled(DType::Float32, VF{1.5f, -2.0f, 3.0f, -0.0f, 7.0f}, 0.5) ==
+                (VF{0.75f, -1.0f, 1.5f, -0.0f, 3.5f}));
     // float32 multiplies in float: by float(0.1), not by the double 0.1.
     assert_true(scaled(DType::Float32, VF{3.0f}, 0.1)[0] == 3.0f * 0.1f);
     assert_true(scaled(DType::Float64, VD{3.0, -6.0, 1e308}, 0.25) == (VD{0.75, -1.5, 2.5e307}));
@@ -742,8 +744,7 @@ void test_scale_integer(void **) {
     assert_true(scaled(DType::Int32, V32{7, -7, 5, -5, 0, 49, 1, -1}, 0.5) == (V32{3, -3, 2, -2, 0, 24, 0, 0}));
     assert_true(scaled(DType::Int8, std::vector<int8_t>{127, -128, -3}, 0.5) == (std::vector<int8_t>{63, -64, -1}));
     assert_true(scaled(DType::UInt8, std::vector<uint8_t>{255, 1}, 0.5) == (std::vector<uint8_t>{127, 0}));
-    assert_true(scaled(DType::Int16, std::vector<int16_t>{-32768, 100}, 1.0 / 3) ==
-                (std::vector<int16_t>{-10922, 33}));
+    assert_true(scaled(DType::Int16, std::vector<int16_t>{-32768, 100}, 1.0 / 3) == (std::vector<int16_t>{-10922, 33}));
     // AVG: k * size contributions scaled by 1/size give back exactly k, for
     // every size up to 200 (49 * (1/49) is 0.999... in double).
     for (int size = 1; size <= 200; ++size) {
@@ -779,14 +780,16 @@ void test_scale_integer(void **) {
 void test_scale_half_complex_bool(void **) {
     using V16 = std::vector<uint16_t>;
     // float16: 3, -3, 65504 halved; doubling the largest finite overflows.
-    assert_true(scaled(DType::Float16, V16{0x4200, 0xc200, 0x7bff, 0x0001}, 0.5) == (V16{0x3e00, 0xbe00, 0x77ff, 0x0000}));
+    assert_true(scaled(DType::Float16, V16{0x4200, 0xc200, 0x7bff, 0x0001}, 0.5) ==
+                (V16{0x3e00, 0xbe00, 0x77ff, 0x0000}));
     assert_true(scaled(DType::Float16, V16{0x7bff, 0xfbff}, 2.0) == (V16{0x7c00, 0xfc00}));
     assert_true(scaled(DType::Float16, V16{0x4200}, 1.0 / 3) == (V16{0x3c00}));
     // bfloat16: 3 * 0.5 = 1.5; -3 * 0.25 = -0.75.
     assert_true(scaled(DType::BFloat16, V16{0x4040, 0xc040}, 0.5) == (V16{0x3fc0, 0xbfc0}));
     assert_true(scaled(DType::BFloat16, V16{0xc040}, 0.25) == (V16{0xbf40}));
     // complex: both components by the real factor.
-    assert_true(scaled(DType::Complex64, std::vector<float>{1, -2, 3, 4}, 0.5) == (std::vector<float>{0.5f, -1, 1.5f, 2}));
+    assert_true(scaled(DType::Complex64, std::vector<float>{1, -2, 3, 4}, 0.5) ==
+                (std::vector<float>{0.5f, -1, 1.5f, 2}));
     assert_true(scaled(DType::Complex128, std::vector<double>{1, -2, 3, 4, -8, 0}, 0.25) ==
                 (std::vector<double>{0.25, -0.5, 0.75, 1, -2, 0}));
     // bool: untouched.

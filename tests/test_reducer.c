@@ -35,10 +35,10 @@ static int check_mean(DLTensor *t, int size, int it, int i, int zero) {
         double sum = 0;
         if (!zero)
             for (int r = 0; r < size; ++r) sum += gval(r, it, i, j);
-        double want = sum / size;  /* exact for 1, 2, 4 ranks; float32's rounding for 3 */
+        double want = sum / size; /* exact for 1, 2, 4 ranks; float32's rounding for 3 */
         if (!RK_CHECKF(fabs(dt_get(t, j) - want) <= 1e-6 * (1 + fabs(want)),
-                       "iteration %d gradient %d element %lld is %g, expected %g", it, i, (long long)j,
-                       dt_get(t, j), want))
+                       "iteration %d gradient %d element %lld is %g, expected %g", it, i, (long long)j, dt_get(t, j),
+                       want))
             return 0;
     }
     return 1;
@@ -59,7 +59,8 @@ static void rank_average(distc_pg *pg, int rank, int size, void *arg) {
     int32_t b_last = -1, b_first = -1;
     RK_OK(distc_reducer_bucket_of(&b_last, r, NGRADS - 2));
     RK_OK(distc_reducer_bucket_of(&b_first, r, 0));
-    RK_CHECKF(b_last < b_first, "the last gradients' bucket (%d) should launch before the first's (%d)", b_last, b_first);
+    RK_CHECKF(b_last < b_first, "the last gradients' bucket (%d) should launch before the first's (%d)", b_last,
+              b_first);
     for (int it = 0; it < 3; ++it) {
         RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
         for (int i = NGRADS - 1; i >= 0; --i) { /* a backward pass: last layer first */
@@ -309,8 +310,8 @@ static void rank_errors(distc_pg *pg, int rank, int size, void *arg) {
     distc_reducer_options o;
     memset(&o, 0xab, sizeof o);
     RK_OK(distc_reducer_options_init(&o, DISTC_REDUCER_OPTIONS_VERSION));
-    RK_CHECKF(o.version == DISTC_REDUCER_OPTIONS_VERSION && o.bucket_of == NULL,
-              "options_init left version %u", o.version);
+    RK_CHECKF(o.version == DISTC_REDUCER_OPTIONS_VERSION && o.bucket_of == NULL, "options_init left version %u",
+              o.version);
     RK_ERR(distc_reducer_options_init(&o, 9), DISTC_EINVAL, "version 9");
     RK_ERR(distc_reducer_options_init(NULL, DISTC_REDUCER_OPTIONS_VERSION), DISTC_EINVAL, "opts");
     o.version = 9;

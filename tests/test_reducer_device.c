@@ -32,8 +32,13 @@ typedef struct dev_grads {
 static void make(dev_grads *g) {
     for (int i = 0; i < NGRADS; ++i) {
         g->shape[i] = sizes[i];
-        g->t[i] = (DLTensor){loopback_dev_alloc((size_t)sizes[i] * 4), {LOOPBACK_DEVICE, 0}, 1,
-                             {kDLFloat, 32, 1}, &g->shape[i], NULL, 0};
+        g->t[i] = (DLTensor){loopback_dev_alloc((size_t)sizes[i] * 4),
+                             {LOOPBACK_DEVICE, 0},
+                             1,
+                             {kDLFloat, 32, 1},
+                             &g->shape[i],
+                             NULL,
+                             0};
         assert_non_null(g->t[i].data);
         g->p[i] = &g->t[i];
     }

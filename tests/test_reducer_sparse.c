@@ -105,7 +105,8 @@ static void rank_sparse(distc_pg *pg, int rank, int size, void *arg) {
     int32_t b = -1;
     RK_OK(distc_reducer_bucket_of(&b, r, 1));
     RK_OK(distc_reducer_bucket_stats(&bytes, &launch, &took, r, (size_t)b));
-    RK_CHECKF(took >= 0 && launch >= 0, "sparse bucket stats: launch %lld, took %lld", (long long)launch, (long long)took);
+    RK_CHECKF(took >= 0 && launch >= 0, "sparse bucket stats: launch %lld, took %lld", (long long)launch,
+              (long long)took);
     dt_tensor_free(ix);
     dt_tensor_free(vs);
     distc_reducer_free(r);

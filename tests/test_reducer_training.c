@@ -14,17 +14,17 @@
 #include "pg_harness.h"
 #include "test_util.h"
 
-#define N 64     /* samples */
-#define D 12     /* features, split over three weight tensors of 4 */
+#define N 64 /* samples */
+#define D 12 /* features, split over three weight tensors of 4 */
 #define STEPS 25
 #define LR 0.5f
 
 typedef struct variant {
-    uint64_t cap;    /* bucket cap and first bucket, bytes */
-    int unused;      /* a fifth parameter nobody uses, listed unused */
-    int explicit_;   /* explicit buckets instead of sizes */
-    int views;       /* gradients live in the buckets (gradient_as_bucket_view) */
-    int fp16;        /* buckets travel as float16 (the built-in compression hook) */
+    uint64_t cap;  /* bucket cap and first bucket, bytes */
+    int unused;    /* a fifth parameter nobody uses, listed unused */
+    int explicit_; /* explicit buckets instead of sizes */
+    int views;     /* gradients live in the buckets (gradient_as_bucket_view) */
+    int fp16;      /* buckets travel as float16 (the built-in compression hook) */
 } variant;
 
 static float feature(int s, int d) { return (float)sin(0.7 * s + 1.3 * d); }
@@ -164,12 +164,9 @@ static void test_bucket_views(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_one_bucket),
-        cmocka_unit_test(test_small_buckets),
-        cmocka_unit_test(test_unused_parameter),
-        cmocka_unit_test(test_explicit_buckets),
-        cmocka_unit_test(test_bucket_views),
-        cmocka_unit_test(test_fp16_compression),
+        cmocka_unit_test(test_one_bucket),       cmocka_unit_test(test_small_buckets),
+        cmocka_unit_test(test_unused_parameter), cmocka_unit_test(test_explicit_buckets),
+        cmocka_unit_test(test_bucket_views),     cmocka_unit_test(test_fp16_compression),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,8 +14,8 @@ static int32_t g_rank, g_world;
 
 /* The variables rendezvous reads; the test process starts without them. */
 static const char *const rdzv_env[] = {
-    "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
-    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
+    "RANK",         "WORLD_SIZE",  "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",         "SLURM_PROCID",
+    "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT",          "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
 };
 
 static void clear_env(void) {
@@ -51,12 +51,12 @@ static int setup(void **state) {
 /* What every rank does once it has a store: check rank and world size, share keys,
  * and leave only when everyone has read everyone's key (rank 0 may host the store). */
 
-#define CHILD_CHECK(cond, what)                                                        \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
+#define CHILD_CHECK(cond, what)                                                          \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
             fprintf(stderr, "rank %d: %s failed: %s\n", rank, what, distc_error_last()); \
-            return 1;                                                                  \
-        }                                                                              \
+            return 1;                                                                    \
+        }                                                                                \
     } while (0)
 
 static int exchange(distc_store *s, int rank, int n, int got_rank, int got_world) {

@@ -63,9 +63,10 @@ void test_rfc_4231(void **) {
                         "a3b6167473100ee06e0c796c2955552b");
     assert_string_equal(hmac(big_key, "Test Using Larger Than Block-Size Key - Hash Key First").c_str(),
                         "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
-    assert_string_equal(hmac(big_key, "This is a test using a larger than block-size key and a larger than "
-                                      "block-size data. The key needs to be hashed before being used by the "
-                                      "HMAC algorithm.")
+    assert_string_equal(hmac(big_key,
+                             "This is a test using a larger than block-size key and a larger than "
+                             "block-size data. The key needs to be hashed before being used by the "
+                             "HMAC algorithm.")
                             .c_str(),
                         "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
 }

@@ -522,12 +522,19 @@ static void test_prefix_over_tcp(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ops_every_dialect),  cmocka_unit_test(test_get_waits_for_key),
-        cmocka_unit_test(test_one_handle_two_threads), cmocka_unit_test(test_large_value),       cmocka_unit_test(test_processes_hammer_add),
-        cmocka_unit_test(test_malformed_clients),  cmocka_unit_test(test_server_death),
-        cmocka_unit_test(test_set_after_server_death), cmocka_unit_test(test_thousand_clients),
-        cmocka_unit_test(test_wait_for_workers),   cmocka_unit_test(test_connect_failures),
-        cmocka_unit_test(test_port_in_use),        cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_ops_every_dialect),
+        cmocka_unit_test(test_get_waits_for_key),
+        cmocka_unit_test(test_one_handle_two_threads),
+        cmocka_unit_test(test_large_value),
+        cmocka_unit_test(test_processes_hammer_add),
+        cmocka_unit_test(test_malformed_clients),
+        cmocka_unit_test(test_server_death),
+        cmocka_unit_test(test_set_after_server_death),
+        cmocka_unit_test(test_thousand_clients),
+        cmocka_unit_test(test_wait_for_workers),
+        cmocka_unit_test(test_connect_failures),
+        cmocka_unit_test(test_port_in_use),
+        cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_prefix_over_tcp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

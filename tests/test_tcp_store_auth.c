@@ -204,8 +204,7 @@ static void hello(int fd, uint32_t version) {
 static int closed_by_server(int fd) {
     uint8_t b[64];
     ssize_t r;
-    while ((r = recv(fd, b, sizeof b, 0)) > 0) {
-    }
+    while ((r = recv(fd, b, sizeof b, 0)) > 0) {}
     return r == 0 || errno == ECONNRESET;
 }
 

@@ -130,7 +130,8 @@ static void test_multi_get_amplification(void **state) {
     o.protocol = DISTC_TCP_PROTOCOL_TORCH2;
     distc_store *t = NULL;
     ASSERT_OK(distc_store_new_tcp(&t, &o));
-    ASSERT_ERR(distc_store_multi_get(out, t, keys, K), DISTC_EREMOTE, "store server 127.0.0.1"); /* a close, or a reset if unread */
+    ASSERT_ERR(distc_store_multi_get(out, t, keys, K), DISTC_EREMOTE,
+               "store server 127.0.0.1"); /* a close, or a reset if unread */
     ASSERT_OK(distc_store_get(&b, t, "big"));
     distc_buf_dispose(&b);
     distc_store_free(t);
@@ -157,7 +158,8 @@ static void test_server_survives_out_of_memory(void **state) {
     enum { K = 700 }; /* 700 MiB: under the reply limit, over what the child may map */
     const char **keys = repeated("big", K);
     distc_buf *out = calloc(K, sizeof *out);
-    ASSERT_ERR(distc_store_multi_get(out, c, keys, K), DISTC_EREMOTE, "store server 127.0.0.1"); /* a close, or a reset if unread */
+    ASSERT_ERR(distc_store_multi_get(out, c, keys, K), DISTC_EREMOTE,
+               "store server 127.0.0.1"); /* a close, or a reset if unread */
     distc_store *c2 = dt_tcp_client(cs.port, 10000);
     distc_buf b = {0};
     ASSERT_OK(distc_store_get(&b, c2, "big"));
@@ -313,10 +315,8 @@ static void test_add_after_server_killed(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_add_after_server_killed),
-        cmocka_unit_test(test_multi_get_amplification),
-        cmocka_unit_test(test_server_survives_out_of_memory),
-        cmocka_unit_test(test_max_request_bytes_option),
+        cmocka_unit_test(test_add_after_server_killed),          cmocka_unit_test(test_multi_get_amplification),
+        cmocka_unit_test(test_server_survives_out_of_memory),    cmocka_unit_test(test_max_request_bytes_option),
         cmocka_unit_test(test_accept_after_descriptors_run_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

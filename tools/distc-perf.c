@@ -27,10 +27,20 @@
 
 #include "perf_memory.h"
 
-enum { OP_ALLREDUCE, OP_BROADCAST, OP_REDUCE, OP_ALLGATHER, OP_REDUCESCATTER, OP_ALLTOALL, OP_GATHER, OP_SCATTER,
-       OP_SENDRECV, NUM_OPS };
-static const char *const op_names[NUM_OPS] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
-                                              "alltoall", "gather", "scatter", "sendrecv"};
+enum {
+    OP_ALLREDUCE,
+    OP_BROADCAST,
+    OP_REDUCE,
+    OP_ALLGATHER,
+    OP_REDUCESCATTER,
+    OP_ALLTOALL,
+    OP_GATHER,
+    OP_SCATTER,
+    OP_SENDRECV,
+    NUM_OPS
+};
+static const char *const op_names[NUM_OPS] = {"allreduce", "broadcast", "reduce",  "allgather", "reducescatter",
+                                              "alltoall",  "gather",    "scatter", "sendrecv"};
 
 typedef struct dtype_info {
     const char *name;  /* nccl-tests' spelling */
@@ -39,10 +49,10 @@ typedef struct dtype_info {
 } dtype_info;
 
 static const dtype_info dtypes[] = {
-    {"int8", "int8", {kDLInt, 8, 1}},         {"uint8", "uint8", {kDLUInt, 8, 1}},
-    {"int32", "int32", {kDLInt, 32, 1}},      {"int64", "int64", {kDLInt, 64, 1}},
-    {"half", "float16", {kDLFloat, 16, 1}},   {"bfloat16", "bf16", {kDLBfloat, 16, 1}},
-    {"float", "float32", {kDLFloat, 32, 1}},  {"double", "float64", {kDLFloat, 64, 1}},
+    {"int8", "int8", {kDLInt, 8, 1}},        {"uint8", "uint8", {kDLUInt, 8, 1}},
+    {"int32", "int32", {kDLInt, 32, 1}},     {"int64", "int64", {kDLInt, 64, 1}},
+    {"half", "float16", {kDLFloat, 16, 1}},  {"bfloat16", "bf16", {kDLBfloat, 16, 1}},
+    {"float", "float32", {kDLFloat, 32, 1}}, {"double", "float64", {kDLFloat, 64, 1}},
 };
 #define NUM_DTYPES (sizeof dtypes / sizeof dtypes[0])
 
@@ -53,13 +63,13 @@ static const distc_reduce_op redop_values[] = {DISTC_SUM, DISTC_AVG, DISTC_PRODU
 /* nccl-tests' bus-bandwidth factor for `op` on n ranks (doc/PERFORMANCE.md). */
 static double busbw_factor(int op, int n) {
     switch (op) {
-    case OP_ALLREDUCE: return 2.0 * (n - 1) / n;
-    case OP_ALLGATHER:
-    case OP_REDUCESCATTER:
-    case OP_ALLTOALL:
-    case OP_GATHER:
-    case OP_SCATTER: return (double)(n - 1) / n;
-    default: return 1.0; /* broadcast, reduce, sendrecv */
+        case OP_ALLREDUCE: return 2.0 * (n - 1) / n;
+        case OP_ALLGATHER:
+        case OP_REDUCESCATTER:
+        case OP_ALLTOALL:
+        case OP_GATHER:
+        case OP_SCATTER: return (double)(n - 1) / n;
+        default: return 1.0; /* broadcast, reduce, sendrecv */
     }
 }
 
@@ -98,9 +108,12 @@ static size_t parse_size(const char *s, int *ok) {
     char *end = NULL;
     double v = strtod(s, &end);
     double m = 1;
-    if (*end == 'K' || *end == 'k') m = 1024, ++end;
-    else if (*end == 'M' || *end == 'm') m = 1024.0 * 1024, ++end;
-    else if (*end == 'G' || *end == 'g') m = 1024.0 * 1024 * 1024, ++end;
+    if (*end == 'K' || *end == 'k')
+        m = 1024, ++end;
+    else if (*end == 'M' || *end == 'm')
+        m = 1024.0 * 1024, ++end;
+    else if (*end == 'G' || *end == 'g')
+        m = 1024.0 * 1024 * 1024, ++end;
     *ok = end != s && *end == 0 && v >= 0;
     return (size_t)(v * m);
 }
@@ -122,44 +135,89 @@ static int parse(int argc, char **argv, cfg *c) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(0) - 1;
-        if (!strcmp(a, "--json")) { c->json = 1; continue; }
-        if (!strcmp(a, "--csv")) { c->csv = 1; continue; }
-        if (!strcmp(a, "--busbw-factors")) { c->factors_only = 1; continue; }
+        if (!strcmp(a, "--json")) {
+            c->json = 1;
+            continue;
+        }
+        if (!strcmp(a, "--csv")) {
+            c->csv = 1;
+            continue;
+        }
+        if (!strcmp(a, "--busbw-factors")) {
+            c->factors_only = 1;
+            continue;
+        }
         /* For distc-perf's own test: rank 0 spoils one element of each checked result. */
-        if (!strcmp(a, "--corrupt-for-test")) { c->corrupt = 1; continue; }
-        if (!v) { fprintf(stderr, "distc-perf: %s needs a value\n", a); return usage(2); }
+        if (!strcmp(a, "--corrupt-for-test")) {
+            c->corrupt = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "distc-perf: %s needs a value\n", a);
+            return usage(2);
+        }
         ++i;
         if (!strcmp(a, "-o") || !strcmp(a, "--op")) {
             c->nops = 0;
-            if (!strcmp(v, "all")) for (int k = 0; k < NUM_OPS; ++k) c->ops[c->nops++] = k;
-            else if ((c->ops[0] = lookup(v, op_names, NUM_OPS)) >= 0) c->nops = 1;
-            else ok = 0;
+            if (!strcmp(v, "all"))
+                for (int k = 0; k < NUM_OPS; ++k) c->ops[c->nops++] = k;
+            else if ((c->ops[0] = lookup(v, op_names, NUM_OPS)) >= 0)
+                c->nops = 1;
+            else
+                ok = 0;
         } else if (!strcmp(a, "-d") || !strcmp(a, "--datatype")) {
             c->ndts = 0;
             for (int k = 0; k < (int)NUM_DTYPES; ++k)
-                if (!strcmp(v, "all") || !strcmp(v, dtypes[k].name) || !strcmp(v, dtypes[k].alias)) c->dts[c->ndts++] = k;
+                if (!strcmp(v, "all") || !strcmp(v, dtypes[k].name) || !strcmp(v, dtypes[k].alias))
+                    c->dts[c->ndts++] = k;
             ok = c->ndts > 0;
         } else if (!strcmp(a, "-r") || !strcmp(a, "--redop")) {
             c->nrops = 0;
-            if (!strcmp(v, "all")) for (int k = 0; k < NUM_REDOPS; ++k) c->rops[c->nrops++] = k;
-            else if ((c->rops[0] = lookup(v, redop_names, NUM_REDOPS)) >= 0) c->nrops = 1;
-            else ok = 0;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--minbytes")) c->minb = parse_size(v, &ok);
-        else if (!strcmp(a, "-e") || !strcmp(a, "--maxbytes")) c->maxb = parse_size(v, &ok);
-        else if (!strcmp(a, "-i") || !strcmp(a, "--stepbytes")) c->incr = parse_size(v, &ok), c->factor = 0;
-        else if (!strcmp(a, "-f") || !strcmp(a, "--stepfactor")) ok = (c->factor = atoi(v)) >= 2;
-        else if (!strcmp(a, "-n") || !strcmp(a, "--iters")) ok = (c->iters = atoi(v)) >= 1;
-        else if (!strcmp(a, "-w") || !strcmp(a, "--warmup_iters")) ok = (c->warmup = atoi(v)) >= 0 && strspn(v, "0123456789") == strlen(v);
-        else if (!strcmp(a, "--root")) ok = (c->root = atoi(v)) >= 0 && strspn(v, "0123456789") == strlen(v);
-        else if (!strcmp(a, "-c") || !strcmp(a, "--check")) ok = ((c->check = atoi(v)) == 0 || c->check == 1) && strlen(v) == 1;
-        else if (!strcmp(a, "--backend")) c->backend = v;
-        else if (!strcmp(a, "--url")) c->url = v;
-        else if (!strcmp(a, "--device")) ok = !strcmp(c->device = v, "cpu") || !strcmp(v, "cuda");
-        else { fprintf(stderr, "distc-perf: unknown option %s\n", a); return usage(2); }
-        if (!ok) { fprintf(stderr, "distc-perf: bad value '%s' for %s\n", v, a); return usage(2); }
+            if (!strcmp(v, "all"))
+                for (int k = 0; k < NUM_REDOPS; ++k) c->rops[c->nrops++] = k;
+            else if ((c->rops[0] = lookup(v, redop_names, NUM_REDOPS)) >= 0)
+                c->nrops = 1;
+            else
+                ok = 0;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--minbytes"))
+            c->minb = parse_size(v, &ok);
+        else if (!strcmp(a, "-e") || !strcmp(a, "--maxbytes"))
+            c->maxb = parse_size(v, &ok);
+        else if (!strcmp(a, "-i") || !strcmp(a, "--stepbytes"))
+            c->incr = parse_size(v, &ok), c->factor = 0;
+        else if (!strcmp(a, "-f") || !strcmp(a, "--stepfactor"))
+            ok = (c->factor = atoi(v)) >= 2;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--iters"))
+            ok = (c->iters = atoi(v)) >= 1;
+        else if (!strcmp(a, "-w") || !strcmp(a, "--warmup_iters"))
+            ok = (c->warmup = atoi(v)) >= 0 && strspn(v, "0123456789") == strlen(v);
+        else if (!strcmp(a, "--root"))
+            ok = (c->root = atoi(v)) >= 0 && strspn(v, "0123456789") == strlen(v);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--check"))
+            ok = ((c->check = atoi(v)) == 0 || c->check == 1) && strlen(v) == 1;
+        else if (!strcmp(a, "--backend"))
+            c->backend = v;
+        else if (!strcmp(a, "--url"))
+            c->url = v;
+        else if (!strcmp(a, "--device"))
+            ok = !strcmp(c->device = v, "cpu") || !strcmp(v, "cuda");
+        else {
+            fprintf(stderr, "distc-perf: unknown option %s\n", a);
+            return usage(2);
+        }
+        if (!ok) {
+            fprintf(stderr, "distc-perf: bad value '%s' for %s\n", v, a);
+            return usage(2);
+        }
     }
-    if (c->minb > c->maxb) { fprintf(stderr, "distc-perf: -b is larger than -e\n"); return usage(2); }
-    if (!c->factor && !c->incr) { fprintf(stderr, "distc-perf: -i must be > 0\n"); return usage(2); }
+    if (c->minb > c->maxb) {
+        fprintf(stderr, "distc-perf: -b is larger than -e\n");
+        return usage(2);
+    }
+    if (!c->factor && !c->incr) {
+        fprintf(stderr, "distc-perf: -i must be > 0\n");
+        return usage(2);
+    }
     if (!c->url) c->url = !strcmp(c->backend, "mpi") ? "mpi://" : "env://";
     if (!c->device) c->device = !strcmp(c->backend, "nccl") ? "cuda" : "cpu";
     return 0;
@@ -182,53 +240,62 @@ static double value(int rank, int64_t i) { return (double)((rank + i) % 4 + 1); 
 
 static void set_elem(void *base, DLDataType dt, int64_t i, double v) {
     switch (dt.code) {
-    case kDLInt:
-        if (dt.bits == 8) ((int8_t *)base)[i] = (int8_t)(int64_t)v;
-        else if (dt.bits == 32) ((int32_t *)base)[i] = (int32_t)(int64_t)v;
-        else ((int64_t *)base)[i] = (int64_t)v;
-        break;
-    case kDLUInt: ((uint8_t *)base)[i] = (uint8_t)(int64_t)v; break;
-    case kDLFloat:
-        if (dt.bits == 32) ((float *)base)[i] = (float)v;
-        else if (dt.bits == 64) ((double *)base)[i] = v;
-        else { /* binary16 of a small integer: exact */
+        case kDLInt:
+            if (dt.bits == 8)
+                ((int8_t *)base)[i] = (int8_t)(int64_t)v;
+            else if (dt.bits == 32)
+                ((int32_t *)base)[i] = (int32_t)(int64_t)v;
+            else
+                ((int64_t *)base)[i] = (int64_t)v;
+            break;
+        case kDLUInt: ((uint8_t *)base)[i] = (uint8_t)(int64_t)v; break;
+        case kDLFloat:
+            if (dt.bits == 32)
+                ((float *)base)[i] = (float)v;
+            else if (dt.bits == 64)
+                ((double *)base)[i] = v;
+            else { /* binary16 of a small integer: exact */
+                float f = (float)v;
+                uint32_t x;
+                memcpy(&x, &f, 4);
+                uint32_t e = ((x >> 23) & 0xff), m = x & 0x7fffff;
+                ((uint16_t *)base)[i] = f == 0 ? 0 : (uint16_t)(((x >> 16) & 0x8000) | ((e - 112) << 10) | (m >> 13));
+            }
+            break;
+        case kDLBfloat: {
             float f = (float)v;
             uint32_t x;
             memcpy(&x, &f, 4);
-            uint32_t e = ((x >> 23) & 0xff), m = x & 0x7fffff;
-            ((uint16_t *)base)[i] = f == 0 ? 0 : (uint16_t)(((x >> 16) & 0x8000) | ((e - 112) << 10) | (m >> 13));
+            ((uint16_t *)base)[i] = (uint16_t)(x >> 16);
+            break;
         }
-        break;
-    case kDLBfloat: {
-        float f = (float)v;
-        uint32_t x;
-        memcpy(&x, &f, 4);
-        ((uint16_t *)base)[i] = (uint16_t)(x >> 16);
-        break;
-    }
     }
 }
 
 static double get_elem(const void *base, DLDataType dt, int64_t i) {
     switch (dt.code) {
-    case kDLInt: return dt.bits == 8 ? ((const int8_t *)base)[i] : dt.bits == 32 ? ((const int32_t *)base)[i] : (double)((const int64_t *)base)[i];
-    case kDLUInt: return ((const uint8_t *)base)[i];
-    case kDLFloat:
-        if (dt.bits == 32) return ((const float *)base)[i];
-        if (dt.bits == 64) return ((const double *)base)[i];
-        {
-            uint16_t h = ((const uint16_t *)base)[i];
-            uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff, x = e ? ((uint32_t)(h & 0x8000) << 16) | ((e + 112) << 23) | (m << 13) : 0;
+        case kDLInt:
+            return dt.bits == 8    ? ((const int8_t *)base)[i]
+                   : dt.bits == 32 ? ((const int32_t *)base)[i]
+                                   : (double)((const int64_t *)base)[i];
+        case kDLUInt: return ((const uint8_t *)base)[i];
+        case kDLFloat:
+            if (dt.bits == 32) return ((const float *)base)[i];
+            if (dt.bits == 64) return ((const double *)base)[i];
+            {
+                uint16_t h = ((const uint16_t *)base)[i];
+                uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff,
+                         x = e ? ((uint32_t)(h & 0x8000) << 16) | ((e + 112) << 23) | (m << 13) : 0;
+                float f;
+                memcpy(&f, &x, 4);
+                return f;
+            }
+        case kDLBfloat: {
+            uint32_t x = (uint32_t)((const uint16_t *)base)[i] << 16;
             float f;
             memcpy(&f, &x, 4);
             return f;
         }
-    case kDLBfloat: {
-        uint32_t x = (uint32_t)((const uint16_t *)base)[i] << 16;
-        float f;
-        memcpy(&f, &x, 4);
-        return f;
-    }
     }
     return 0;
 }
@@ -254,10 +321,14 @@ static double reduced(distc_reduce_op op, int64_t i, int is_int) {
     double acc = value(0, i);
     for (int r = 1; r < g_size; ++r) {
         double v = value(r, i);
-        if (op == DISTC_SUM || op == DISTC_AVG) acc += v;
-        else if (op == DISTC_PRODUCT) acc *= v;
-        else if (op == DISTC_MIN) acc = v < acc ? v : acc;
-        else acc = v > acc ? v : acc;
+        if (op == DISTC_SUM || op == DISTC_AVG)
+            acc += v;
+        else if (op == DISTC_PRODUCT)
+            acc *= v;
+        else if (op == DISTC_MIN)
+            acc = v < acc ? v : acc;
+        else
+            acc = v > acc ? v : acc;
     }
     if (op == DISTC_AVG) acc = is_int ? trunc(acc / g_size) : acc / g_size;
     return acc;
@@ -266,7 +337,7 @@ static double reduced(distc_reduce_op op, int64_t i, int is_int) {
 /* ---------------------------------------------------------------- one size */
 
 typedef struct result {
-    double us;  /* -1: this form does not exist */
+    double us; /* -1: this form does not exist */
     long wrong;
 } result;
 
@@ -287,8 +358,10 @@ static int run_op(int op, DLDataType dt, distc_reduce_op rop, int root, int64_t 
     int n = g_size;
     size_t es = dt.bits / 8;
     int is_int = dt.code == kDLInt || dt.code == kDLUInt;
-    int64_t total = (op == OP_ALLGATHER || op == OP_REDUCESCATTER || op == OP_ALLTOALL || op == OP_GATHER ||
-                     op == OP_SCATTER) ? count * n : count;
+    int64_t total =
+        (op == OP_ALLGATHER || op == OP_REDUCESCATTER || op == OP_ALLTOALL || op == OP_GATHER || op == OP_SCATTER)
+            ? count * n
+            : count;
     int64_t s_in = 0, s_out = 0;
     DLTensor *outs[1024], *ins[1024], part_o[64], part_i[64];
     int64_t shapes[130];
@@ -332,67 +405,67 @@ static int run_op(int op, DLDataType dt, distc_reduce_op rop, int root, int64_t 
         }
         if (it >= warmup + iters && !checking) break;
         switch (op) {
-        case OP_ALLREDUCE:
-            tout = make_tensor(out, dt, &s_out, count);
-            rc = distc_allreduce(NULL, g_pg, &tout, rop, NULL);
-            break;
-        case OP_BROADCAST:
-            tout = make_tensor(out, dt, &s_out, count);
-            rc = distc_broadcast(NULL, g_pg, &tout, root, NULL);
-            break;
-        case OP_REDUCE:
-            tout = make_tensor(out, dt, &s_out, count);
-            rc = distc_reduce(NULL, g_pg, &tout, root, rop, NULL);
-            break;
-        case OP_ALLGATHER:
-            tin = make_tensor(src, dt, &s_in, count);
-            tout = make_tensor(out, dt, &s_out, total);
-            rc = distc_allgather_into_tensor(NULL, g_pg, &tout, &tin, NULL);
-            break;
-        case OP_REDUCESCATTER:
-            tin = make_tensor(in_place ? out : in, dt, &s_in, total);
-            tout = make_tensor(in_place ? out + (size_t)count * es * (size_t)g_rank : out, dt, &s_out, count);
-            rc = distc_reduce_scatter_tensor(NULL, g_pg, &tout, &tin, rop, NULL);
-            break;
-        case OP_ALLTOALL:
-            tin = make_tensor(in, dt, &s_in, total);
-            tout = make_tensor(out, dt, &s_out, total);
-            rc = distc_alltoall_single(NULL, g_pg, &tout, &tin, NULL, NULL, NULL);
-            break;
-        case OP_GATHER:
-        case OP_SCATTER:
-            for (int r = 0; r < n && r < 64; ++r) {
-                part_o[r] = make_tensor(out + (size_t)r * (size_t)count * es, dt, &shapes[r], count);
-                part_i[r] = make_tensor(in + (size_t)r * (size_t)count * es, dt, &shapes[64 + r], count);
-                outs[r] = &part_o[r];
-                ins[r] = &part_i[r];
-            }
-            if (op == OP_GATHER) {
-                tin = make_tensor(in, dt, &s_in, count);
-                rc = distc_gather(NULL, g_pg, outs, &tin, root, NULL);
-            } else {
+            case OP_ALLREDUCE:
                 tout = make_tensor(out, dt, &s_out, count);
-                rc = distc_scatter(NULL, g_pg, &tout, (const DLTensor *const *)ins, root, NULL);
-            }
-            break;
-        case OP_SENDRECV: {
-            tin = make_tensor(in, dt, &s_in, count);
-            tout = make_tensor(out, dt, &s_out, count);
-            if (n == 1) {
-                mem_copy(out, in, (size_t)count * es);
+                rc = distc_allreduce(NULL, g_pg, &tout, rop, NULL);
+                break;
+            case OP_BROADCAST:
+                tout = make_tensor(out, dt, &s_out, count);
+                rc = distc_broadcast(NULL, g_pg, &tout, root, NULL);
+                break;
+            case OP_REDUCE:
+                tout = make_tensor(out, dt, &s_out, count);
+                rc = distc_reduce(NULL, g_pg, &tout, root, rop, NULL);
+                break;
+            case OP_ALLGATHER:
+                tin = make_tensor(src, dt, &s_in, count);
+                tout = make_tensor(out, dt, &s_out, total);
+                rc = distc_allgather_into_tensor(NULL, g_pg, &tout, &tin, NULL);
+                break;
+            case OP_REDUCESCATTER:
+                tin = make_tensor(in_place ? out : in, dt, &s_in, total);
+                tout = make_tensor(in_place ? out + (size_t)count * es * (size_t)g_rank : out, dt, &s_out, count);
+                rc = distc_reduce_scatter_tensor(NULL, g_pg, &tout, &tin, rop, NULL);
+                break;
+            case OP_ALLTOALL:
+                tin = make_tensor(in, dt, &s_in, total);
+                tout = make_tensor(out, dt, &s_out, total);
+                rc = distc_alltoall_single(NULL, g_pg, &tout, &tin, NULL, NULL, NULL);
+                break;
+            case OP_GATHER:
+            case OP_SCATTER:
+                for (int r = 0; r < n && r < 64; ++r) {
+                    part_o[r] = make_tensor(out + (size_t)r * (size_t)count * es, dt, &shapes[r], count);
+                    part_i[r] = make_tensor(in + (size_t)r * (size_t)count * es, dt, &shapes[64 + r], count);
+                    outs[r] = &part_o[r];
+                    ins[r] = &part_i[r];
+                }
+                if (op == OP_GATHER) {
+                    tin = make_tensor(in, dt, &s_in, count);
+                    rc = distc_gather(NULL, g_pg, outs, &tin, root, NULL);
+                } else {
+                    tout = make_tensor(out, dt, &s_out, count);
+                    rc = distc_scatter(NULL, g_pg, &tout, (const DLTensor *const *)ins, root, NULL);
+                }
+                break;
+            case OP_SENDRECV: {
+                tin = make_tensor(in, dt, &s_in, count);
+                tout = make_tensor(out, dt, &s_out, count);
+                if (n == 1) {
+                    mem_copy(out, in, (size_t)count * es);
+                    break;
+                }
+                distc_p2p_op ops[2] = {{DISTC_P2P_SEND, &tin, (g_rank + 1) % n, 0},
+                                       {DISTC_P2P_RECV, &tout, (g_rank + n - 1) % n, 0}};
+                rc = distc_batch_isend_irecv(NULL, g_pg, ops, 2, NULL);
                 break;
             }
-            distc_p2p_op ops[2] = {{DISTC_P2P_SEND, &tin, (g_rank + 1) % n, 0},
-                                   {DISTC_P2P_RECV, &tout, (g_rank + n - 1) % n, 0}};
-            rc = distc_batch_isend_irecv(NULL, g_pg, ops, 2, NULL);
-            break;
-        }
         }
         if (rc != 0) return rc;
         if (!checking) continue;
         mem_sync();
         mem_get(hout, out, b->bytes);
-        out = hout; /* the check reads the host copy */
+        out = hout;                   /* the check reads the host copy */
         if (g_corrupt && g_rank == 0) /* the first element rank 0 checks, whatever the op */
             set_elem(out, dt, 0, 99.0);
         /* Check what this rank holds against what it must. */
@@ -400,28 +473,33 @@ static int run_op(int op, DLDataType dt, distc_reduce_op rop, int root, int64_t 
         int prev = (g_rank + n - 1) % n;
         for (int64_t i = 0; i < count; ++i) {
             switch (op) {
-            case OP_ALLREDUCE: wrong += differs(dt, get_elem(out, dt, i), as_dtype(dt, reduced(rop, i, is_int))); break;
-            case OP_BROADCAST: wrong += get_elem(out, dt, i) != value(root, i); break;
-            case OP_REDUCE:
-                if (g_rank == root) wrong += differs(dt, get_elem(out, dt, i), as_dtype(dt, reduced(rop, i, is_int)));
-                break;
-            case OP_ALLGATHER:
-                for (int r = 0; r < n; ++r) wrong += get_elem(out, dt, r * count + i) != value(r, i);
-                break;
-            case OP_REDUCESCATTER: {
-                const uint8_t *mine = in_place ? out + (size_t)count * es * (size_t)g_rank : out;
-                wrong += differs(dt, get_elem(mine, dt, i), as_dtype(dt, reduced(rop, (int64_t)g_rank * count + i, is_int)));
-                break;
-            }
-            case OP_ALLTOALL:
-                for (int r = 0; r < n; ++r) wrong += get_elem(out, dt, r * count + i) != value(r, (int64_t)g_rank * count + i);
-                break;
-            case OP_GATHER:
-                if (g_rank == root)
+                case OP_ALLREDUCE:
+                    wrong += differs(dt, get_elem(out, dt, i), as_dtype(dt, reduced(rop, i, is_int)));
+                    break;
+                case OP_BROADCAST: wrong += get_elem(out, dt, i) != value(root, i); break;
+                case OP_REDUCE:
+                    if (g_rank == root)
+                        wrong += differs(dt, get_elem(out, dt, i), as_dtype(dt, reduced(rop, i, is_int)));
+                    break;
+                case OP_ALLGATHER:
                     for (int r = 0; r < n; ++r) wrong += get_elem(out, dt, r * count + i) != value(r, i);
-                break;
-            case OP_SCATTER: wrong += get_elem(out, dt, i) != value(root, (int64_t)g_rank * count + i); break;
-            case OP_SENDRECV: wrong += get_elem(out, dt, i) != value(n == 1 ? g_rank : prev, i); break;
+                    break;
+                case OP_REDUCESCATTER: {
+                    const uint8_t *mine = in_place ? out + (size_t)count * es * (size_t)g_rank : out;
+                    wrong += differs(dt, get_elem(mine, dt, i),
+                                     as_dtype(dt, reduced(rop, (int64_t)g_rank * count + i, is_int)));
+                    break;
+                }
+                case OP_ALLTOALL:
+                    for (int r = 0; r < n; ++r)
+                        wrong += get_elem(out, dt, r * count + i) != value(r, (int64_t)g_rank * count + i);
+                    break;
+                case OP_GATHER:
+                    if (g_rank == root)
+                        for (int r = 0; r < n; ++r) wrong += get_elem(out, dt, r * count + i) != value(r, i);
+                    break;
+                case OP_SCATTER: wrong += get_elem(out, dt, i) != value(root, (int64_t)g_rank * count + i); break;
+                case OP_SENDRECV: wrong += get_elem(out, dt, i) != value(n == 1 ? g_rank : prev, i); break;
             }
         }
         res->wrong = wrong;
@@ -488,7 +566,9 @@ int main(int argc, char **argv) {
     int tty = g_rank == 0 && isatty(2) && !c.json && !c.csv;
     if (g_rank == 0 && !c.json) {
         if (c.csv) {
-            printf("op,size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong\n");
+            printf(
+                "op,size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,"
+                "ip_wrong\n");
         } else {
             printf("# distc-perf: backend %s, %d ranks, %d iterations after %d warm-up, check %s\n", c.backend, g_size,
                    c.iters, c.warmup, c.check ? "on" : "off");
@@ -513,7 +593,8 @@ int main(int argc, char **argv) {
             size_t es = d->dl.bits / 8;
             for (int ri = 0; ri < (reduces ? c.nrops : 1); ++ri) {
                 distc_reduce_op rop = redop_values[c.rops[ri]];
-                for (size_t bytes = c.minb; bytes <= c.maxb; bytes = c.factor ? bytes * (size_t)c.factor : bytes + c.incr) {
+                for (size_t bytes = c.minb; bytes <= c.maxb;
+                     bytes = c.factor ? bytes * (size_t)c.factor : bytes + c.incr) {
                     /* nccl-tests' sizes: for allgather/reducescatter/alltoall/gather/scatter the total. */
                     int spread = op == OP_ALLGATHER || op == OP_REDUCESCATTER || op == OP_ALLTOALL || op == OP_GATHER ||
                                  op == OP_SCATTER;
@@ -539,8 +620,8 @@ int main(int argc, char **argv) {
                     for (int ip = 0; ip < 2; ++ip) {
                         rc = run_op(op, d->dl, rop, c.root, count, ip, &b, c.check, c.iters, c.warmup, &r[ip]);
                         if (rc != 0) {
-                            fprintf(stderr, "distc-perf: rank %d: %s %s %zu B failed: %s\n", g_rank, op_names[op], d->name,
-                                    shown, distc_error_last());
+                            fprintf(stderr, "distc-perf: rank %d: %s %s %zu B failed: %s\n", g_rank, op_names[op],
+                                    d->name, shown, distc_error_last());
                             distc_pg_free(g_pg);
                             return 1;
                         }
@@ -567,16 +648,17 @@ int main(int argc, char **argv) {
                     const char *redop = reduces ? redop_names[c.rops[ri]] : "none";
                     int root = rooted ? c.root : -1;
                     if (c.json) {
-                        printf("{\"op\":\"%s\",\"size\":%zu,\"count\":%lld,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,"
-                               "\"ranks\":%d,\"backend\":\"%s\"",
-                               op_names[op], shown, (long long)count, d->name, redop, root, g_size, c.backend);
+                        printf(
+                            "{\"op\":\"%s\",\"size\":%zu,\"count\":%lld,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,"
+                            "\"ranks\":%d,\"backend\":\"%s\"",
+                            op_names[op], shown, (long long)count, d->name, redop, root, g_size, c.backend);
                         for (int ip = 0; ip < 2; ++ip) {
                             const char *p = ip ? "ip" : "oop";
                             if (r[ip].us < 0)
                                 printf(",\"%s_time_us\":null", p);
                             else
-                                printf(",\"%s_time_us\":%.3f,\"%s_algbw\":%.4f,\"%s_busbw\":%.4f,\"%s_wrong\":%ld", p, r[ip].us, p,
-                                       algbw[ip], p, busbw[ip], p, r[ip].wrong);
+                                printf(",\"%s_time_us\":%.3f,\"%s_algbw\":%.4f,\"%s_busbw\":%.4f,\"%s_wrong\":%ld", p,
+                                       r[ip].us, p, algbw[ip], p, busbw[ip], p, r[ip].wrong);
                         }
                         printf("}\n");
                     } else if (c.csv) {

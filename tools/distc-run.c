@@ -58,7 +58,7 @@ typedef struct rank_proc {
 } rank_proc;
 
 static volatile sig_atomic_t g_signal = 0; /* SIGINT/SIGTERM received */
-static int g_wake[2] = {-1, -1};          /* self-pipe: SIGCHLD and signals wake poll() */
+static int g_wake[2] = {-1, -1};           /* self-pipe: SIGCHLD and signals wake poll() */
 
 static void on_signal(int sig) {
     int saved = errno;
@@ -112,8 +112,17 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static int parse_args(int argc, char **argv, opts *o) {
-    *o = (opts){.nproc = 0, .nnodes = 1, .node_rank = 0, .master_port = 0, .max_restarts = 0, .prefix = 1,
-                .tail = 10, .grace_ms = 5000, .allow_torch = 0, .master_addr = "127.0.0.1", .argv = NULL};
+    *o = (opts){.nproc = 0,
+                .nnodes = 1,
+                .node_rank = 0,
+                .master_port = 0,
+                .max_restarts = 0,
+                .prefix = 1,
+                .tail = 10,
+                .grace_ms = 5000,
+                .allow_torch = 0,
+                .master_addr = "127.0.0.1",
+                .argv = NULL};
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -139,14 +148,22 @@ static int parse_args(int argc, char **argv, opts *o) {
         }
         if (!strcmp(a, "-n") || !strcmp(a, "--nproc-per-node") || !strcmp(a, "--nproc_per_node"))
             target = &o->nproc, lo = 1, hi = MAX_LOCAL;
-        else if (!strcmp(a, "--nnodes")) target = &o->nnodes, lo = 1, hi = 1 << 20;
-        else if (!strcmp(a, "--node-rank") || !strcmp(a, "--node_rank")) target = &o->node_rank, lo = 0, hi = 1 << 20;
-        else if (!strcmp(a, "--master-port") || !strcmp(a, "--master_port")) target = &o->master_port, lo = 1, hi = 65535;
-        else if (!strcmp(a, "--max-restarts") || !strcmp(a, "--max_restarts")) target = &o->max_restarts, lo = 0, hi = 1000000;
-        else if (!strcmp(a, "--grace-ms")) target = &o->grace_ms, lo = 0, hi = 3600000;
-        else if (!strcmp(a, "--tail")) target = &o->tail, lo = 0, hi = 10000;
-        else return bad("unknown option %s", a);
-        if (parse_int(v, lo, hi, target) != 0) return bad("%s needs a number in %d..%d, got '%s'", a, lo, hi, v ? v : "");
+        else if (!strcmp(a, "--nnodes"))
+            target = &o->nnodes, lo = 1, hi = 1 << 20;
+        else if (!strcmp(a, "--node-rank") || !strcmp(a, "--node_rank"))
+            target = &o->node_rank, lo = 0, hi = 1 << 20;
+        else if (!strcmp(a, "--master-port") || !strcmp(a, "--master_port"))
+            target = &o->master_port, lo = 1, hi = 65535;
+        else if (!strcmp(a, "--max-restarts") || !strcmp(a, "--max_restarts"))
+            target = &o->max_restarts, lo = 0, hi = 1000000;
+        else if (!strcmp(a, "--grace-ms"))
+            target = &o->grace_ms, lo = 0, hi = 3600000;
+        else if (!strcmp(a, "--tail"))
+            target = &o->tail, lo = 0, hi = 10000;
+        else
+            return bad("unknown option %s", a);
+        if (parse_int(v, lo, hi, target) != 0)
+            return bad("%s needs a number in %d..%d, got '%s'", a, lo, hi, v ? v : "");
         ++i;
     }
     if (o->nproc == 0) return bad("-n N (ranks on this machine) is required");
@@ -338,8 +355,7 @@ static int run_once(const opts *o, rank_proc *ps, int port, int attempt, int *in
         if (r < 0 && errno != EINTR) break;
         if (fds[0].revents & POLLIN) {
             char b[64];
-            while (read(g_wake[0], b, sizeof b) > 0) {
-            }
+            while (read(g_wake[0], b, sizeof b) > 0) {}
         }
         for (int i = 0; i < n; ++i) {
             if (ps[i].out.fd >= 0) drain(o, &ps[i], &ps[i].out);
@@ -380,8 +396,10 @@ static int job_token(const opts *o) {
     if (given && *given) return 0;
     if (o->nnodes > 1) {
         if (o->node_rank == 0)
-            fprintf(stderr, "distc-run: warning: no DISTC_STORE_TOKEN: the store on port %d is open to anyone "
-                            "who can reach it (set the same DISTC_STORE_TOKEN on every node)\n", o->master_port);
+            fprintf(stderr,
+                    "distc-run: warning: no DISTC_STORE_TOKEN: the store on port %d is open to anyone "
+                    "who can reach it (set the same DISTC_STORE_TOKEN on every node)\n",
+                    o->master_port);
         return 0;
     }
     unsigned char raw[32];

@@ -18,7 +18,10 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t stop = 0;
-static void on_signal(int sig) { (void)sig; stop = 1; }
+static void on_signal(int sig) {
+    (void)sig;
+    stop = 1;
+}
 
 static int usage(const char *argv0, int code) {
     fprintf(code ? stderr : stdout,
@@ -55,9 +58,12 @@ static long long parse_bytes(const char *v) {
     long long n = strtoll(v, &end, 10);
     if (end == v || n < 0) return -1;
     int shift = 0;
-    if (*end == 'K' || *end == 'k') shift = 10;
-    else if (*end == 'M' || *end == 'm') shift = 20;
-    else if (*end == 'G' || *end == 'g') shift = 30;
+    if (*end == 'K' || *end == 'k')
+        shift = 10;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30;
     if (shift) ++end;
     if (*end || n > (LLONG_MAX >> shift)) return -1;
     return n << shift;
@@ -102,25 +108,39 @@ int main(int argc, char **argv) {
         }
         if (!v) return usage(argv[0], 2);
         char *end = NULL;
-        if (!strcmp(a, "--host")) opts.host = v;
+        if (!strcmp(a, "--host"))
+            opts.host = v;
         else if (!strcmp(a, "--port")) {
             long p = strtol(v, &end, 10);
-            if (*end || p < 0 || p > 65535) { fprintf(stderr, "distc-store: bad --port '%s'\n", v); return 2; }
+            if (*end || p < 0 || p > 65535) {
+                fprintf(stderr, "distc-store: bad --port '%s'\n", v);
+                return 2;
+            }
             opts.port = (int32_t)p;
-        } else if (!strcmp(a, "--port-file")) port_file = v;
+        } else if (!strcmp(a, "--port-file"))
+            port_file = v;
         else if (!strcmp(a, "--token-file")) {
             if (!(opts.token = read_token(v))) return 2;
         } else if (!strcmp(a, "--max-request-bytes") || !strcmp(a, "--max-unread-reply-bytes")) {
             long long n = parse_bytes(v);
-            if (n < 0) { fprintf(stderr, "distc-store: bad %s '%s'\n", a, v); return 2; }
-            if (!strcmp(a, "--max-request-bytes")) opts.max_request_bytes = n;
-            else opts.max_unread_reply_bytes = n;
-        } else return usage(argv[0], 2);
+            if (n < 0) {
+                fprintf(stderr, "distc-store: bad %s '%s'\n", a, v);
+                return 2;
+            }
+            if (!strcmp(a, "--max-request-bytes"))
+                opts.max_request_bytes = n;
+            else
+                opts.max_unread_reply_bytes = n;
+        } else
+            return usage(argv[0], 2);
         ++i;
     }
     /* Each client holds one descriptor: allow as many as the hard limit does. */
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) { rl.rlim_cur = rl.rlim_max; setrlimit(RLIMIT_NOFILE, &rl); }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     distc_store *store = NULL;
     if (distc_store_new_tcp(&store, &opts) != 0) {
@@ -135,9 +155,11 @@ int main(int argc, char **argv) {
            has_token ? ", token required" : "");
     fflush(stdout);
     if (!has_token && (!opts.host || !strcmp(opts.host, "0.0.0.0") || !strcmp(opts.host, "::")))
-        fprintf(stderr, "distc-store: warning: listening on every interface without a token: anyone who can "
-                        "reach port %d can read and write every key (set DISTC_STORE_TOKEN or --token-file, "
-                        "or --host 127.0.0.1)\n", port);
+        fprintf(stderr,
+                "distc-store: warning: listening on every interface without a token: anyone who can "
+                "reach port %d can read and write every key (set DISTC_STORE_TOKEN or --token-file, "
+                "or --host 127.0.0.1)\n",
+                port);
     if (port_file) {
         FILE *f = fopen(port_file, "w");
         if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0) {

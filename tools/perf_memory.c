@@ -44,21 +44,29 @@ void *mem_alloc(size_t n) {
     return cu.malloc_(&p, n ? n : 1) ? NULL : p;
 }
 void mem_free(void *p) {
-    if (g_cuda < 0) free(p);
-    else if (p) cu.free_(p);
+    if (g_cuda < 0)
+        free(p);
+    else if (p)
+        cu.free_(p);
 }
 /* Copies between a buffer of the benchmark's memory and the host (or within it). */
 void mem_put(void *dst, const void *host, size_t n) {
-    if (g_cuda < 0) { if (dst != host) memcpy(dst, host, n); }
-    else if (n) cu.memcpy_(dst, host, n, H2D);
+    if (g_cuda < 0) {
+        if (dst != host) memcpy(dst, host, n);
+    } else if (n)
+        cu.memcpy_(dst, host, n, H2D);
 }
 void mem_get(void *host, const void *src, size_t n) {
-    if (g_cuda < 0) { if (host != src) memcpy(host, src, n); }
-    else if (n) cu.memcpy_(host, src, n, D2H);
+    if (g_cuda < 0) {
+        if (host != src) memcpy(host, src, n);
+    } else if (n)
+        cu.memcpy_(host, src, n, D2H);
 }
 void mem_copy(void *dst, const void *src, size_t n) {
-    if (g_cuda < 0) memmove(dst, src, n);
-    else if (n) cu.memcpy_(dst, src, n, D2D);
+    if (g_cuda < 0)
+        memmove(dst, src, n);
+    else if (n)
+        cu.memcpy_(dst, src, n, D2D);
 }
 /* The calls so far have finished (device backends return once they are enqueued). */
 void mem_sync(void) {

@@ -67,7 +67,8 @@ PyObject *pydistc_invalid(const char *fmt, ...) {
 /* The DLPack dtype of a buffer-protocol format ("<f", "Zd", "?"), or -1 with ValueError. */
 static int dtype_from_format(const char *fmt, Py_ssize_t itemsize, DLDataType *dt, const char *what) {
     const char *f = fmt ? fmt : "B";
-    if (*f == '@' || *f == '=' || *f == '<') f++;
+    if (*f == '@' || *f == '=' || *f == '<')
+        f++;
     else if (*f == '>' || *f == '!') {
         pydistc_invalid("%s: big-endian data (format '%s') is not supported", what, fmt);
         return -1;
@@ -81,17 +82,30 @@ static int dtype_from_format(const char *fmt, Py_ssize_t itemsize, DLDataType *d
     }
     if (f[0] && f[1] == 0) {
         switch (f[0]) {
-        case '?': dt->code = PYDISTC_DL_BOOL; return 0;
-        case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': dt->code = kDLInt; return 0;
-        case 'B': case 'c': case 'H': case 'I': case 'L': case 'Q': case 'N': dt->code = kDLUInt; return 0;
-        case 'e': case 'f': case 'd': dt->code = kDLFloat; return 0;
-        default: break;
+            case '?': dt->code = PYDISTC_DL_BOOL; return 0;
+            case 'b':
+            case 'h':
+            case 'i':
+            case 'l':
+            case 'q':
+            case 'n': dt->code = kDLInt; return 0;
+            case 'B':
+            case 'c':
+            case 'H':
+            case 'I':
+            case 'L':
+            case 'Q':
+            case 'N': dt->code = kDLUInt; return 0;
+            case 'e':
+            case 'f':
+            case 'd': dt->code = kDLFloat; return 0;
+            default: break;
         }
     }
     pydistc_invalid(
-                 "%s: unsupported element format '%s' (supported: bool, int8, uint8, int16, int32, int64, "
-                 "float16, float32, float64, complex64, complex128; bfloat16 through __dlpack__)",
-                 what, fmt);
+        "%s: unsupported element format '%s' (supported: bool, int8, uint8, int16, int32, int64, "
+        "float16, float32, float64, complex64, complex128; bfloat16 through __dlpack__)",
+        what, fmt);
     return -1;
 }
 
@@ -120,9 +134,9 @@ static int from_buffer(PyObject *obj, pydistc_tensor *t, int writable, const cha
             PyBuffer_Release(&probe);
             if (!contiguous)
                 pydistc_invalid(
-                             "%s is not contiguous: distc needs C-contiguous memory (use numpy.ascontiguousarray "
-                             "or .contiguous(), and copy the result back)",
-                             what);
+                    "%s is not contiguous: distc needs C-contiguous memory (use numpy.ascontiguousarray "
+                    "or .contiguous(), and copy the result back)",
+                    what);
             else
                 pydistc_invalid("%s is read-only, but this operation writes into it", what);
         } else {
@@ -174,9 +188,9 @@ static int from_dlpack(PyObject *obj, pydistc_tensor *t, const char *what) {
         for (int i = m->dl_tensor.ndim - 1; i >= 0; i--) {
             if (m->dl_tensor.shape[i] != 1 && m->dl_tensor.strides[i] != expect) {
                 pydistc_invalid(
-                             "%s is not contiguous: distc needs C-contiguous memory (call .contiguous() "
-                             "and copy the result back)",
-                             what);
+                    "%s is not contiguous: distc needs C-contiguous memory (call .contiguous() "
+                    "and copy the result back)",
+                    what);
                 return -1;
             }
             expect *= m->dl_tensor.shape[i];
@@ -199,8 +213,7 @@ int pydistc_tensor_get(PyObject *obj, pydistc_tensor *t, int writable, const cha
         if (!PyArg_ParseTuple(obj, "Oii", &inner, &code, &bits)) return -1;
         if (pydistc_tensor_get(inner, t, writable, what) != 0) return -1;
         if (t->dl.dtype.bits != bits) {
-            pydistc_invalid("%s: cannot read %d-bit elements as %d-bit ones", what, t->dl.dtype.bits,
-                         bits);
+            pydistc_invalid("%s: cannot read %d-bit elements as %d-bit ones", what, t->dl.dtype.bits, bits);
             return -1;
         }
         t->dl.dtype.code = (uint8_t)code;
@@ -208,9 +221,8 @@ int pydistc_tensor_get(PyObject *obj, pydistc_tensor *t, int writable, const cha
     }
     if (PyObject_CheckBuffer(obj)) return from_buffer(obj, t, writable, what);
     if (PyObject_HasAttrString(obj, "__dlpack__")) return from_dlpack(obj, t, what);
-    pydistc_invalid(
-                 "%s: a %.100s is not a tensor (expected a NumPy array, a buffer, or an object with __dlpack__)",
-                 what, Py_TYPE(obj)->tp_name);
+    pydistc_invalid("%s: a %.100s is not a tensor (expected a NumPy array, a buffer, or an object with __dlpack__)",
+                    what, Py_TYPE(obj)->tp_name);
     return -1;
 }
 
@@ -436,8 +448,10 @@ int pydistc_ints_get(PyObject *seq, pydistc_ints *v, const char *what) {
             Py_DECREF(fast);
             return -1;
         }
-        if (x < INT32_MIN || x > INT32_MAX) v->i32[i] = x < 0 ? INT32_MIN : INT32_MAX; /* refused by the C API */
-        else v->i32[i] = (int32_t)x;
+        if (x < INT32_MIN || x > INT32_MAX)
+            v->i32[i] = x < 0 ? INT32_MIN : INT32_MAX; /* refused by the C API */
+        else
+            v->i32[i] = (int32_t)x;
         v->i64[i] = x;
         v->u64[i] = x < 0 ? 0 : (uint64_t)x;
     }
@@ -506,30 +520,41 @@ void pydistc_p2p_list_put(pydistc_p2p_list *l) {
 
 /* ------------------------------------------------------------------ options */
 
-#define FIELD(T, f, k) {#f, offsetof(T, f), k}
-const pydistc_field pydistc_tcp_store_fields[] = {
-    FIELD(distc_tcp_store_options, host, 's'),       FIELD(distc_tcp_store_options, port, 'i'),
-    FIELD(distc_tcp_store_options, is_server, 'i'),  FIELD(distc_tcp_store_options, world_size, 'i'),
-    FIELD(distc_tcp_store_options, wait_for_workers, 'i'), FIELD(distc_tcp_store_options, timeout_ms, 'l'),
-    FIELD(distc_tcp_store_options, connect_retries, 'i'), FIELD(distc_tcp_store_options, protocol, 'i'),
-    FIELD(distc_tcp_store_options, max_request_bytes, 'l'),
-    FIELD(distc_tcp_store_options, max_unread_reply_bytes, 'l'), FIELD(distc_tcp_store_options, token, 's'),
-    FIELD(distc_tcp_store_options, allow_torch_clients, 'i'), {NULL, 0, 0}};
-const pydistc_field pydistc_rendezvous_fields[] = {
-    FIELD(distc_rendezvous_options, timeout_ms, 'l'), FIELD(distc_rendezvous_options, rank, 'i'),
-    FIELD(distc_rendezvous_options, world_size, 'i'), {NULL, 0, 0}};
+#define FIELD(T, f, k) \
+    { #f, offsetof(T, f), k }
+const pydistc_field pydistc_tcp_store_fields[] = {FIELD(distc_tcp_store_options, host, 's'),
+                                                  FIELD(distc_tcp_store_options, port, 'i'),
+                                                  FIELD(distc_tcp_store_options, is_server, 'i'),
+                                                  FIELD(distc_tcp_store_options, world_size, 'i'),
+                                                  FIELD(distc_tcp_store_options, wait_for_workers, 'i'),
+                                                  FIELD(distc_tcp_store_options, timeout_ms, 'l'),
+                                                  FIELD(distc_tcp_store_options, connect_retries, 'i'),
+                                                  FIELD(distc_tcp_store_options, protocol, 'i'),
+                                                  FIELD(distc_tcp_store_options, max_request_bytes, 'l'),
+                                                  FIELD(distc_tcp_store_options, max_unread_reply_bytes, 'l'),
+                                                  FIELD(distc_tcp_store_options, token, 's'),
+                                                  FIELD(distc_tcp_store_options, allow_torch_clients, 'i'),
+                                                  {NULL, 0, 0}};
+const pydistc_field pydistc_rendezvous_fields[] = {FIELD(distc_rendezvous_options, timeout_ms, 'l'),
+                                                   FIELD(distc_rendezvous_options, rank, 'i'),
+                                                   FIELD(distc_rendezvous_options, world_size, 'i'),
+                                                   {NULL, 0, 0}};
 const pydistc_field pydistc_pg_fields[] = {
-    FIELD(distc_pg_options, backend, 's'), FIELD(distc_pg_options, timeout_ms, 'l'),
+    FIELD(distc_pg_options, backend, 's'),    FIELD(distc_pg_options, timeout_ms, 'l'),
     FIELD(distc_pg_options, group_name, 's'), FIELD(distc_pg_options, debug, 'i'),
-    FIELD(distc_pg_options, device, 'i'), {NULL, 0, 0}};
-const pydistc_field pydistc_op_fields[] = {
-    FIELD(distc_op_options, timeout_ms, 'l'), FIELD(distc_op_options, premul_factor, 'd'),
-    FIELD(distc_op_options, stream, 'p'), {NULL, 0, 0}};
-const pydistc_field pydistc_reducer_fields[] = {
-    FIELD(distc_reducer_options, bucket_cap_bytes, 'u'), FIELD(distc_reducer_options, first_bucket_bytes, 'u'),
-    FIELD(distc_reducer_options, bucket_of, 'a'), FIELD(distc_reducer_options, find_unused_parameters, 'i'),
-    FIELD(distc_reducer_options, gradient_as_bucket_view, 'i'), FIELD(distc_reducer_options, expect_sparse, 'a'),
-    FIELD(distc_reducer_options, stream, 'p'), {NULL, 0, 0}};
+    FIELD(distc_pg_options, device, 'i'),     {NULL, 0, 0}};
+const pydistc_field pydistc_op_fields[] = {FIELD(distc_op_options, timeout_ms, 'l'),
+                                           FIELD(distc_op_options, premul_factor, 'd'),
+                                           FIELD(distc_op_options, stream, 'p'),
+                                           {NULL, 0, 0}};
+const pydistc_field pydistc_reducer_fields[] = {FIELD(distc_reducer_options, bucket_cap_bytes, 'u'),
+                                                FIELD(distc_reducer_options, first_bucket_bytes, 'u'),
+                                                FIELD(distc_reducer_options, bucket_of, 'a'),
+                                                FIELD(distc_reducer_options, find_unused_parameters, 'i'),
+                                                FIELD(distc_reducer_options, gradient_as_bucket_view, 'i'),
+                                                FIELD(distc_reducer_options, expect_sparse, 'a'),
+                                                FIELD(distc_reducer_options, stream, 'p'),
+                                                {NULL, 0, 0}};
 #undef FIELD
 
 static int set_field(void *opts, const pydistc_field *f, PyObject *v, pydistc_options *keep, const char *what) {

@@ -20,7 +20,7 @@
  * exit does not wait for them: they only find the gate closed and fail. */
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
-static int gate_closed;  /* written under gate_mu; store calls read it without */
+static int gate_closed; /* written under gate_mu; store calls read it without */
 static int gate_inside;
 
 static int python_alive(void) {
@@ -99,10 +99,14 @@ static int store_failure(const char *op) {
     PyErr_NormalizeException(&type, &value, &tb);
     int code = DISTC_EREMOTE;
     PyObject *c = value ? PyObject_GetAttrString(value, "code") : NULL;
-    if (c && PyLong_Check(c)) code = (int)PyLong_AsLong(c);
-    else if (type && PyErr_GivenExceptionMatches(type, PyExc_TimeoutError)) code = DISTC_ETIMEOUT;
-    else if (type && PyErr_GivenExceptionMatches(type, PyExc_NotImplementedError)) code = DISTC_ENOTSUP;
-    else if (type && PyErr_GivenExceptionMatches(type, PyExc_ValueError)) code = DISTC_EINVAL;
+    if (c && PyLong_Check(c))
+        code = (int)PyLong_AsLong(c);
+    else if (type && PyErr_GivenExceptionMatches(type, PyExc_TimeoutError))
+        code = DISTC_ETIMEOUT;
+    else if (type && PyErr_GivenExceptionMatches(type, PyExc_NotImplementedError))
+        code = DISTC_ENOTSUP;
+    else if (type && PyErr_GivenExceptionMatches(type, PyExc_ValueError))
+        code = DISTC_EINVAL;
     if (code >= 0) code = DISTC_EREMOTE;
     PyErr_Clear();
     Py_XDECREF(c);
@@ -126,19 +130,19 @@ static int exiting(const char *op) {
 }
 
 /* Takes the GIL for a store operation, or returns its failure at exit. */
-#define STORE_ENTER(op)                                                                       \
+#define STORE_ENTER(op)                                                                         \
     if (__atomic_load_n(&gate_closed, __ATOMIC_RELAXED) || !python_alive()) return exiting(op); \
     PyGILState_STATE gil_ = PyGILState_Ensure()
 
 /* Calls obj.<name>(args...) with the GIL; NULL with the failure recorded. */
-#define STORE_CALL(result, op, fmt, ...)                                                      \
-    STORE_ENTER(op);                                                                          \
-    PyObject *result = PyObject_CallMethod((PyObject *)payload, op, fmt, __VA_ARGS__);        \
-    int rc_ = 0;                                                                              \
+#define STORE_CALL(result, op, fmt, ...)                                               \
+    STORE_ENTER(op);                                                                   \
+    PyObject *result = PyObject_CallMethod((PyObject *)payload, op, fmt, __VA_ARGS__); \
+    int rc_ = 0;                                                                       \
     if (!result) rc_ = store_failure(op)
 
-#define STORE_RETURN()         \
-    PyGILState_Release(gil_);  \
+#define STORE_RETURN()        \
+    PyGILState_Release(gil_); \
     return rc_
 
 static int bytes_result(PyObject *r, distc_buf *out, const char *op) {
@@ -203,8 +207,8 @@ static int py_add(void *payload, const char *key, int64_t delta, int64_t *out) {
 
 static int py_compare_set(void *payload, const char *key, const void *expected, size_t expected_len,
                           const void *desired, size_t desired_len, distc_buf *out) {
-    STORE_CALL(r, "compare_set", "sy#y#", key, (const char *)expected, (Py_ssize_t)expected_len,
-               (const char *)desired, (Py_ssize_t)desired_len);
+    STORE_CALL(r, "compare_set", "sy#y#", key, (const char *)expected, (Py_ssize_t)expected_len, (const char *)desired,
+               (Py_ssize_t)desired_len);
     if (r) rc_ = bytes_result(r, out, "compare_set");
     Py_XDECREF(r);
     STORE_RETURN();
@@ -215,11 +219,14 @@ static int py_check(void *payload, const char *const *keys, size_t n, int32_t *o
     int rc_ = 0;
     PyObject *k = keys_tuple(keys, n);
     PyObject *r = k ? PyObject_CallMethod((PyObject *)payload, "check", "(O)", k) : NULL;
-    if (!r) rc_ = store_failure("check");
+    if (!r)
+        rc_ = store_failure("check");
     else {
         int t = PyObject_IsTrue(r);
-        if (t < 0) rc_ = store_failure("check");
-        else *out = t;
+        if (t < 0)
+            rc_ = store_failure("check");
+        else
+            *out = t;
     }
     Py_XDECREF(r);
     Py_XDECREF(k);
@@ -241,8 +248,10 @@ static int py_delete_key(void *payload, const char *key, int32_t *out) {
     STORE_CALL(r, "delete_key", "(s)", key);
     if (r) {
         int t = PyObject_IsTrue(r);
-        if (t < 0) rc_ = store_failure("delete_key");
-        else if (out) *out = t;
+        if (t < 0)
+            rc_ = store_failure("delete_key");
+        else if (out)
+            *out = t;
     }
     Py_XDECREF(r);
     STORE_RETURN();
@@ -275,7 +284,8 @@ static int has_method(PyObject *obj, const char *name) {
 int pydistc_store_new_object(distc_store **out, PyObject *obj) {
     for (const char *const *m = (const char *const[]){"set", "get", "add", NULL}; *m; m++)
         if (!has_method(obj, *m)) {
-            PyErr_Format(PyExc_TypeError, "a %.100s cannot serve as a store: it has no %s() method (set, get and add are required)",
+            PyErr_Format(PyExc_TypeError,
+                         "a %.100s cannot serve as a store: it has no %s() method (set, get and add are required)",
                          Py_TYPE(obj)->tp_name, *m);
             return -1;
         }

@@ -62,14 +62,14 @@ typedef struct distc_pg distc_pg;
 /** Reduction operators. Values are part of the ABI. */
 typedef enum distc_reduce_op {
     DISTC_SUM = 0,
-    DISTC_AVG = 1,        /**< sum, then one division by the group size */
+    DISTC_AVG = 1, /**< sum, then one division by the group size */
     DISTC_PRODUCT = 2,
     DISTC_MIN = 3,
     DISTC_MAX = 4,
-    DISTC_BAND = 5,       /**< integer and bool tensors only */
+    DISTC_BAND = 5, /**< integer and bool tensors only */
     DISTC_BOR = 6,
     DISTC_BXOR = 7,
-    DISTC_PREMUL_SUM = 8  /**< each input times distc_op_options.premul_factor, then summed */
+    DISTC_PREMUL_SUM = 8 /**< each input times distc_op_options.premul_factor, then summed */
 } distc_reduce_op;
 
 /**
@@ -86,23 +86,24 @@ typedef enum distc_reduce_op {
 
 /** Options of a new group. */
 typedef struct distc_pg_options {
-    unsigned int version;    /**< DISTC_PG_OPTIONS_VERSION */
-    const char *backend;     /**< NULL: "gloo" */
-    int64_t timeout_ms;      /**< default timeout of every operation; -1: 30 min */
-    const char *group_name;  /**< keys of this group live under "<name>/<instance>/" in the store;
+    unsigned int version;   /**< DISTC_PG_OPTIONS_VERSION */
+    const char *backend;    /**< NULL: "gloo" */
+    int64_t timeout_ms;     /**< default timeout of every operation; -1: 30 min */
+    const char *group_name; /**< keys of this group live under "<name>/<instance>/" in the store;
                                   NULL: "default_pg" (subgroups: derived from the parent's) */
-    int32_t debug;           /**< 1: before each collective, the ranks check that they all
+    int32_t debug;          /**< 1: before each collective, the ranks check that they all
                                   call the same operation with the same dtype, count, root and
                                   op (one small allgather), and a mismatch is DISTC_EINVAL on
                                   every rank naming who calls what; 0: off; -1: on when the
                                   environment has DISTC_DEBUG=detail. Set it alike on every rank.
                                   Backends other than gloo ignore it. */
-    int32_t device;          /**< (version 2) the accelerator of a device backend ("nccl": the CUDA
+    int32_t device;         /**< (version 2) the accelerator of a device backend ("nccl": the CUDA
                                   device); -1: the backend's choice (nccl: LOCAL_RANK modulo the
                                   device count, else 0) */
 } distc_pg_options;
 
-#define DISTC_PG_OPTIONS_INIT { DISTC_PG_OPTIONS_VERSION, NULL, -1, NULL, -1, -1 }
+#define DISTC_PG_OPTIONS_INIT \
+    { DISTC_PG_OPTIONS_VERSION, NULL, -1, NULL, -1, -1 }
 
 /** Fills `opts` with the defaults above; `version` 1 fills the fields of version 1 only. */
 DISTC_EXTERN(int) distc_pg_options_init(distc_pg_options *opts, unsigned int version);
@@ -112,15 +113,16 @@ DISTC_EXTERN(int) distc_pg_options_init(distc_pg_options *opts, unsigned int ver
 
 /** Per-operation options; NULL means defaults. */
 typedef struct distc_op_options {
-    unsigned int version;   /**< DISTC_OP_OPTIONS_VERSION */
-    int64_t timeout_ms;     /**< -1: the group's timeout */
-    double premul_factor;   /**< the factor of DISTC_PREMUL_SUM */
-    void *stream;           /**< (version 2) device backends: the stream the operation is ordered
+    unsigned int version; /**< DISTC_OP_OPTIONS_VERSION */
+    int64_t timeout_ms;   /**< -1: the group's timeout */
+    double premul_factor; /**< the factor of DISTC_PREMUL_SUM */
+    void *stream;         /**< (version 2) device backends: the stream the operation is ordered
                                  on (a cudaStream_t for nccl); NULL: the device's default
                                  (legacy) stream. Ignored by host backends. */
 } distc_op_options;
 
-#define DISTC_OP_OPTIONS_INIT { DISTC_OP_OPTIONS_VERSION, -1, 1.0, NULL }
+#define DISTC_OP_OPTIONS_INIT \
+    { DISTC_OP_OPTIONS_VERSION, -1, 1.0, NULL }
 
 /** Fills `opts` with the defaults above; `version` 1 fills the fields of version 1 only. */
 DISTC_EXTERN(int) distc_op_options_init(distc_op_options *opts, unsigned int version);
@@ -231,8 +233,8 @@ DISTC_EXTERN(int) distc_allgather(distc_work **out, distc_pg *pg, DLTensor *cons
                                   const distc_op_options *opts);
 
 /** Gathers every rank's `input` into one `output` of size x its elements, in rank order. */
-DISTC_EXTERN(int) distc_allgather_into_tensor(distc_work **out, distc_pg *pg, DLTensor *output,
-                                              const DLTensor *input, const distc_op_options *opts);
+DISTC_EXTERN(int) distc_allgather_into_tensor(distc_work **out, distc_pg *pg, DLTensor *output, const DLTensor *input,
+                                              const distc_op_options *opts);
 
 /**
  * Gathers every rank's `input` into `outputs[0..size)` on `root`; `outputs`
@@ -249,14 +251,12 @@ DISTC_EXTERN(int) distc_scatter(distc_work **out, distc_pg *pg, DLTensor *output
                                 int32_t root, const distc_op_options *opts);
 
 /** Reduces `inputs[0..size)` across ranks; rank r's `output` gets the reduction of everyone's inputs[r]. */
-DISTC_EXTERN(int) distc_reduce_scatter(distc_work **out, distc_pg *pg, DLTensor *output,
-                                       const DLTensor *const *inputs, distc_reduce_op op,
-                                       const distc_op_options *opts);
+DISTC_EXTERN(int) distc_reduce_scatter(distc_work **out, distc_pg *pg, DLTensor *output, const DLTensor *const *inputs,
+                                       distc_reduce_op op, const distc_op_options *opts);
 
 /** reduce_scatter from one flat `input` of size x `output`'s elements. */
-DISTC_EXTERN(int) distc_reduce_scatter_tensor(distc_work **out, distc_pg *pg, DLTensor *output,
-                                              const DLTensor *input, distc_reduce_op op,
-                                              const distc_op_options *opts);
+DISTC_EXTERN(int) distc_reduce_scatter_tensor(distc_work **out, distc_pg *pg, DLTensor *output, const DLTensor *input,
+                                              distc_reduce_op op, const distc_op_options *opts);
 
 /** Rank r sends `inputs[j]` to rank j, which receives it in its `outputs[r]`. */
 DISTC_EXTERN(int) distc_alltoall(distc_work **out, distc_pg *pg, DLTensor *const *outputs,
@@ -307,9 +307,9 @@ typedef enum distc_p2p_kind { DISTC_P2P_SEND = 0, DISTC_P2P_RECV = 1 } distc_p2p
 
 /** One send or receive of distc_batch_isend_irecv. */
 typedef struct distc_p2p_op {
-    int32_t kind;      /**< a distc_p2p_kind */
-    DLTensor *tensor;  /**< the data to send, or the buffer to receive into */
-    int32_t peer;      /**< destination or source rank (no DISTC_ANY_SOURCE here) */
+    int32_t kind;     /**< a distc_p2p_kind */
+    DLTensor *tensor; /**< the data to send, or the buffer to receive into */
+    int32_t peer;     /**< destination or source rank (no DISTC_ANY_SOURCE here) */
     int32_t tag;
 } distc_p2p_op;
 

@@ -82,10 +82,10 @@ typedef struct distc_reducer distc_reducer;
 
 /** Options of a reducer; NULL means defaults. */
 typedef struct distc_reducer_options {
-    unsigned int version;          /**< DISTC_REDUCER_OPTIONS_VERSION */
-    uint64_t bucket_cap_bytes;     /**< 0: DISTC_BUCKET_CAP_BYTES */
-    uint64_t first_bucket_bytes;   /**< 0: DISTC_FIRST_BUCKET_BYTES */
-    const int32_t *bucket_of;      /**< explicit assignment: the bucket of each gradient, buckets
+    unsigned int version;            /**< DISTC_REDUCER_OPTIONS_VERSION */
+    uint64_t bucket_cap_bytes;       /**< 0: DISTC_BUCKET_CAP_BYTES */
+    uint64_t first_bucket_bytes;     /**< 0: DISTC_FIRST_BUCKET_BYTES */
+    const int32_t *bucket_of;        /**< explicit assignment: the bucket of each gradient, buckets
                                         numbered 0.. in launch order, each of one dtype; NULL: by
                                         size (distc_compute_bucket_assignment_by_size, buckets
                                         launched from the last gradients to the first, as c10d;
@@ -93,25 +93,26 @@ typedef struct distc_reducer_options {
                                         prepare_for_backward in the order the gradients arrived
                                         on rank 0 in the first iteration, unless
                                         find_unused_parameters or gradient_as_bucket_view) */
-    int32_t find_unused_parameters;/**< nonzero: gradients not marked ready by finalize() reduce
+    int32_t find_unused_parameters;  /**< nonzero: gradients not marked ready by finalize() reduce
                                         as zeros; zero: that is DISTC_ESTATE naming them */
-    int32_t gradient_as_bucket_view;/**< nonzero: each gradient lives in its bucket
+    int32_t gradient_as_bucket_view; /**< nonzero: each gradient lives in its bucket
                                         (distc_reducer_grad_view): the backward pass writes it
                                         there, mark_ready copies nothing and finalize leaves
                                         the average there; `grads` only give shapes and dtypes */
-    const int32_t *expect_sparse;  /**< (version 2) per gradient, nonzero: its gradients are
+    const int32_t *expect_sparse;    /**< (version 2) per gradient, nonzero: its gradients are
                                         sparse (rows of grads[i] along its first dimension, as
                                         an embedding's): it gets a bucket of its own, is marked
                                         with distc_reducer_mark_ready_sparse and read with
                                         distc_reducer_sparse_grad; NULL: none */
-    void *stream;                  /**< (version 3) gradients in device memory: the stream (a
+    void *stream;                    /**< (version 3) gradients in device memory: the stream (a
                                         cudaStream_t for nccl) the backward pass writes them on.
                                         Bucket copies, fills and allreduces are ordered there,
                                         and finalize() returns with the copies back into the
                                         gradients enqueued there. NULL: the default stream */
 } distc_reducer_options;
 
-#define DISTC_REDUCER_OPTIONS_INIT { DISTC_REDUCER_OPTIONS_VERSION, 0, 0, NULL, 0, 0, NULL, NULL }
+#define DISTC_REDUCER_OPTIONS_INIT \
+    { DISTC_REDUCER_OPTIONS_VERSION, 0, 0, NULL, 0, 0, NULL, NULL }
 
 /** Fills `opts` with the defaults above; an older `version` fills the fields of that version only. */
 DISTC_EXTERN(int) distc_reducer_options_init(distc_reducer_options *opts, unsigned int version);
@@ -201,9 +202,9 @@ typedef int (*distc_reducer_comm_hook)(distc_work **out, distc_pg *pg, DLTensor 
 
 /** Built-in communication hooks (c10d's fp16_compress_hook, bf16_compress_hook). */
 typedef enum distc_reducer_builtin_hook {
-    DISTC_HOOK_ALLREDUCE = 0,    /**< the default: an AVG allreduce of the bucket as it is */
-    DISTC_HOOK_FP16_COMPRESS = 1,/**< float32 buckets travel as float16 and are averaged there */
-    DISTC_HOOK_BF16_COMPRESS = 2 /**< ... as bfloat16 */
+    DISTC_HOOK_ALLREDUCE = 0,     /**< the default: an AVG allreduce of the bucket as it is */
+    DISTC_HOOK_FP16_COMPRESS = 1, /**< float32 buckets travel as float16 and are averaged there */
+    DISTC_HOOK_BF16_COMPRESS = 2  /**< ... as bfloat16 */
 } distc_reducer_builtin_hook;
 
 /**

@@ -75,20 +75,20 @@ typedef void (*distc_store_log_fn)(void *payload, const char *line);
  * or distc_tcp_store_options_init(); fields may be appended in later versions.
  */
 typedef struct distc_tcp_store_options {
-    unsigned int version;      /**< DISTC_TCP_STORE_OPTIONS_VERSION */
-    const char *host;          /**< server to connect to; for a server, the address to
+    unsigned int version;           /**< DISTC_TCP_STORE_OPTIONS_VERSION */
+    const char *host;               /**< server to connect to; for a server, the address to
                                     bind (NULL: every interface) */
-    int32_t port;              /**< 0 with is_server: pick a free port (distc_store_tcp_port) */
-    int32_t is_server;         /**< nonzero: also run the server in this process */
-    int32_t world_size;        /**< number of participants including the server's
+    int32_t port;                   /**< 0 with is_server: pick a free port (distc_store_tcp_port) */
+    int32_t is_server;              /**< nonzero: also run the server in this process */
+    int32_t world_size;             /**< number of participants including the server's
                                     process; -1: unknown */
-    int32_t wait_for_workers;  /**< nonzero (with world_size > 0): the creating call waits
+    int32_t wait_for_workers;       /**< nonzero (with world_size > 0): the creating call waits
                                     until world_size participants have joined */
-    int64_t timeout_ms;        /**< default timeout of operations; -1: 300 s */
-    int32_t connect_retries;   /**< connection attempts with exponential backoff, bounded
+    int64_t timeout_ms;             /**< default timeout of operations; -1: 300 s */
+    int32_t connect_retries;        /**< connection attempts with exponential backoff, bounded
                                     by timeout_ms as well; -1: until the timeout */
-    int32_t protocol;          /**< a distc_tcp_protocol */
-    int64_t max_request_bytes; /**< (version 2) server: the largest request a client may send (a key,
+    int32_t protocol;               /**< a distc_tcp_protocol */
+    int64_t max_request_bytes;      /**< (version 2) server: the largest request a client may send (a key,
                                     its value and their framing), which is also the most input the
                                     server buffers for one connection; a larger request closes the
                                     connection. At least 4096; -1: 1 GiB + 1 MiB, the largest value
@@ -98,7 +98,7 @@ typedef struct distc_tcp_store_options {
                                     client has taken them (a single reply may be larger). While a
                                     request waits for its keys, the server reads at most 64 KiB more
                                     from that connection. -1: 4 MiB */
-    const char *token;         /**< (version 3) a shared secret. A server with a token serves only
+    const char *token;              /**< (version 3) a shared secret. A server with a token serves only
                                     clients that prove they know it: a challenge-response with
                                     HMAC-SHA256 over a random nonce, so the token never crosses the
                                     wire; a client proves it when the server asks. A client without
@@ -106,17 +106,19 @@ typedef struct distc_tcp_store_options {
                                     the token"). NULL: $DISTC_STORE_TOKEN if set, else none; "": none,
                                     whatever the environment says. It authenticates, it does not
                                     encrypt: keys and values cross the network in the clear. */
-    int32_t allow_torch_clients; /**< (version 3) server: whether clients of PyTorch's protocol, which
+    int32_t allow_torch_clients;    /**< (version 3) server: whether clients of PyTorch's protocol, which
                                     cannot prove a token, are served: 1 always, 0 never, -1 only when
                                     the server has no token. Admitted, they can read and write every key. */
-    distc_store_log_fn server_log; /**< (version 3) server: called with a line for each client refused
+    distc_store_log_fn server_log;  /**< (version 3) server: called with a line for each client refused
                                     or dropped; NULL: no log */
-    void *server_log_payload;  /**< (version 3) server_log's first argument */
+    void *server_log_payload;       /**< (version 3) server_log's first argument */
 } distc_tcp_store_options;
 
-#define DISTC_TCP_STORE_OPTIONS_INIT                                                          \
-    { DISTC_TCP_STORE_OPTIONS_VERSION, NULL, 0, 0, -1, 1, -1, -1, DISTC_TCP_PROTOCOL_AUTO, -1, -1, \
-      NULL, -1, NULL, NULL }
+#define DISTC_TCP_STORE_OPTIONS_INIT                                                                                 \
+    {                                                                                                                \
+        DISTC_TCP_STORE_OPTIONS_VERSION, NULL, 0, 0, -1, 1, -1, -1, DISTC_TCP_PROTOCOL_AUTO, -1, -1, NULL, -1, NULL, \
+            NULL                                                                                                     \
+    }
 
 /** Fills `opts` with the defaults above, for FFIs that cannot expand macros; an older
  * `version` fills the fields of that version only. */
@@ -172,9 +174,8 @@ DISTC_EXTERN(int) distc_store_add(int64_t *out, distc_store *store, const char *
  * when the key is missing and `expected_len` > 0 it receives `expected`
  * (c10d's semantics). `out` may be NULL.
  */
-DISTC_EXTERN(int) distc_store_compare_set(distc_buf *out, distc_store *store, const char *key,
-                                          const void *expected, size_t expected_len,
-                                          const void *desired, size_t desired_len);
+DISTC_EXTERN(int) distc_store_compare_set(distc_buf *out, distc_store *store, const char *key, const void *expected,
+                                          size_t expected_len, const void *desired, size_t desired_len);
 
 /** Sets `*out` to 1 if every one of the `n` keys exists, else 0. Never waits. */
 DISTC_EXTERN(int) distc_store_check(int32_t *out, distc_store *store, const char *const *keys, size_t n);
@@ -206,8 +207,8 @@ DISTC_EXTERN(int) distc_store_append(distc_store *store, const char *key, const 
 DISTC_EXTERN(int) distc_store_multi_get(distc_buf *values, distc_store *store, const char *const *keys, size_t n);
 
 /** Sets `n` keys at once: `values[i]` of `lens[i]` bytes for `keys[i]`. */
-DISTC_EXTERN(int) distc_store_multi_set(distc_store *store, const char *const *keys,
-                                        const void *const *values, const size_t *lens, size_t n);
+DISTC_EXTERN(int) distc_store_multi_set(distc_store *store, const char *const *keys, const void *const *values,
+                                        const size_t *lens, size_t n);
 
 /** Sets the store's default timeout (> 0 ms) for get, wait and multi_get. */
 DISTC_EXTERN(int) distc_store_set_timeout(distc_store *store, int64_t timeout_ms);
@@ -222,13 +223,14 @@ DISTC_EXTERN(int) distc_store_get_timeout(int64_t *out, const distc_store *store
 
 /** Options of distc_rendezvous(). */
 typedef struct distc_rendezvous_options {
-    unsigned int version;  /**< DISTC_RENDEZVOUS_OPTIONS_VERSION */
-    int64_t timeout_ms;    /**< store timeout; -1: 300 s */
-    int32_t rank;          /**< overrides the URL and environment; -1: unset */
-    int32_t world_size;    /**< overrides the URL and environment; -1: unset */
+    unsigned int version; /**< DISTC_RENDEZVOUS_OPTIONS_VERSION */
+    int64_t timeout_ms;   /**< store timeout; -1: 300 s */
+    int32_t rank;         /**< overrides the URL and environment; -1: unset */
+    int32_t world_size;   /**< overrides the URL and environment; -1: unset */
 } distc_rendezvous_options;
 
-#define DISTC_RENDEZVOUS_OPTIONS_INIT { DISTC_RENDEZVOUS_OPTIONS_VERSION, -1, -1, -1 }
+#define DISTC_RENDEZVOUS_OPTIONS_INIT \
+    { DISTC_RENDEZVOUS_OPTIONS_VERSION, -1, -1, -1 }
 
 /** Fills `opts` with the defaults above. */
 DISTC_EXTERN(int) distc_rendezvous_options_init(distc_rendezvous_options *opts, unsigned int version);
@@ -247,8 +249,8 @@ DISTC_EXTERN(int) distc_rendezvous_options_init(distc_rendezvous_options *opts, 
  * Missing or malformed parts give DISTC_EINVAL naming what is wrong; so do
  * NULL `out`, `rank` or `world_size` (all three are required outputs).
  */
-DISTC_EXTERN(int) distc_rendezvous(distc_store **out, int32_t *rank, int32_t *world_size,
-                                   const char *url, const distc_rendezvous_options *opts);
+DISTC_EXTERN(int) distc_rendezvous(distc_store **out, int32_t *rank, int32_t *world_size, const char *url,
+                                   const distc_rendezvous_options *opts);
 
 DISTC_END_DECL
 

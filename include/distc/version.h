@@ -13,11 +13,10 @@
 #define DISTC_VERSION_STRING "0.1.0"
 
 /** The version as one comparable number: major * 10000 + minor * 100 + patch. */
-#define DISTC_VERSION_NUMBER \
-    (DISTC_VERSION_MAJOR * 10000 + DISTC_VERSION_MINOR * 100 + DISTC_VERSION_PATCH)
+#define DISTC_VERSION_NUMBER (DISTC_VERSION_MAJOR * 10000 + DISTC_VERSION_MINOR * 100 + DISTC_VERSION_PATCH)
 
 /** True when the headers are at least version a.b.c. */
-#define DISTC_VERSION_CHECK(a, b, c) (DISTC_VERSION_NUMBER >= ((a) * 10000 + (b) * 100 + (c)))
+#define DISTC_VERSION_CHECK(a, b, c) (DISTC_VERSION_NUMBER >= ((a)*10000 + (b)*100 + (c)))
 
 DISTC_BEGIN_DECL
 

@@ -13,8 +13,7 @@ namespace {
 void check_rc(int rc, const std::string &op) {
     if (rc == 0) return;
     if (rc > 0) fail(DISTC_EINTERNAL, "custom store " + op + " returned a positive code");
-    std::string msg = distc_error_last_code() == rc && distc_error_last()[0] ? distc_error_last()
-                                                                                : distc_strerror(rc);
+    std::string msg = distc_error_last_code() == rc && distc_error_last()[0] ? distc_error_last() : distc_strerror(rc);
     fail(rc, "custom store " + op + ": " + msg);
 }
 

@@ -50,21 +50,21 @@ extern "C" {
 
 DISTC_EXTERN(const char *) distc_strerror(int code) {
     switch (code) {
-    case DISTC_OK: return "success";
-    case DISTC_INPROGRESS: return "in progress";
-    case DISTC_EINVAL: return "invalid argument";
-    case DISTC_ETIMEOUT: return "timed out";
-    case DISTC_ENOTFOUND: return "not found";
-    case DISTC_ENOTSUP: return "not supported";
-    case DISTC_EREMOTE: return "remote peer failed";
-    case DISTC_EABORTED: return "aborted";
-    case DISTC_ESTATE: return "wrong state";
-    case DISTC_ENOMEM: return "out of memory or over a size limit";
-    case DISTC_EBACKEND: return "backend error";
-    case DISTC_EINTERNAL: return "internal error";
-    case DISTC_EIO: return "system I/O error";
-    case DISTC_EPROTO: return "protocol error";
-    default: return "unknown error code";
+        case DISTC_OK: return "success";
+        case DISTC_INPROGRESS: return "in progress";
+        case DISTC_EINVAL: return "invalid argument";
+        case DISTC_ETIMEOUT: return "timed out";
+        case DISTC_ENOTFOUND: return "not found";
+        case DISTC_ENOTSUP: return "not supported";
+        case DISTC_EREMOTE: return "remote peer failed";
+        case DISTC_EABORTED: return "aborted";
+        case DISTC_ESTATE: return "wrong state";
+        case DISTC_ENOMEM: return "out of memory or over a size limit";
+        case DISTC_EBACKEND: return "backend error";
+        case DISTC_EINTERNAL: return "internal error";
+        case DISTC_EIO: return "system I/O error";
+        case DISTC_EPROTO: return "protocol error";
+        default: return "unknown error code";
     }
 }
 

@@ -85,7 +85,8 @@ std::vector<ByteView> byte_views(const void *const *data, const size_t *lens, si
     require(data != nullptr && lens != nullptr, "data or lens is NULL on the root");
     std::vector<ByteView> v;
     for (size_t i = 0; i < n; ++i) {
-        if (!data[i] && lens[i]) fail(DISTC_EINVAL, "data[" + std::to_string(i) + "] is NULL but lens[" + std::to_string(i) + "] > 0");
+        if (!data[i] && lens[i])
+            fail(DISTC_EINVAL, "data[" + std::to_string(i) + "] is NULL but lens[" + std::to_string(i) + "] > 0");
         v.emplace_back(data[i], lens[i]);
     }
     return v;
@@ -95,7 +96,8 @@ void to_bufs(distc_buf *out, const std::vector<Bytes> &vals) {
     size_t i = 0;
     try {
         for (; i < vals.size(); ++i)
-            if (distc_buf_set(&out[i], vals[i].data(), vals[i].size()) != 0) fail(DISTC_ENOMEM, "cannot allocate a result");
+            if (distc_buf_set(&out[i], vals[i].data(), vals[i].size()) != 0)
+                fail(DISTC_ENOMEM, "cannot allocate a result");
     } catch (...) {
         for (size_t j = 0; j < i; ++j) distc_buf_dispose(&out[j]);
         throw;
@@ -149,7 +151,8 @@ DISTC_EXTERN(int) distc_pg_new_from_url(distc_pg **out, const char *url, const d
         std::string scheme = sep == std::string::npos ? "" : u.substr(0, sep);
         if (sep != std::string::npos && sep + 3 == u.size() && scheme != "env" && scheme != "tcp" && scheme != "file") {
             if (opts && opts->backend && scheme != opts->backend)
-                fail(DISTC_EINVAL, "url " + u + " names the " + scheme + " backend but opts->backend is " + opts->backend);
+                fail(DISTC_EINVAL,
+                     "url " + u + " names the " + scheme + " backend but opts->backend is " + opts->backend);
             o.backend = scheme;
             int rank = -1, size = -1;
             engine_world(scheme, rank, size);
@@ -237,7 +240,8 @@ DISTC_EXTERN(int) distc_pg_global_rank(int32_t *out, const distc_pg *pg, int32_t
         const ProcessGroup &g = pg_arg(pg);
         int r = g.global_rank(group_rank);
         if (r < 0)
-            fail(DISTC_EINVAL, "group_rank " + std::to_string(group_rank) + " is outside 0.." + std::to_string(g.size() - 1));
+            fail(DISTC_EINVAL,
+                 "group_rank " + std::to_string(group_rank) + " is outside 0.." + std::to_string(g.size() - 1));
         *out = r;
         return 0;
     });
@@ -255,8 +259,7 @@ DISTC_EXTERN(int) distc_monitored_barrier(distc_pg *pg, int64_t timeout_ms, int3
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
         require(timeout_ms == DISTC_TIMEOUT_DEFAULT || timeout_ms > 0, "timeout_ms must be > 0 or -1");
-        g.monitored_barrier(timeout_ms > 0 ? capi::clamp_ms(timeout_ms) : g.timeout(),
-                            wait_all_ranks != 0);
+        g.monitored_barrier(timeout_ms > 0 ? capi::clamp_ms(timeout_ms) : g.timeout(), wait_all_ranks != 0);
         return 0;
     });
 }
@@ -352,7 +355,8 @@ DISTC_EXTERN(int) distc_allreduce(distc_work **out, distc_pg *pg, DLTensor *tens
                                   const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        return finish(out, g.allreduce(tensor_arg(g, tensor, "tensor"), capi::reduce_op_arg(op), op_options(opts), out));
+        return finish(out,
+                      g.allreduce(tensor_arg(g, tensor, "tensor"), capi::reduce_op_arg(op), op_options(opts), out));
     });
 }
 
@@ -378,7 +382,8 @@ DISTC_EXTERN(int) distc_reduce(distc_work **out, distc_pg *pg, DLTensor *tensor,
                                const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        return finish(out, g.reduce(tensor_arg(g, tensor, "tensor"), root, capi::reduce_op_arg(op), op_options(opts), out));
+        return finish(out,
+                      g.reduce(tensor_arg(g, tensor, "tensor"), root, capi::reduce_op_arg(op), op_options(opts), out));
     });
 }
 
@@ -413,14 +418,15 @@ std::vector<Tensor> split_views(const Tensor &flat, size_t n, size_t part_numel,
 
 extern "C" {
 
-DISTC_EXTERN(int) distc_allgather_into_tensor(distc_work **out, distc_pg *pg, DLTensor *output,
-                                              const DLTensor *input, const distc_op_options *opts) {
+DISTC_EXTERN(int) distc_allgather_into_tensor(distc_work **out, distc_pg *pg, DLTensor *output, const DLTensor *input,
+                                              const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
         Tensor in = tensor_arg(g, input, "input");
         Tensor o = tensor_arg(g, output, "output");
         if (o.dtype != in.dtype)
-            fail(DISTC_EINVAL, std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
+            fail(DISTC_EINVAL,
+                 std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
         auto parts = split_views(o, static_cast<size_t>(g.size()), in.numel, "output");
         return finish(out, g.allgather(in, parts, op_options(opts), out));
     });
@@ -446,26 +452,25 @@ DISTC_EXTERN(int) distc_scatter(distc_work **out, distc_pg *pg, DLTensor *output
     });
 }
 
-DISTC_EXTERN(int) distc_reduce_scatter(distc_work **out, distc_pg *pg, DLTensor *output,
-                                       const DLTensor *const *inputs, distc_reduce_op op,
-                                       const distc_op_options *opts) {
+DISTC_EXTERN(int) distc_reduce_scatter(distc_work **out, distc_pg *pg, DLTensor *output, const DLTensor *const *inputs,
+                                       distc_reduce_op op, const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        return finish(out, g.reduce_scatter(tensor_list_arg(g, inputs, static_cast<size_t>(g.size()), "inputs"),
-                                            tensor_arg(g, output, "output"), capi::reduce_op_arg(op), op_options(opts),
-                                            out));
+        return finish(
+            out, g.reduce_scatter(tensor_list_arg(g, inputs, static_cast<size_t>(g.size()), "inputs"),
+                                  tensor_arg(g, output, "output"), capi::reduce_op_arg(op), op_options(opts), out));
     });
 }
 
-DISTC_EXTERN(int) distc_reduce_scatter_tensor(distc_work **out, distc_pg *pg, DLTensor *output,
-                                              const DLTensor *input, distc_reduce_op op,
-                                              const distc_op_options *opts) {
+DISTC_EXTERN(int) distc_reduce_scatter_tensor(distc_work **out, distc_pg *pg, DLTensor *output, const DLTensor *input,
+                                              distc_reduce_op op, const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
         Tensor o = tensor_arg(g, output, "output");
         Tensor in = tensor_arg(g, input, "input");
         if (o.dtype != in.dtype)
-            fail(DISTC_EINVAL, std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
+            fail(DISTC_EINVAL,
+                 std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
         auto parts = split_views(in, static_cast<size_t>(g.size()), o.numel, "input");
         return finish(out, g.reduce_scatter(parts, o, capi::reduce_op_arg(op), op_options(opts), out));
     });
@@ -476,8 +481,8 @@ DISTC_EXTERN(int) distc_alltoall(distc_work **out, distc_pg *pg, DLTensor *const
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
         size_t n = static_cast<size_t>(g.size());
-        return finish(out, g.alltoall(tensor_list_arg(g, inputs, n, "inputs"), tensor_list_arg(g, outputs, n, "outputs"),
-                                      op_options(opts), out));
+        return finish(out, g.alltoall(tensor_list_arg(g, inputs, n, "inputs"),
+                                      tensor_list_arg(g, outputs, n, "outputs"), op_options(opts), out));
     });
 }
 

@@ -28,16 +28,24 @@ std::vector<distc_buffer> bufs(const Tensor *ts, size_t n) {
 std::vector<distc_buffer> bufs(const std::vector<Tensor> &ts) { return bufs(ts.data(), ts.size()); }
 
 distc_backend_op_args args(const AsyncArgs &a) {
-    return distc_backend_op_args{DISTC_BACKEND_OP_ARGS_VERSION, a.timeout.count(), a.seq, a.premul_factor, a.stream,
-                                 a.op, a.blocking ? DISTC_OP_BLOCKING : 0u};
+    return distc_backend_op_args{
+        DISTC_BACKEND_OP_ARGS_VERSION,      a.timeout.count(), a.seq, a.premul_factor, a.stream, a.op,
+        a.blocking ? DISTC_OP_BLOCKING : 0u};
 }
 
 struct GroupInfo {
     std::vector<int32_t> global;
     distc_backend_group_info gi{};
-    GroupInfo(const AsyncGroupInfo &info, distc_store *store) : global(info.global_ranks.begin(), info.global_ranks.end()) {
-        gi = distc_backend_group_info{DISTC_BACKEND_GROUP_INFO_VERSION, store, info.rank, info.size,
-                                      info.timeout.count(), info.name.c_str(), global.data(), info.device};
+    GroupInfo(const AsyncGroupInfo &info, distc_store *store) :
+        global(info.global_ranks.begin(), info.global_ranks.end()) {
+        gi = distc_backend_group_info{DISTC_BACKEND_GROUP_INFO_VERSION,
+                                      store,
+                                      info.rank,
+                                      info.size,
+                                      info.timeout.count(),
+                                      info.name.c_str(),
+                                      global.data(),
+                                      info.device};
     }
 };
 
@@ -50,8 +58,8 @@ std::string backend_error(const BackendDef &def, const char *op, int rc) {
 
 }  // namespace
 
-PluginBackend::PluginBackend(std::shared_ptr<const BackendDef> def, const AsyncGroupInfo &info)
-    : def_(std::move(def)), store_(new distc_store{info.store}) {
+PluginBackend::PluginBackend(std::shared_ptr<const BackendDef> def, const AsyncGroupInfo &info) :
+    def_(std::move(def)), store_(new distc_store{info.store}) {
     GroupInfo gi(info, store_);
     distc_error_clear();
     int rc = def_->ops.create(&group_, &gi.gi, def_->payload);
@@ -61,8 +69,8 @@ PluginBackend::PluginBackend(std::shared_ptr<const BackendDef> def, const AsyncG
     }
 }
 
-PluginBackend::PluginBackend(std::shared_ptr<const BackendDef> def, void *group, distc_store *store)
-    : def_(std::move(def)), group_(group), store_(store) {}
+PluginBackend::PluginBackend(std::shared_ptr<const BackendDef> def, void *group, distc_store *store) :
+    def_(std::move(def)), group_(group), store_(store) {}
 
 PluginBackend::~PluginBackend() {
     def_->ops.destroy(group_);
@@ -146,15 +154,13 @@ void PluginBackend::allreduce(const WorkPtr &w, const Tensor *ts, size_t n, Redu
     auto x = args(a);
     if (n == 1) {  // the common case, without an allocation
         auto b = buf(ts[0]);
-        start(w, a, def_->ops.allreduce, [&](distc_work *h) {
-            return def_->ops.allreduce(h, group_, &b, 1, int(op), &x);
-        });
+        start(w, a, def_->ops.allreduce,
+              [&](distc_work *h) { return def_->ops.allreduce(h, group_, &b, 1, int(op), &x); });
         return;
     }
     auto b = bufs(ts, n);
-    start(w, a, def_->ops.allreduce, [&](distc_work *h) {
-        return def_->ops.allreduce(h, group_, b.data(), b.size(), int(op), &x);
-    });
+    start(w, a, def_->ops.allreduce,
+          [&](distc_work *h) { return def_->ops.allreduce(h, group_, b.data(), b.size(), int(op), &x); });
 }
 
 void PluginBackend::broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) {
@@ -182,9 +188,8 @@ void PluginBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs,
     auto o = bufs(outputs);
     auto i = buf(input);
     auto x = args(a);
-    start(w, a, def_->ops.gather, [&](distc_work *h) {
-        return def_->ops.gather(h, group_, o.empty() ? nullptr : o.data(), &i, root, &x);
-    });
+    start(w, a, def_->ops.gather,
+          [&](distc_work *h) { return def_->ops.gather(h, group_, o.empty() ? nullptr : o.data(), &i, root, &x); });
 }
 
 void PluginBackend::scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
@@ -192,9 +197,8 @@ void PluginBackend::scatter(const WorkPtr &w, const Tensor &output, const std::v
     auto o = buf(output);
     auto i = bufs(inputs);
     auto x = args(a);
-    start(w, a, def_->ops.scatter, [&](distc_work *h) {
-        return def_->ops.scatter(h, group_, &o, i.empty() ? nullptr : i.data(), root, &x);
-    });
+    start(w, a, def_->ops.scatter,
+          [&](distc_work *h) { return def_->ops.scatter(h, group_, &o, i.empty() ? nullptr : i.data(), root, &x); });
 }
 
 void PluginBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs,
@@ -202,9 +206,8 @@ void PluginBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const
     auto o = buf(output);
     auto i = bufs(inputs);
     auto x = args(a);
-    start(w, a, def_->ops.reduce_scatter, [&](distc_work *h) {
-        return def_->ops.reduce_scatter(h, group_, &o, i.data(), int(op), &x);
-    });
+    start(w, a, def_->ops.reduce_scatter,
+          [&](distc_work *h) { return def_->ops.reduce_scatter(h, group_, &o, i.data(), int(op), &x); });
 }
 
 void PluginBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
@@ -212,9 +215,8 @@ void PluginBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &output
     auto o = bufs(outputs);
     auto i = bufs(inputs);
     auto x = args(a);
-    start(w, a, def_->ops.alltoall, [&](distc_work *h) {
-        return def_->ops.alltoall(h, group_, o.data(), i.data(), &x);
-    });
+    start(w, a, def_->ops.alltoall,
+          [&](distc_work *h) { return def_->ops.alltoall(h, group_, o.data(), i.data(), &x); });
 }
 
 void PluginBackend::barrier(const WorkPtr &w, const AsyncArgs &a) {
@@ -239,9 +241,8 @@ void PluginBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, con
     for (const auto &op : ops)
         v.push_back(distc_backend_p2p{op.send ? DISTC_P2P_SEND : DISTC_P2P_RECV, op.peer, op.tag, 0, buf(op.tensor)});
     auto x = args(a);
-    start(w, a, def_->ops.batch_p2p, [&](distc_work *h) {
-        return def_->ops.batch_p2p(h, group_, v.data(), v.size(), &x);
-    });
+    start(w, a, def_->ops.batch_p2p,
+          [&](distc_work *h) { return def_->ops.batch_p2p(h, group_, v.data(), v.size(), &x); });
 }
 
 std::unique_ptr<AsyncBackend> PluginBackend::split(int color, int key, const AsyncGroupInfo &info, bool &made) {

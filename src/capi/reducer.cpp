@@ -37,8 +37,8 @@ Reducer &reducer_arg(const distc_reducer *r) {
 
 size_t index_arg(const Reducer &r, int32_t index, const char *name) {
     if (index < 0 || static_cast<size_t>(index) >= r.num_grads())
-        fail(DISTC_EINVAL, std::string(name) + " " + std::to_string(index) + " is outside 0.." +
-                               std::to_string(r.num_grads() - 1));
+        fail(DISTC_EINVAL,
+             std::string(name) + " " + std::to_string(index) + " is outside 0.." + std::to_string(r.num_grads() - 1));
     return static_cast<size_t>(index);
 }
 
@@ -125,8 +125,7 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
         if (o.bucket_of) {
             int32_t nb = 0;
             for (size_t i = 0; i < n; ++i) {
-                if (o.bucket_of[i] < 0)
-                    fail(DISTC_EINVAL, "opts->bucket_of[" + std::to_string(i) + "] is negative");
+                if (o.bucket_of[i] < 0) fail(DISTC_EINVAL, "opts->bucket_of[" + std::to_string(i) + "] is negative");
                 nb = std::max(nb, o.bucket_of[i] + 1);
             }
             buckets.resize(static_cast<size_t>(nb));
@@ -143,11 +142,11 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
             std::reverse(buckets.begin(), buckets.end());
             if (!o.find_unused_parameters && !o.gradient_as_bucket_view) rebuild = {first, cap};
         }
-        *out = new distc_reducer{std::make_shared<Reducer>(pg->impl, std::move(ts), buckets,
-                                                           o.find_unused_parameters != 0,
-                                                           o.gradient_as_bucket_view != 0, rebuild,
-                                                           std::move(sparse), o.version >= 3 ? o.stream : nullptr),
-                                 pg->impl};
+        *out =
+            new distc_reducer{std::make_shared<Reducer>(pg->impl, std::move(ts), buckets, o.find_unused_parameters != 0,
+                                                        o.gradient_as_bucket_view != 0, rebuild, std::move(sparse),
+                                                        o.version >= 3 ? o.stream : nullptr),
+                              pg->impl};
         return 0;
     });
 }
@@ -170,8 +169,13 @@ DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reduc
             rd.set_comm_hook(
                 [hook, payload, pg](const Tensor &bucket) {
                     int64_t shape = static_cast<int64_t>(bucket.numel);
-                    DLTensor t{bucket.data, {static_cast<DLDeviceType>(bucket.device_type), bucket.device_id}, 1,
-                               capi::dl_dtype(bucket.dtype), &shape, nullptr, 0};
+                    DLTensor t{bucket.data,
+                               {static_cast<DLDeviceType>(bucket.device_type), bucket.device_id},
+                               1,
+                               capi::dl_dtype(bucket.dtype),
+                               &shape,
+                               nullptr,
+                               0};
                     distc_work *w = nullptr;
                     distc_error_clear();
                     int rc = hook(&w, pg.get(), &t, payload);
@@ -185,10 +189,10 @@ DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reduc
             return 0;
         }
         switch (builtin) {
-        case DISTC_HOOK_ALLREDUCE: rd.set_comm_hook(nullptr, DType::Float32); break;
-        case DISTC_HOOK_FP16_COMPRESS: rd.set_comm_hook(nullptr, DType::Float16); break;
-        case DISTC_HOOK_BF16_COMPRESS: rd.set_comm_hook(nullptr, DType::BFloat16); break;
-        default: fail(DISTC_EINVAL, "builtin " + std::to_string(builtin) + " is not a distc_reducer_builtin_hook");
+            case DISTC_HOOK_ALLREDUCE: rd.set_comm_hook(nullptr, DType::Float32); break;
+            case DISTC_HOOK_FP16_COMPRESS: rd.set_comm_hook(nullptr, DType::Float16); break;
+            case DISTC_HOOK_BF16_COMPRESS: rd.set_comm_hook(nullptr, DType::BFloat16); break;
+            default: fail(DISTC_EINVAL, "builtin " + std::to_string(builtin) + " is not a distc_reducer_builtin_hook");
         }
         return 0;
     });
@@ -279,8 +283,8 @@ DISTC_EXTERN(int) distc_reducer_bucket_stats(uint64_t *bytes, int64_t *launch_ns
     return guard(__func__, [&] {
         Reducer &rd = reducer_arg(r);
         if (bucket >= rd.num_buckets())
-            fail(DISTC_EINVAL, "bucket " + std::to_string(bucket) + " is outside 0.." +
-                                   std::to_string(rd.num_buckets() - 1));
+            fail(DISTC_EINVAL,
+                 "bucket " + std::to_string(bucket) + " is outside 0.." + std::to_string(rd.num_buckets() - 1));
         Reducer::BucketStats st = rd.bucket_stats(bucket);
         if (bytes) *bytes = st.bytes;
         if (launch_ns) *launch_ns = st.launch_ns;

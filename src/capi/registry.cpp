@@ -32,9 +32,9 @@ BackendDef checked(const std::string &name, const distc_backend_ops *ops, void *
     check_name(name);
     if (!ops) fail(DISTC_EINVAL, "ops is NULL");
     if (ops->version < 1 || ops->version > DISTC_BACKEND_OPS_VERSION)
-        fail(DISTC_EINVAL, "backend '" + name + "' (" + origin + ") has vtable version " + std::to_string(ops->version) +
-                               "; this libdistc takes versions 1.." + std::to_string(DISTC_BACKEND_OPS_VERSION) +
-                               " (rebuild the backend against this distc)");
+        fail(DISTC_EINVAL, "backend '" + name + "' (" + origin + ") has vtable version " +
+                               std::to_string(ops->version) + "; this libdistc takes versions 1.." +
+                               std::to_string(DISTC_BACKEND_OPS_VERSION) + " (rebuild the backend against this distc)");
     if (!ops->create || !ops->destroy)
         fail(DISTC_EINVAL, "backend '" + name + "' (" + origin + ") lacks create or destroy");
     if (ops->device_types == 0) fail(DISTC_EINVAL, "backend '" + name + "' takes no memory kind (device_types is 0)");
@@ -44,8 +44,9 @@ BackendDef checked(const std::string &name, const distc_backend_ops *ops, void *
     std::memcpy(&copy, ops, ops->version == 1 ? offsetof(distc_backend_ops, mem_alloc) : sizeof copy);
     bool mem = copy.mem_alloc || copy.mem_free || copy.mem_copy || copy.mem_zero;
     if (mem && !(copy.mem_alloc && copy.mem_free && copy.mem_copy && copy.mem_zero))
-        fail(DISTC_EINVAL, "backend '" + name + "' (" + origin + ") sets some of mem_alloc, mem_free, mem_copy and "
-                           "mem_zero but not all four");
+        fail(DISTC_EINVAL, "backend '" + name + "' (" + origin +
+                               ") sets some of mem_alloc, mem_free, mem_copy and "
+                               "mem_zero but not all four");
     return BackendDef{name, copy, payload, std::move(origin)};
 }
 
@@ -88,7 +89,8 @@ std::shared_ptr<const BackendDef> load_plugin(const std::string &name) {
         auto init = reinterpret_cast<distc_backend_plugin_init_fn>(dlsym(dl, "distc_backend_plugin_init"));
         if (!init) {
             dlclose(dl);
-            fail(DISTC_EBACKEND, "backend '" + name + "': " + path + " is not a distc plugin (no distc_backend_plugin_init)");
+            fail(DISTC_EBACKEND,
+                 "backend '" + name + "': " + path + " is not a distc plugin (no distc_backend_plugin_init)");
         }
         const distc_backend_ops *ops = nullptr;
         void *payload = nullptr;

@@ -14,7 +14,7 @@ struct BackendDef {
     std::string name;
     distc_backend_ops ops;  // copied; entries past the plugin's version are NULL
     void *payload;
-    std::string origin;     // "registered by the program" or the library's path
+    std::string origin;  // "registered by the program" or the library's path
 };
 
 // Throws DISTC_EINVAL (bad name or vtable) or DISTC_ESTATE (name taken).

@@ -47,8 +47,7 @@ std::vector<std::string> keys_arg(const char *const *keys, size_t n) {
 
 ByteView bytes_arg(const void *p, size_t len, const char *name) {
     if (p == nullptr && len > 0) fail(DISTC_EINVAL, std::string(name) + " is NULL but its length is > 0");
-    if (len > DISTC_STORE_MAX_VALUE_SIZE)
-        fail(DISTC_ENOMEM, std::string(name) + " is larger than the 1 GiB limit");
+    if (len > DISTC_STORE_MAX_VALUE_SIZE) fail(DISTC_ENOMEM, std::string(name) + " is larger than the 1 GiB limit");
     return ByteView(p, len);
 }
 
@@ -103,7 +102,8 @@ DISTC_EXTERN(int) distc_store_new_tcp(distc_store **out, const distc_tcp_store_o
         require_ptr(opts, "opts");
         capi::check_options_version(opts->version, DISTC_TCP_STORE_OPTIONS_VERSION);
         require(opts->port >= 0 && opts->port <= 65535, "opts->port is outside 0..65535");
-        require(opts->port != 0 || opts->is_server, "opts->port is 0 but this is a client (only a server picks a port)");
+        require(opts->port != 0 || opts->is_server,
+                "opts->port is 0 but this is a client (only a server picks a port)");
         require(opts->is_server || (opts->host && opts->host[0]), "opts->host is NULL or empty for a client");
         require(opts->timeout_ms == -1 || opts->timeout_ms > 0, "opts->timeout_ms must be > 0 or -1");
         require(opts->world_size == -1 || opts->world_size > 0, "opts->world_size must be > 0 or -1");

@@ -16,7 +16,8 @@ namespace distc::capi {
 // unsupported-dtype tensor, or one in memory the group's backend does not take.
 Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const char *name);
 // `n` tensors from an array; the array and every entry must be non-NULL.
-std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const std::string &name);
+std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n,
+                                    const std::string &name);
 // A tensor whose sizes and dtype are planned with (buckets) but whose data is
 // not read: any device, the same checks otherwise (NULL data is refused too).
 Tensor described_tensor_arg(const DLTensor *t, const char *name);

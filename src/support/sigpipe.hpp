@@ -44,8 +44,7 @@ public:
         sigset_t s = sigpipe_set(), pending;
         if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
             timespec zero{0, 0};
-            while (sigtimedwait(&s, nullptr, &zero) < 0 && errno == EINTR) {
-            }
+            while (sigtimedwait(&s, nullptr, &zero) < 0 && errno == EINTR) {}
         }
         pthread_sigmask(SIG_UNBLOCK, &s, nullptr);
         errno = saved;

@@ -70,7 +70,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     t.byte_offset = in.take<uint64_t>();
     if (flags & 128) t.byte_offset %= 64;
     uint8_t where = in.take<uint8_t>() % 3;
-    t.data = where == 0 ? nullptr : where == 1 ? static_cast<void *>(g_buf) : reinterpret_cast<void *>(in.take<uintptr_t>());
+    t.data = where == 0   ? nullptr
+             : where == 1 ? static_cast<void *>(g_buf)
+                          : reinterpret_cast<void *>(in.take<uintptr_t>());
 
     distc::Tensor checked;
     try {

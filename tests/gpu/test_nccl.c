@@ -16,10 +16,10 @@
 #include "pg_harness.h"
 #include "test_util.h"
 
-#define CUDA_OK(expr)                                                                   \
-    do {                                                                                \
-        cudaError_t e_ = (expr);                                                        \
-        if (e_ != cudaSuccess) fail_msg("%s: %s", #expr, cudaGetErrorString(e_));       \
+#define CUDA_OK(expr)                                                             \
+    do {                                                                          \
+        cudaError_t e_ = (expr);                                                  \
+        if (e_ != cudaSuccess) fail_msg("%s: %s", #expr, cudaGetErrorString(e_)); \
     } while (0)
 
 static distc_pg *g_pg;

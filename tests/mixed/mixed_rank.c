@@ -5,13 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        int rc_ = (call);                                                                    \
-        if (rc_ != 0) {                                                                      \
-            fprintf(stderr, "mixed C rank: %s failed: %s\n", #call, distc_error_last());     \
-            return 1;                                                                        \
-        }                                                                                    \
+#define CHECK(call)                                                                      \
+    do {                                                                                 \
+        int rc_ = (call);                                                                \
+        if (rc_ != 0) {                                                                  \
+            fprintf(stderr, "mixed C rank: %s failed: %s\n", #call, distc_error_last()); \
+            return 1;                                                                    \
+        }                                                                                \
     } while (0)
 
 static DLTensor vec(void *data, int64_t *n, uint8_t code, uint8_t bits) {
@@ -52,8 +52,7 @@ int main(void) {
              names[2].size == 4 && memcmp(names[2].data, "Rust", 4) == 0;
     printf("MIXED %s C rank %d of %d: sum %lld, broadcast [%g, %g], allgather [%d, %d, %d], names %.*s/%.*s/%.*s\n",
            ok ? "OK" : "WRONG", rank, size, (long long)s[0], b[0], b[1], all[0], all[1], all[2], (int)names[0].size,
-           (char *)names[0].data, (int)names[1].size, (char *)names[1].data, (int)names[2].size,
-           (char *)names[2].data);
+           (char *)names[0].data, (int)names[1].size, (char *)names[1].data, (int)names[2].size, (char *)names[2].data);
     for (int i = 0; i < 3; i++) distc_buf_dispose(&names[i]);
 
     /* for the PyTorch store client; then wait for its answer before the server goes */

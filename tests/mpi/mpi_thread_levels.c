@@ -24,7 +24,8 @@ int main(int argc, char **argv) {
     int ok = 0;
     if (!serialized) {
         ok = rc == DISTC_EBACKEND && strstr(distc_error_last(), "MPI_THREAD_FUNNELED") != NULL;
-        if (!ok) fprintf(stderr, "funneled: expected DISTC_EBACKEND naming the level, got %d: %s\n", rc, distc_error_last());
+        if (!ok)
+            fprintf(stderr, "funneled: expected DISTC_EBACKEND naming the level, got %d: %s\n", rc, distc_error_last());
     } else if (rc != 0) {
         fprintf(stderr, "serialized: %s\n", distc_error_last());
     } else {

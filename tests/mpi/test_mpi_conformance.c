@@ -18,7 +18,8 @@ static int g_rank, g_size, g_cases;
 
 static void fill(DLTensor *t, int seed) {
     for (int64_t i = 0; i < dt_numel(t); ++i) {
-        double v = dt_is_bool(t->dtype) ? (double)((i + seed + g_rank) % 2) : (double)((i * 7 + seed + 3 * g_rank) % 9 + 1);
+        double v =
+            dt_is_bool(t->dtype) ? (double)((i + seed + g_rank) % 2) : (double)((i * 7 + seed + 3 * g_rank) % 9 + 1);
         if (dt_is_int(t->dtype) && !dt_is_unsigned(t->dtype) && (i % 3 == 0)) v = -v;
         dt_set_complex(t, i, v, dt_is_complex(t->dtype) ? v - 2 : 0);
     }
@@ -27,15 +28,15 @@ static void fill(DLTensor *t, int seed) {
 static size_t bytes_of(const DLTensor *t) { return (size_t)dt_numel(t) * dt_dtype_size(t->dtype); }
 
 /* Runs `call` on both groups with identical inputs and compares the tensors' bytes afterwards. */
-#define BOTH(what, a, b, rc_a, rc_b)                                                                     \
-    do {                                                                                                 \
+#define BOTH(what, a, b, rc_a, rc_b)                                                                               \
+    do {                                                                                                           \
         if ((rc_a) != (rc_b)) fail_msg("%s: mpi returned %d, gloo %d (%s)", what, rc_a, rc_b, distc_error_last()); \
-        if ((rc_a) == 0 && memcmp((a)->data, (b)->data, bytes_of(a)) != 0) {                           \
-            for (int64_t i_ = 0; i_ < dt_numel(a); ++i_)                                                 \
-                fprintf(stderr, "[%d] %lld: %g %g\n", g_rank, (long long)i_, dt_get(a, i_), dt_get(b, i_));  \
-            fail_msg("%s: mpi and gloo results differ (line %d)", what, __LINE__);                     \
-        }                                                                                                \
-        ++g_cases;                                                                                       \
+        if ((rc_a) == 0 && memcmp((a)->data, (b)->data, bytes_of(a)) != 0) {                                       \
+            for (int64_t i_ = 0; i_ < dt_numel(a); ++i_)                                                           \
+                fprintf(stderr, "[%d] %lld: %g %g\n", g_rank, (long long)i_, dt_get(a, i_), dt_get(b, i_));        \
+            fail_msg("%s: mpi and gloo results differ (line %d)", what, __LINE__);                                 \
+        }                                                                                                          \
+        ++g_cases;                                                                                                 \
     } while (0)
 
 static const char *op_names[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"};
@@ -76,7 +77,8 @@ static void test_data_movement(void **state) {
         DLTensor *oa = dt_tensor_1d(dt, 11 * g_size), *ob = dt_tensor_1d(dt, 11 * g_size);
         fill(a, 5);
         fill(b, 5);
-        BOTH(name, a, b, distc_broadcast(NULL, g_mpi, a, 1 % g_size, NULL), distc_broadcast(NULL, g_gloo, b, 1 % g_size, NULL));
+        BOTH(name, a, b, distc_broadcast(NULL, g_mpi, a, 1 % g_size, NULL),
+             distc_broadcast(NULL, g_gloo, b, 1 % g_size, NULL));
         fill(a, 6);
         fill(b, 6);
         BOTH(name, oa, ob, distc_allgather_into_tensor(NULL, g_mpi, oa, a, NULL),

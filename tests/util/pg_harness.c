@@ -17,7 +17,7 @@
 /* Failures beyond this many per run are counted but not printed. */
 #define DT_MAX_PRINTED 40
 
-static int g_failures;  /* atomic (__atomic builtins) */
+static int g_failures; /* atomic (__atomic builtins) */
 static int g_run_counter;
 static __thread int tls_rank = -1;
 static __thread int tls_size = 0;
@@ -212,7 +212,8 @@ int dt_run_ranks_timeout(int size, int64_t timeout_ms, dt_rank_fn fn, void *arg)
     __atomic_store_n(&g_failures, 0, __ATOMIC_SEQ_CST);
     if (is_mpi()) {
         int failures = dt_run_mpi_rank(&run);
-        if (failures != 0) fail_msg("%s: %d failure(s) on MPI rank %d (see above)", run.group, failures, mpi_world_rank());
+        if (failures != 0)
+            fail_msg("%s: %d failure(s) on MPI rank %d (see above)", run.group, failures, mpi_world_rank());
         return failures;
     }
     if (dt_ranks_are_processes()) {
@@ -248,8 +249,8 @@ int dt_run_ranks(int size, dt_rank_fn fn, void *arg) { return dt_run_ranks_timeo
 /* ------------------------------------------------------------------ dtypes */
 
 const DLDataType dt_all_dtypes[] = {
-    {DT_KDLBOOL, 8, 1}, {kDLInt, 8, 1},    {kDLUInt, 8, 1},   {kDLInt, 16, 1},
-    {kDLInt, 32, 1},    {kDLInt, 64, 1},   {kDLFloat, 16, 1}, {kDLBfloat, 16, 1},
+    {DT_KDLBOOL, 8, 1}, {kDLInt, 8, 1},    {kDLUInt, 8, 1},     {kDLInt, 16, 1},
+    {kDLInt, 32, 1},    {kDLInt, 64, 1},   {kDLFloat, 16, 1},   {kDLBfloat, 16, 1},
     {kDLFloat, 32, 1},  {kDLFloat, 64, 1}, {kDLComplex, 64, 1}, {kDLComplex, 128, 1},
 };
 const size_t dt_num_dtypes = sizeof dt_all_dtypes / sizeof dt_all_dtypes[0];
@@ -264,14 +265,19 @@ size_t dt_dtype_size(DLDataType dt) { return (size_t)dt.bits / 8 * dt.lanes; }
 
 const char *dt_dtype_name(DLDataType dt) {
     switch (dt.code) {
-    case DT_KDLBOOL: return "bool";
-    case kDLInt:
-        return dt.bits == 8 ? "int8" : dt.bits == 16 ? "int16" : dt.bits == 32 ? "int32" : dt.bits == 64 ? "int64" : "int?";
-    case kDLUInt: return dt.bits == 8 ? "uint8" : "uint?";
-    case kDLFloat: return dt.bits == 16 ? "float16" : dt.bits == 32 ? "float32" : dt.bits == 64 ? "float64" : "float?";
-    case kDLBfloat: return "bfloat16";
-    case kDLComplex: return dt.bits == 64 ? "complex64" : dt.bits == 128 ? "complex128" : "complex?";
-    default: return "unknown";
+        case DT_KDLBOOL: return "bool";
+        case kDLInt:
+            return dt.bits == 8    ? "int8"
+                   : dt.bits == 16 ? "int16"
+                   : dt.bits == 32 ? "int32"
+                   : dt.bits == 64 ? "int64"
+                                   : "int?";
+        case kDLUInt: return dt.bits == 8 ? "uint8" : "uint?";
+        case kDLFloat:
+            return dt.bits == 16 ? "float16" : dt.bits == 32 ? "float32" : dt.bits == 64 ? "float64" : "float?";
+        case kDLBfloat: return "bfloat16";
+        case kDLComplex: return dt.bits == 64 ? "complex64" : dt.bits == 128 ? "complex128" : "complex?";
+        default: return "unknown";
     }
 }
 
@@ -337,30 +343,66 @@ uint16_t dt_float_to_bf16(float f) {
 double dt_elem_get(const void *base, DLDataType dt, int64_t i) {
     const char *p = (const char *)base + (size_t)i * dt_dtype_size(dt);
     switch (dt.code) {
-    case DT_KDLBOOL: return *(const uint8_t *)p != 0;
-    case kDLInt:
-        switch (dt.bits) {
-        case 8: return *(const int8_t *)p;
-        case 16: { int16_t v; memcpy(&v, p, 2); return v; }
-        case 32: { int32_t v; memcpy(&v, p, 4); return v; }
-        case 64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+        case DT_KDLBOOL: return *(const uint8_t *)p != 0;
+        case kDLInt:
+            switch (dt.bits) {
+                case 8: return *(const int8_t *)p;
+                case 16: {
+                    int16_t v;
+                    memcpy(&v, p, 2);
+                    return v;
+                }
+                case 32: {
+                    int32_t v;
+                    memcpy(&v, p, 4);
+                    return v;
+                }
+                case 64: {
+                    int64_t v;
+                    memcpy(&v, p, 8);
+                    return (double)v;
+                }
+            }
+            break;
+        case kDLUInt:
+            if (dt.bits == 8) return *(const uint8_t *)p;
+            break;
+        case kDLFloat:
+            switch (dt.bits) {
+                case 16: {
+                    uint16_t v;
+                    memcpy(&v, p, 2);
+                    return dt_half_to_float(v);
+                }
+                case 32: {
+                    float v;
+                    memcpy(&v, p, 4);
+                    return v;
+                }
+                case 64: {
+                    double v;
+                    memcpy(&v, p, 8);
+                    return v;
+                }
+            }
+            break;
+        case kDLBfloat: {
+            uint16_t v;
+            memcpy(&v, p, 2);
+            return dt_bf16_to_float(v);
         }
-        break;
-    case kDLUInt:
-        if (dt.bits == 8) return *(const uint8_t *)p;
-        break;
-    case kDLFloat:
-        switch (dt.bits) {
-        case 16: { uint16_t v; memcpy(&v, p, 2); return dt_half_to_float(v); }
-        case 32: { float v; memcpy(&v, p, 4); return v; }
-        case 64: { double v; memcpy(&v, p, 8); return v; }
-        }
-        break;
-    case kDLBfloat: { uint16_t v; memcpy(&v, p, 2); return dt_bf16_to_float(v); }
-    case kDLComplex:
-        if (dt.bits == 64) { float v; memcpy(&v, p, 4); return v; }
-        if (dt.bits == 128) { double v; memcpy(&v, p, 8); return v; }
-        break;
+        case kDLComplex:
+            if (dt.bits == 64) {
+                float v;
+                memcpy(&v, p, 4);
+                return v;
+            }
+            if (dt.bits == 128) {
+                double v;
+                memcpy(&v, p, 8);
+                return v;
+            }
+            break;
     }
     return NAN;
 }
@@ -368,7 +410,11 @@ double dt_elem_get(const void *base, DLDataType dt, int64_t i) {
 double dt_elem_get_imag(const void *base, DLDataType dt, int64_t i) {
     if (dt.code != kDLComplex) return 0;
     const char *p = (const char *)base + (size_t)i * dt_dtype_size(dt);
-    if (dt.bits == 64) { float v; memcpy(&v, p + 4, 4); return v; }
+    if (dt.bits == 64) {
+        float v;
+        memcpy(&v, p + 4, 4);
+        return v;
+    }
     double v;
     memcpy(&v, p + 8, 8);
     return v;
@@ -377,35 +423,63 @@ double dt_elem_get_imag(const void *base, DLDataType dt, int64_t i) {
 void dt_elem_set(void *base, DLDataType dt, int64_t i, double re, double im) {
     char *p = (char *)base + (size_t)i * dt_dtype_size(dt);
     switch (dt.code) {
-    case DT_KDLBOOL: *(uint8_t *)p = re != 0; return;
-    case kDLInt: {
-        int64_t v = (int64_t)re;
-        switch (dt.bits) {
-        case 8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); return; }
-        case 16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); return; }
-        case 32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); return; }
-        case 64: memcpy(p, &v, 8); return;
+        case DT_KDLBOOL: *(uint8_t *)p = re != 0; return;
+        case kDLInt: {
+            int64_t v = (int64_t)re;
+            switch (dt.bits) {
+                case 8: {
+                    int8_t x = (int8_t)v;
+                    memcpy(p, &x, 1);
+                    return;
+                }
+                case 16: {
+                    int16_t x = (int16_t)v;
+                    memcpy(p, &x, 2);
+                    return;
+                }
+                case 32: {
+                    int32_t x = (int32_t)v;
+                    memcpy(p, &x, 4);
+                    return;
+                }
+                case 64: memcpy(p, &v, 8); return;
+            }
+            return;
         }
-        return;
-    }
-    case kDLUInt: { uint8_t x = (uint8_t)(int64_t)re; memcpy(p, &x, 1); return; }
-    case kDLFloat:
-        switch (dt.bits) {
-        case 16: { uint16_t x = dt_float_to_half((float)re); memcpy(p, &x, 2); return; }
-        case 32: { float x = (float)re; memcpy(p, &x, 4); return; }
-        case 64: memcpy(p, &re, 8); return;
+        case kDLUInt: {
+            uint8_t x = (uint8_t)(int64_t)re;
+            memcpy(p, &x, 1);
+            return;
         }
-        return;
-    case kDLBfloat: { uint16_t x = dt_float_to_bf16((float)re); memcpy(p, &x, 2); return; }
-    case kDLComplex:
-        if (dt.bits == 64) {
-            float x[2] = {(float)re, (float)im};
-            memcpy(p, x, 8);
-        } else {
-            double x[2] = {re, im};
-            memcpy(p, x, 16);
+        case kDLFloat:
+            switch (dt.bits) {
+                case 16: {
+                    uint16_t x = dt_float_to_half((float)re);
+                    memcpy(p, &x, 2);
+                    return;
+                }
+                case 32: {
+                    float x = (float)re;
+                    memcpy(p, &x, 4);
+                    return;
+                }
+                case 64: memcpy(p, &re, 8); return;
+            }
+            return;
+        case kDLBfloat: {
+            uint16_t x = dt_float_to_bf16((float)re);
+            memcpy(p, &x, 2);
+            return;
         }
-        return;
+        case kDLComplex:
+            if (dt.bits == 64) {
+                float x[2] = {(float)re, (float)im};
+                memcpy(p, x, 8);
+            } else {
+                double x[2] = {re, im};
+                memcpy(p, x, 16);
+            }
+            return;
     }
 }
 

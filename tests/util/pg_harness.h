@@ -78,66 +78,67 @@ int dt_run_threads(distc_store *store, int size, dt_thread_fn fn, void *arg);
 /* ------------------------------------------------------------------ checks */
 /* Each evaluates to 1 when the check passed, 0 when it recorded a failure. */
 
-#define RK_CHECK(cond)                                                                   \
-    __extension__({                                                                      \
-        int ok_ = !!(cond);                                                              \
-        if (!ok_) dt_rank_fail(__FILE__, __LINE__, "check failed: %s", #cond);           \
-        ok_;                                                                             \
+#define RK_CHECK(cond)                                                         \
+    __extension__({                                                            \
+        int ok_ = !!(cond);                                                    \
+        if (!ok_) dt_rank_fail(__FILE__, __LINE__, "check failed: %s", #cond); \
+        ok_;                                                                   \
     })
 
-#define RK_CHECKF(cond, ...)                                                             \
-    __extension__({                                                                      \
-        int ok_ = !!(cond);                                                              \
-        if (!ok_) dt_rank_fail(__FILE__, __LINE__, __VA_ARGS__);                         \
-        ok_;                                                                             \
+#define RK_CHECKF(cond, ...)                                     \
+    __extension__({                                              \
+        int ok_ = !!(cond);                                      \
+        if (!ok_) dt_rank_fail(__FILE__, __LINE__, __VA_ARGS__); \
+        ok_;                                                     \
     })
 
 /* A distc call returned 0. */
-#define RK_OK(expr)                                                                      \
-    __extension__({                                                                      \
-        int rc_ = (expr);                                                                \
-        if (rc_ != 0)                                                                    \
-            dt_rank_fail(__FILE__, __LINE__, "%s -> %d (%s): %s", #expr, rc_,            \
-                         distc_strerror(rc_), distc_error_last());                       \
-        rc_ == 0;                                                                        \
+#define RK_OK(expr)                                                                                \
+    __extension__({                                                                                \
+        int rc_ = (expr);                                                                          \
+        if (rc_ != 0)                                                                              \
+            dt_rank_fail(__FILE__, __LINE__, "%s -> %d (%s): %s", #expr, rc_, distc_strerror(rc_), \
+                         distc_error_last());                                                      \
+        rc_ == 0;                                                                                  \
     })
 
 /* A distc call returned `code` and left a message containing `needle`. */
 #define RK_ERR(expr, code, needle) RK_ERR2(expr, code, needle, "")
 
 /* The same, with a message that contains both needles (say, the function and the argument). */
-#define RK_ERR2(expr, code, needle1, needle2)                                            \
-    __extension__({                                                                      \
-        int rc_ = (expr);                                                                \
-        const char *m_ = distc_error_last();                                             \
-        int ok_ = rc_ == (code) && strstr(m_, (needle1)) && strstr(m_, (needle2));       \
-        if (!ok_)                                                                        \
-            dt_rank_fail(__FILE__, __LINE__, "%s -> %d, expected %d with \"%s\" and \"%s\": \"%s\"", \
-                         #expr, rc_, (int)(code), (needle1), (needle2), m_);             \
-        ok_;                                                                             \
+#define RK_ERR2(expr, code, needle1, needle2)                                                                    \
+    __extension__({                                                                                              \
+        int rc_ = (expr);                                                                                        \
+        const char *m_ = distc_error_last();                                                                     \
+        int ok_ = rc_ == (code) && strstr(m_, (needle1)) && strstr(m_, (needle2));                               \
+        if (!ok_)                                                                                                \
+            dt_rank_fail(__FILE__, __LINE__, "%s -> %d, expected %d with \"%s\" and \"%s\": \"%s\"", #expr, rc_, \
+                         (int)(code), (needle1), (needle2), m_);                                                 \
+        ok_;                                                                                                     \
     })
 
-#define RK_EQ_INT(a, b)                                                                  \
-    __extension__({                                                                      \
-        long long a_ = (long long)(a), b_ = (long long)(b);                              \
+#define RK_EQ_INT(a, b)                                                                           \
+    __extension__({                                                                               \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                       \
         if (a_ != b_) dt_rank_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_, b_); \
-        a_ == b_;                                                                        \
+        a_ == b_;                                                                                 \
     })
 
-#define RK_EQ_DBL(a, b)                                                                  \
-    __extension__({                                                                      \
-        double a_ = (double)(a), b_ = (double)(b);                                       \
+#define RK_EQ_DBL(a, b)                                                                             \
+    __extension__({                                                                                 \
+        double a_ = (double)(a), b_ = (double)(b);                                                  \
         if (a_ != b_) dt_rank_fail(__FILE__, __LINE__, "%s == %s: %.17g != %.17g", #a, #b, a_, b_); \
-        a_ == b_;                                                                        \
+        a_ == b_;                                                                                   \
     })
 
-#define RK_EQ_STR(a, b)                                                                  \
-    __extension__({                                                                      \
-        const char *a_ = (a), *b_ = (b);                                                 \
-        int ok_ = a_ && b_ && strcmp(a_, b_) == 0;                                       \
-        if (!ok_) dt_rank_fail(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, #b, \
-                               a_ ? a_ : "(null)", b_ ? b_ : "(null)");                  \
-        ok_;                                                                             \
+#define RK_EQ_STR(a, b)                                                                                \
+    __extension__({                                                                                    \
+        const char *a_ = (a), *b_ = (b);                                                               \
+        int ok_ = a_ && b_ && strcmp(a_, b_) == 0;                                                     \
+        if (!ok_)                                                                                      \
+            dt_rank_fail(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)", \
+                         b_ ? b_ : "(null)");                                                          \
+        ok_;                                                                                           \
     })
 
 /* ------------------------------------------------------------------ dtypes */

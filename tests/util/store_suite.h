@@ -11,10 +11,10 @@
 #include "test_util.h"
 
 /* Asserts DISTC_EINVAL with a message naming the function `fn` and the argument `arg`. */
-#define ASSERT_EINVAL(expr, fn, arg)                  \
-    do {                                              \
-        ASSERT_ERR(expr, DISTC_EINVAL, fn);           \
-        dt_assert_contains(distc_error_last(), arg);  \
+#define ASSERT_EINVAL(expr, fn, arg)                 \
+    do {                                             \
+        ASSERT_ERR(expr, DISTC_EINVAL, fn);          \
+        dt_assert_contains(distc_error_last(), arg); \
     } while (0)
 
 /* Small helpers shared by the store tests. */
@@ -47,27 +47,27 @@ void dt_store_test_huge_timeouts(void **state);
 void dt_store_test_bad_args(void **state);
 void dt_store_test_threads(void **state);
 
-#define DT_STORE_SUITE(setup, teardown)                                              \
-    cmocka_unit_test_setup_teardown(dt_store_test_set_get, setup, teardown),          \
-    cmocka_unit_test_setup_teardown(dt_store_test_set_overwrite_and_empty, setup, teardown), \
-    cmocka_unit_test_setup_teardown(dt_store_test_large_value, setup, teardown),      \
-    cmocka_unit_test_setup_teardown(dt_store_test_add, setup, teardown),              \
-    cmocka_unit_test_setup_teardown(dt_store_test_add_not_integer, setup, teardown),  \
-    cmocka_unit_test_setup_teardown(dt_store_test_compare_set, setup, teardown),      \
-    cmocka_unit_test_setup_teardown(dt_store_test_check, setup, teardown),            \
-    cmocka_unit_test_setup_teardown(dt_store_test_wait_later, setup, teardown),       \
-    cmocka_unit_test_setup_teardown(dt_store_test_wait_timeout, setup, teardown),     \
-    cmocka_unit_test_setup_teardown(dt_store_test_wait_default_timeout, setup, teardown), \
-    cmocka_unit_test_setup_teardown(dt_store_test_get_timeout, setup, teardown),      \
-    cmocka_unit_test_setup_teardown(dt_store_test_delete_key, setup, teardown),       \
-    cmocka_unit_test_setup_teardown(dt_store_test_num_keys, setup, teardown),         \
-    cmocka_unit_test_setup_teardown(dt_store_test_append, setup, teardown),           \
-    cmocka_unit_test_setup_teardown(dt_store_test_multi_get, setup, teardown),        \
-    cmocka_unit_test_setup_teardown(dt_store_test_multi_get_timeout, setup, teardown), \
-    cmocka_unit_test_setup_teardown(dt_store_test_multi_set, setup, teardown),        \
-    cmocka_unit_test_setup_teardown(dt_store_test_timeouts, setup, teardown),         \
-    cmocka_unit_test_setup_teardown(dt_store_test_huge_timeouts, setup, teardown),    \
-    cmocka_unit_test_setup_teardown(dt_store_test_bad_args, setup, teardown),         \
-    cmocka_unit_test_setup_teardown(dt_store_test_threads, setup, teardown)
+#define DT_STORE_SUITE(setup, teardown)                                                          \
+    cmocka_unit_test_setup_teardown(dt_store_test_set_get, setup, teardown),                     \
+        cmocka_unit_test_setup_teardown(dt_store_test_set_overwrite_and_empty, setup, teardown), \
+        cmocka_unit_test_setup_teardown(dt_store_test_large_value, setup, teardown),             \
+        cmocka_unit_test_setup_teardown(dt_store_test_add, setup, teardown),                     \
+        cmocka_unit_test_setup_teardown(dt_store_test_add_not_integer, setup, teardown),         \
+        cmocka_unit_test_setup_teardown(dt_store_test_compare_set, setup, teardown),             \
+        cmocka_unit_test_setup_teardown(dt_store_test_check, setup, teardown),                   \
+        cmocka_unit_test_setup_teardown(dt_store_test_wait_later, setup, teardown),              \
+        cmocka_unit_test_setup_teardown(dt_store_test_wait_timeout, setup, teardown),            \
+        cmocka_unit_test_setup_teardown(dt_store_test_wait_default_timeout, setup, teardown),    \
+        cmocka_unit_test_setup_teardown(dt_store_test_get_timeout, setup, teardown),             \
+        cmocka_unit_test_setup_teardown(dt_store_test_delete_key, setup, teardown),              \
+        cmocka_unit_test_setup_teardown(dt_store_test_num_keys, setup, teardown),                \
+        cmocka_unit_test_setup_teardown(dt_store_test_append, setup, teardown),                  \
+        cmocka_unit_test_setup_teardown(dt_store_test_multi_get, setup, teardown),               \
+        cmocka_unit_test_setup_teardown(dt_store_test_multi_get_timeout, setup, teardown),       \
+        cmocka_unit_test_setup_teardown(dt_store_test_multi_set, setup, teardown),               \
+        cmocka_unit_test_setup_teardown(dt_store_test_timeouts, setup, teardown),                \
+        cmocka_unit_test_setup_teardown(dt_store_test_huge_timeouts, setup, teardown),           \
+        cmocka_unit_test_setup_teardown(dt_store_test_bad_args, setup, teardown),                \
+        cmocka_unit_test_setup_teardown(dt_store_test_threads, setup, teardown)
 
 #endif

@@ -13,7 +13,8 @@
 #include <unistd.h>
 
 void dt_assert_contains(const char *haystack, const char *needle) {
-    if (!haystack || !strstr(haystack, needle)) fail_msg("message \"%s\" lacks \"%s\"", haystack ? haystack : "(null)", needle);
+    if (!haystack || !strstr(haystack, needle))
+        fail_msg("message \"%s\" lacks \"%s\"", haystack ? haystack : "(null)", needle);
 }
 
 int dt_free_port(void) {
@@ -33,7 +34,8 @@ char *dt_temp_path(const char *tag) {
     static int counter = 0;
     char *p = NULL;
     const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    if (asprintf(&p, "%s/distc-test-%s-%d-%d-%ld", dir, tag, (int)getpid(), counter++, (long)dt_now_ms()) < 0) return NULL;
+    if (asprintf(&p, "%s/distc-test-%s-%d-%d-%ld", dir, tag, (int)getpid(), counter++, (long)dt_now_ms()) < 0)
+        return NULL;
     unlink(p);
     return p;
 }

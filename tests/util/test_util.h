@@ -11,20 +11,18 @@
 #include <distc.h>
 
 /* Asserts that a distc call succeeded, printing the library's message if not. */
-#define ASSERT_OK(expr)                                                                  \
-    do {                                                                                 \
-        int rc_ = (expr);                                                                \
-        if (rc_ != 0) fail_msg("%s -> %d (%s): %s", #expr, rc_, distc_strerror(rc_),     \
-                               distc_error_last());                                      \
+#define ASSERT_OK(expr)                                                                                   \
+    do {                                                                                                  \
+        int rc_ = (expr);                                                                                 \
+        if (rc_ != 0) fail_msg("%s -> %d (%s): %s", #expr, rc_, distc_strerror(rc_), distc_error_last()); \
     } while (0)
 
 /* Asserts that a distc call failed with `code` and left a message containing `needle`. */
-#define ASSERT_ERR(expr, code, needle)                                                   \
-    do {                                                                                 \
-        int rc_ = (expr);                                                                \
-        if (rc_ != (code)) fail_msg("%s -> %d, expected %d: %s", #expr, rc_, (int)(code), \
-                                    distc_error_last());                                 \
-        dt_assert_contains(distc_error_last(), (needle));                               \
+#define ASSERT_ERR(expr, code, needle)                                                                         \
+    do {                                                                                                       \
+        int rc_ = (expr);                                                                                      \
+        if (rc_ != (code)) fail_msg("%s -> %d, expected %d: %s", #expr, rc_, (int)(code), distc_error_last()); \
+        dt_assert_contains(distc_error_last(), (needle));                                                      \
     } while (0)
 
 void dt_assert_contains(const char *haystack, const char *needle);

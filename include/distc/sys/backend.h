@@ -62,18 +62,18 @@ typedef enum distc_dtype {
     DISTC_DTYPE_BFLOAT16 = 7,
     DISTC_DTYPE_FLOAT32 = 8,
     DISTC_DTYPE_FLOAT64 = 9,
-    DISTC_DTYPE_COMPLEX64 = 10,  /**< two float32 */
-    DISTC_DTYPE_COMPLEX128 = 11  /**< two float64 */
+    DISTC_DTYPE_COMPLEX64 = 10, /**< two float32 */
+    DISTC_DTYPE_COMPLEX128 = 11 /**< two float64 */
 } distc_dtype;
 
 /** A checked, contiguous buffer: a DLTensor flattened by the core. */
 typedef struct distc_buffer {
-    void *data;           /**< the first element (DLTensor byte_offset applied); may be NULL when count is 0 */
-    uint64_t count;       /**< elements */
-    int32_t dtype;        /**< a distc_dtype */
-    int32_t device_type;  /**< DLDeviceType: kDLCPU, kDLCUDA, ... */
+    void *data;          /**< the first element (DLTensor byte_offset applied); may be NULL when count is 0 */
+    uint64_t count;      /**< elements */
+    int32_t dtype;       /**< a distc_dtype */
+    int32_t device_type; /**< DLDeviceType: kDLCPU, kDLCUDA, ... */
     int32_t device_id;
-    int32_t reserved;     /**< 0 */
+    int32_t reserved; /**< 0 */
 } distc_buffer;
 
 /** Bytes of one element of `dtype` (0 for an unknown value). */
@@ -85,8 +85,8 @@ DISTC_EXTERN(const char *) distc_dtype_name(int32_t dtype);
 
 /** What a backend learns about a group it creates. Valid during the call only, except `store`. */
 typedef struct distc_backend_group_info {
-    unsigned int version;        /**< DISTC_BACKEND_GROUP_INFO_VERSION */
-    distc_store *store;          /**< the group's own key space (its prefix applied); valid until destroy returns */
+    unsigned int version; /**< DISTC_BACKEND_GROUP_INFO_VERSION */
+    distc_store *store;   /**< the group's own key space (its prefix applied); valid until destroy returns */
     int32_t rank;
     int32_t size;
     int64_t timeout_ms;          /**< the group's default timeout */
@@ -99,14 +99,14 @@ typedef struct distc_backend_group_info {
 
 /** Per-operation values, resolved by the core. */
 typedef struct distc_backend_op_args {
-    unsigned int version;  /**< DISTC_BACKEND_OP_ARGS_VERSION */
-    int64_t timeout_ms;    /**< the effective timeout of this operation */
-    uint64_t seq;          /**< the group's sequence number; 0 for point-to-point */
-    double premul_factor;  /**< DISTC_PREMUL_SUM's factor */
-    void *stream;          /**< distc_op_options.stream (a cudaStream_t for CUDA backends); NULL: the default */
-    const char *op;        /**< "allreduce" (static): with seq, how messages name the operation
+    unsigned int version; /**< DISTC_BACKEND_OP_ARGS_VERSION */
+    int64_t timeout_ms;   /**< the effective timeout of this operation */
+    uint64_t seq;         /**< the group's sequence number; 0 for point-to-point */
+    double premul_factor; /**< DISTC_PREMUL_SUM's factor */
+    void *stream;         /**< distc_op_options.stream (a cudaStream_t for CUDA backends); NULL: the default */
+    const char *op;       /**< "allreduce" (static): with seq, how messages name the operation
                                 ("allreduce #3"); the core adds the rest to a failed work's message */
-    uint32_t flags;        /**< DISTC_OP_BLOCKING */
+    uint32_t flags;       /**< DISTC_OP_BLOCKING */
 } distc_backend_op_args;
 
 /**
@@ -127,10 +127,10 @@ typedef struct distc_backend_op_args {
 
 /** One entry of batch_p2p. */
 typedef struct distc_backend_p2p {
-    int32_t kind;         /**< a distc_p2p_kind */
+    int32_t kind; /**< a distc_p2p_kind */
     int32_t peer;
     int32_t tag;
-    int32_t reserved;     /**< 0 */
+    int32_t reserved; /**< 0 */
     distc_buffer buffer;
 } distc_backend_p2p;
 
@@ -151,9 +151,9 @@ typedef struct distc_backend_p2p {
  * are distc_reduce_op values already checked against the dtype.
  */
 typedef struct distc_backend_ops {
-    unsigned int version;   /**< DISTC_BACKEND_OPS_VERSION the backend was built with */
-    uint32_t flags;         /**< DISTC_BACKEND_STREAM_ORDERED */
-    uint64_t device_types;  /**< DISTC_DEVICE_BIT() of each memory kind the backend takes */
+    unsigned int version;  /**< DISTC_BACKEND_OPS_VERSION the backend was built with */
+    uint32_t flags;        /**< DISTC_BACKEND_STREAM_ORDERED */
+    uint64_t device_types; /**< DISTC_DEVICE_BIT() of each memory kind the backend takes */
 
     /** Creates this rank's member of a new group (a collective: every member calls it). */
     int (*create)(void **group, const distc_backend_group_info *info, void *payload);
@@ -183,8 +183,8 @@ typedef struct distc_backend_ops {
     int (*gather)(distc_work *work, void *group, const distc_buffer *outputs, const distc_buffer *input, int32_t root,
                   const distc_backend_op_args *args);
     /** `inputs` is NULL on non-roots. */
-    int (*scatter)(distc_work *work, void *group, const distc_buffer *output, const distc_buffer *inputs,
-                   int32_t root, const distc_backend_op_args *args);
+    int (*scatter)(distc_work *work, void *group, const distc_buffer *output, const distc_buffer *inputs, int32_t root,
+                   const distc_backend_op_args *args);
     int (*reduce_scatter)(distc_work *work, void *group, const distc_buffer *output, const distc_buffer *inputs,
                           int32_t op, const distc_backend_op_args *args);
     /** inputs[j] goes to rank j, outputs[j] comes from rank j; sizes may differ per peer (alltoall_single's splits). */
@@ -238,8 +238,7 @@ DISTC_EXTERN(int) distc_backend_register(const char *name, const distc_backend_o
  * what create() receives. `core_version` is the DISTC_BACKEND_OPS_VERSION of
  * the loading core. Return 0, or a negative code with distc_error_set().
  */
-typedef int (*distc_backend_plugin_init_fn)(const distc_backend_ops **ops, void **payload,
-                                            unsigned int core_version);
+typedef int (*distc_backend_plugin_init_fn)(const distc_backend_ops **ops, void **payload, unsigned int core_version);
 
 /* ------------------------------------------------------------------------ */
 /* Completing work (for backends)                                            */
@@ -248,7 +247,7 @@ typedef int (*distc_backend_plugin_init_fn)(const distc_backend_ops **ops, void 
 
 /** What a work can do beyond host completion; set before completing it. */
 typedef struct distc_work_hooks {
-    unsigned int version;  /**< DISTC_WORK_HOOKS_VERSION */
+    unsigned int version; /**< DISTC_WORK_HOOKS_VERSION */
     /** Makes `stream` wait for the operation (cudaStreamWaitEvent); NULL: the core waits on the host. */
     int (*wait_stream)(void *payload, void *stream);
     /** Called once when the last handle of the work is gone; may be NULL. */

@@ -32,16 +32,15 @@ typedef struct distc_store_vtable {
     /** Waits up to timeout_ms for the key; DISTC_ETIMEOUT when it does not appear. */
     int (*get)(void *payload, const char *key, int64_t timeout_ms, distc_buf *out);
     int (*add)(void *payload, const char *key, int64_t delta, int64_t *out);
-    int (*compare_set)(void *payload, const char *key, const void *expected, size_t expected_len,
-                       const void *desired, size_t desired_len, distc_buf *out);
+    int (*compare_set)(void *payload, const char *key, const void *expected, size_t expected_len, const void *desired,
+                       size_t desired_len, distc_buf *out);
     int (*check)(void *payload, const char *const *keys, size_t n, int32_t *out);
     int (*wait)(void *payload, const char *const *keys, size_t n, int64_t timeout_ms);
     int (*delete_key)(void *payload, const char *key, int32_t *out);
     int (*num_keys)(void *payload, int64_t *out);
     int (*append)(void *payload, const char *key, const void *value, size_t len);
     int (*multi_get)(void *payload, const char *const *keys, size_t n, int64_t timeout_ms, distc_buf *out);
-    int (*multi_set)(void *payload, const char *const *keys, const void *const *values,
-                     const size_t *lens, size_t n);
+    int (*multi_set)(void *payload, const char *const *keys, const void *const *values, const size_t *lens, size_t n);
     /** Called once, when the last reference to the store goes; may be NULL. */
     void (*free)(void *payload);
 } distc_store_vtable;

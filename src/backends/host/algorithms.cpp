@@ -234,7 +234,7 @@ void Algorithms::scatter(const Tensor *in, Tensor &out, int root, const Call &ca
 }
 
 void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
-                     const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
+                           const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     const size_t esz = dtype_size(in.dtype);

@@ -24,9 +24,13 @@ class Algorithms {
 public:
     Algorithms(Transport &t, int rank, int size) : t_(t), rank_(rank), size_(size) {}
 
-    void allreduce(Tensor &t, ReduceOp op, const Call &call, Millis timeout) { reduce_to(t, op, kEveryone, call, timeout); }
+    void allreduce(Tensor &t, ReduceOp op, const Call &call, Millis timeout) {
+        reduce_to(t, op, kEveryone, call, timeout);
+    }
     void broadcast(Tensor &t, int root, const Call &call, Millis timeout);
-    void reduce(Tensor &t, int root, ReduceOp op, const Call &call, Millis timeout) { reduce_to(t, op, root, call, timeout); }
+    void reduce(Tensor &t, int root, ReduceOp op, const Call &call, Millis timeout) {
+        reduce_to(t, op, root, call, timeout);
+    }
     void allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout);
     // `out` / `in` (size x the part, in rank order) only on the root.
     void gather(const Tensor &in, Tensor *out, int root, const Call &call, Millis timeout);
@@ -56,7 +60,7 @@ private:
 
     Transport &t_;
     int rank_, size_;
-    std::mutex mu_;  // one operation on the wire at a time; guards what follows
+    std::mutex mu_;                       // one operation on the wire at a time; guards what follows
     std::unique_ptr<uint8_t[]> scratch_;  // kept between collectives: no page faults per call
     size_t scratch_cap_ = 0;
     std::unique_ptr<bool[]> reduced_;  // per segment of this rank's chunk: ready to go on (gates sends)

@@ -71,11 +71,11 @@ size_t HostBackend::mesh_limit() {
     return v;
 }
 
-HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug)
-    : rank_(info.rank), size_(info.size), debug_(debug), exec_(info.rank, [this] {
-          if (tcp_) tcp_->close();
-          if (gloo_) gloo_->abort();
-      }) {
+HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
+    rank_(info.rank), size_(info.size), debug_(debug), exec_(info.rank, [this] {
+        if (tcp_) tcp_->close();
+        if (gloo_) gloo_->abort();
+    }) {
     if (size_ > 1 && mesh_limit() > 0) {
         tcp_ = std::make_unique<TcpTransport>(*info.store, rank_, size_, info.timeout);
         algo_ = std::make_unique<Algorithms>(*tcp_, rank_, size_);
@@ -226,8 +226,8 @@ void HostBackend::scatter(const WorkPtr &w, const Tensor &output, const std::vec
     });
 }
 
-void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs,
-                                 ReduceOp op, const AsyncArgs &a) {
+void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, ReduceOp op,
+                                 const AsyncArgs &a) {
     OpCtx c = ctx(a);
     double factor = a.premul_factor;
     submit(w, a, true, [this, inputs, output, op, factor, c]() -> int32_t {
@@ -252,8 +252,8 @@ void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const s
     });
 }
 
-void HostBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out,
-                            const std::vector<size_t> &oc, bool mesh, const OpCtx &c) {
+void HostBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out, const std::vector<size_t> &oc,
+                            bool mesh, const OpCtx &c) {
     if (mesh)
         algo_->alltoallv(in, ic, out, oc, c.call, c.timeout);
     else
@@ -333,7 +333,8 @@ void HostBackend::debug_check(const OpCtx &c) {
     out.numel = sizeof mine * all.size();
     out.dim0 = static_cast<int64_t>(out.numel);
     if (algo_)  // one call every rank makes alike, whatever it checks
-        algo_->allgather(in, out, make_call("allgather", int(DType::UInt8), -1, -1, sizeof mine, c.call.seq), c.timeout);
+        algo_->allgather(in, out, make_call("allgather", int(DType::UInt8), -1, -1, sizeof mine, c.call.seq),
+                         c.timeout);
     else
         gloo_->allgather(in, out, OpCtx{c.tag + 1, c.timeout, c.call});
     std::map<std::string, std::vector<int>> calls;  // what is called -> by whom

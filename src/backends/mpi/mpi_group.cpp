@@ -32,10 +32,10 @@ void finalize_at_exit() {
 
 const char *level_name(int level) {
     switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    default: return "MPI_THREAD_MULTIPLE";
+        case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+        case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+        case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+        default: return "MPI_THREAD_MULTIPLE";
     }
 }
 
@@ -138,7 +138,8 @@ void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {
             msg = "timed out after " + std::to_string(a->timeout_ms) +
                   " ms (a peer stopped calling?); MPI cannot cancel it: the group was aborted";
             std::lock_guard<std::mutex> lk(mu_);
-            if (!aborted_.exchange(true)) abort_reason_ = std::string(a->op) + (a->seq ? " #" + std::to_string(a->seq) : "") + " timed out";
+            if (!aborted_.exchange(true))
+                abort_reason_ = std::string(a->op) + (a->seq ? " #" + std::to_string(a->seq) : "") + " timed out";
         }
         if (code != 0) {
             distc_backend_work_fail(work, code, msg.c_str());
@@ -246,9 +247,9 @@ void Group::progress() {
                 int rc;
                 {
                     auto ml = mpi_lock();
-                    rc = p.op.reqs.empty() ? MPI_SUCCESS
-                                           : MPI_Testall(static_cast<int>(p.op.reqs.size()), p.op.reqs.data(), &done,
-                                                         st.data());
+                    rc = p.op.reqs.empty()
+                             ? MPI_SUCCESS
+                             : MPI_Testall(static_cast<int>(p.op.reqs.size()), p.op.reqs.data(), &done, st.data());
                 }
                 if (p.op.reqs.empty()) done = 1;
                 if (rc != MPI_SUCCESS) {

@@ -54,10 +54,10 @@ inline std::unique_lock<std::mutex> mpi_lock() {
 struct Op {
     std::vector<MPI_Request> reqs;
     std::vector<std::unique_ptr<uint8_t[]>> temps;
-    std::vector<int> ints;             // counts and displacements MPI reads until completion
-    std::function<void()> finish;      // may be empty
-    int source_req = -1;               // the request whose status names the source rank (recv)
-    int32_t source = -1;               // otherwise the peer to report (send), or -1
+    std::vector<int> ints;         // counts and displacements MPI reads until completion
+    std::function<void()> finish;  // may be empty
+    int source_req = -1;           // the request whose status names the source rank (recv)
+    int32_t source = -1;           // otherwise the peer to report (send), or -1
     uint8_t *temp(size_t n) {
         temps.emplace_back(new uint8_t[n ? n : 1]);
         return temps.back().get();
@@ -128,8 +128,8 @@ private:
     int64_t timeout_ms_;
     std::mutex mu_;
     std::condition_variable cv_;
-    std::deque<Pending> incoming_;        // handed to the progress thread
-    std::vector<Pending> abandoned_;      // requests of aborted operations (their memory stays)
+    std::deque<Pending> incoming_;    // handed to the progress thread
+    std::vector<Pending> abandoned_;  // requests of aborted operations (their memory stays)
     bool stop_ = false;
     std::atomic<bool> aborted_{false};
     std::string abort_reason_;

@@ -21,8 +21,8 @@ size_t nbytes(const distc_buffer &b) { return static_cast<size_t>(b.count) * dis
 
 // Failures kept out of line, so that the checks on every call stay small.
 [[noreturn, gnu::cold]] void fail_count(uint64_t n, const char *what) {
-    raise(DISTC_ENOTSUP, std::string(what) + ": " + std::to_string(n) +
-                             " is more than MPI's int counts allow in one call (2^31 - 1)");
+    raise(DISTC_ENOTSUP,
+          std::string(what) + ": " + std::to_string(n) + " is more than MPI's int counts allow in one call (2^31 - 1)");
 }
 [[noreturn, gnu::cold]] void fail_unknown(const char *what, int32_t v) {
     raise(DISTC_EINVAL, std::string("unknown ") + what + " " + std::to_string(v));
@@ -40,19 +40,19 @@ size_t nbytes(const distc_buffer &b) { return static_cast<size_t>(b.count) * dis
 // through user-defined operators that run distc's kernels.
 [[gnu::always_inline]] inline MPI_Datatype elem_type(int32_t dtype) {
     switch (dtype) {
-    case DISTC_DTYPE_BOOL: return MPI_UINT8_T;
-    case DISTC_DTYPE_INT8: return MPI_INT8_T;
-    case DISTC_DTYPE_UINT8: return MPI_UINT8_T;
-    case DISTC_DTYPE_INT16: return MPI_INT16_T;
-    case DISTC_DTYPE_INT32: return MPI_INT32_T;
-    case DISTC_DTYPE_INT64: return MPI_INT64_T;
-    case DISTC_DTYPE_FLOAT16: return MPI_UINT16_T;
-    case DISTC_DTYPE_BFLOAT16: return MPI_UINT16_T;
-    case DISTC_DTYPE_FLOAT32: return MPI_FLOAT;
-    case DISTC_DTYPE_FLOAT64: return MPI_DOUBLE;
-    case DISTC_DTYPE_COMPLEX64: return MPI_C_FLOAT_COMPLEX;
-    case DISTC_DTYPE_COMPLEX128: return MPI_C_DOUBLE_COMPLEX;
-    default: fail_unknown("dtype", dtype);
+        case DISTC_DTYPE_BOOL: return MPI_UINT8_T;
+        case DISTC_DTYPE_INT8: return MPI_INT8_T;
+        case DISTC_DTYPE_UINT8: return MPI_UINT8_T;
+        case DISTC_DTYPE_INT16: return MPI_INT16_T;
+        case DISTC_DTYPE_INT32: return MPI_INT32_T;
+        case DISTC_DTYPE_INT64: return MPI_INT64_T;
+        case DISTC_DTYPE_FLOAT16: return MPI_UINT16_T;
+        case DISTC_DTYPE_BFLOAT16: return MPI_UINT16_T;
+        case DISTC_DTYPE_FLOAT32: return MPI_FLOAT;
+        case DISTC_DTYPE_FLOAT64: return MPI_DOUBLE;
+        case DISTC_DTYPE_COMPLEX64: return MPI_C_FLOAT_COMPLEX;
+        case DISTC_DTYPE_COMPLEX128: return MPI_C_DOUBLE_COMPLEX;
+        default: fail_unknown("dtype", dtype);
     }
 }
 
@@ -86,16 +86,16 @@ void ensure_user_ops() {
     if (dtype == DISTC_DTYPE_FLOAT16) return g_user[1][op];
     if (dtype == DISTC_DTYPE_BFLOAT16) return g_user[2][op];
     switch (op) {
-    case DISTC_SUM:
-    case DISTC_AVG:
-    case DISTC_PREMUL_SUM: return MPI_SUM;
-    case DISTC_PRODUCT: return MPI_PROD;
-    case DISTC_MIN: return MPI_MIN;
-    case DISTC_MAX: return MPI_MAX;
-    case DISTC_BAND: return MPI_BAND;
-    case DISTC_BOR: return MPI_BOR;
-    case DISTC_BXOR: return MPI_BXOR;
-    default: fail_unknown("reduce op", op);
+        case DISTC_SUM:
+        case DISTC_AVG:
+        case DISTC_PREMUL_SUM: return MPI_SUM;
+        case DISTC_PRODUCT: return MPI_PROD;
+        case DISTC_MIN: return MPI_MIN;
+        case DISTC_MAX: return MPI_MAX;
+        case DISTC_BAND: return MPI_BAND;
+        case DISTC_BOR: return MPI_BOR;
+        case DISTC_BXOR: return MPI_BXOR;
+        default: fail_unknown("reduce op", op);
     }
 }
 
@@ -163,8 +163,7 @@ inline bool interruptible_collectives() { return g_interruptible; }
 // completed by the progress thread (asynchronous calls). `post(o, req)` is
 // given req == nullptr for the first.
 template <typename Post>
-int launch(distc_work *w, void *g, const distc_backend_op_args *a, Post &&post, int32_t source = -1,
-           bool p2p = false) {
+int launch(distc_work *w, void *g, const distc_backend_op_args *a, Post &&post, int32_t source = -1, bool p2p = false) {
     return guarded([&] {
         Group &G = group(g);
         if ((a->flags & DISTC_OP_BLOCKING) && (p2p || interruptible_collectives())) {
@@ -181,10 +180,13 @@ int launch(distc_work *w, void *g, const distc_backend_op_args *a, Post &&post, 
         if (a->flags & DISTC_OP_BLOCKING) {
             Op o;
             o.source = source;
-            G.run_blocking(w, a, [&] {
-                post(o, static_cast<MPI_Request *>(nullptr));
-                if (o.finish) o.finish();
-            }, &o.source);
+            G.run_blocking(
+                w, a,
+                [&] {
+                    post(o, static_cast<MPI_Request *>(nullptr));
+                    if (o.finish) o.finish();
+                },
+                &o.source);
             return;
         }
         G.start(w, a, [&](Op &o) {
@@ -218,10 +220,10 @@ int mpi_create(void **out, const distc_backend_group_info *info, void *) {
             MPI_Comm_size(MPI_COMM_WORLD, &s);
         }
         if (r != info->rank || s != info->size)
-            raise(DISTC_EINVAL, "the mpi backend's groups are MPI_COMM_WORLD (this process is rank " + std::to_string(r) +
-                                    " of " + std::to_string(s) + ") but the group was made as rank " +
-                                    std::to_string(info->rank) + " of " + std::to_string(info->size) +
-                                    "; launch with mpirun and create it from the url mpi://");
+            raise(DISTC_EINVAL,
+                  "the mpi backend's groups are MPI_COMM_WORLD (this process is rank " + std::to_string(r) + " of " +
+                      std::to_string(s) + ") but the group was made as rank " + std::to_string(info->rank) + " of " +
+                      std::to_string(info->size) + "; launch with mpirun and create it from the url mpi://");
         {
             auto lk = mpi_lock();
             check(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");  // the group's own matching space
@@ -240,7 +242,8 @@ int mpi_split(void **out, void *parent, int32_t color, int32_t key, const distc_
     return guarded([&] { *out = group(parent).split(color, key, info); });
 }
 
-int mpi_allreduce(distc_work *w, void *g, const distc_buffer *bs, size_t n, int32_t op, const distc_backend_op_args *a) {
+int mpi_allreduce(distc_work *w, void *g, const distc_buffer *bs, size_t n, int32_t op,
+                  const distc_backend_op_args *a) {
     Group &G = group(g);
     auto reduce = [&G, op](void *data, uint64_t count, int32_t dtype, MPI_Request *req) {
         int c = count_of(count, "count");
@@ -279,12 +282,14 @@ int mpi_broadcast(distc_work *w, void *g, const distc_buffer *b, int32_t root, c
     Group &G = group(g);
     return launch(w, g, a, [&, b = *b](Op &, MPI_Request *req) {
         int c = count_of(nbytes(b), "bytes");
-        check(req ? MPI_Ibcast(b.data, c, MPI_BYTE, root, G.comm(), req) : MPI_Bcast(b.data, c, MPI_BYTE, root, G.comm()),
-              "MPI_Bcast");
+        check(
+            req ? MPI_Ibcast(b.data, c, MPI_BYTE, root, G.comm(), req) : MPI_Bcast(b.data, c, MPI_BYTE, root, G.comm()),
+            "MPI_Bcast");
     });
 }
 
-int mpi_reduce(distc_work *w, void *g, const distc_buffer *b, int32_t root, int32_t op, const distc_backend_op_args *a) {
+int mpi_reduce(distc_work *w, void *g, const distc_buffer *b, int32_t root, int32_t op,
+               const distc_backend_op_args *a) {
     Group &G = group(g);
     double avg = 1.0 / G.size();
     bool is_root = G.rank() == root;
@@ -360,11 +365,13 @@ int mpi_reduce_scatter(distc_work *w, void *g, const distc_buffer *out, const di
             p = t;
         }
         if (op == DISTC_PREMUL_SUM)
-            scale(distc_buffer{p, out.count * v.size(), out.dtype, out.device_type, out.device_id, 0}, a->premul_factor);
+            scale(distc_buffer{p, out.count * v.size(), out.dtype, out.device_type, out.device_id, 0},
+                  a->premul_factor);
         int c = count_of(out.count, "count");
-        check(req ? MPI_Ireduce_scatter_block(p, out.data, c, elem_type(out.dtype), mpi_op(out.dtype, op), G.comm(), req)
-                  : MPI_Reduce_scatter_block(p, out.data, c, elem_type(out.dtype), mpi_op(out.dtype, op), G.comm()),
-              "MPI_Reduce_scatter_block");
+        check(
+            req ? MPI_Ireduce_scatter_block(p, out.data, c, elem_type(out.dtype), mpi_op(out.dtype, op), G.comm(), req)
+                : MPI_Reduce_scatter_block(p, out.data, c, elem_type(out.dtype), mpi_op(out.dtype, op), G.comm()),
+            "MPI_Reduce_scatter_block");
         if (op == DISTC_AVG) o.finish = [out, avg] { scale(out, avg); };
     });
 }
@@ -409,27 +416,35 @@ int check_tag(int32_t tag) {
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &v, &flag);
         return flag && v ? *v : 32767;
     }();
-    if (tag > ub) raise(DISTC_EINVAL, "tag " + std::to_string(tag) + " is above MPI_TAG_UB (" + std::to_string(ub) + ")");
+    if (tag > ub)
+        raise(DISTC_EINVAL, "tag " + std::to_string(tag) + " is above MPI_TAG_UB (" + std::to_string(ub) + ")");
     return tag;
 }
 
 int mpi_send(distc_work *w, void *g, const distc_buffer *b, int32_t dst, int32_t tag, const distc_backend_op_args *a) {
     Group &G = group(g);
-    return launch(w, g, a, [&, b = *b](Op &, MPI_Request *req) {
-        int c = count_of(nbytes(b), "bytes"), t = check_tag(tag);
-        check(req ? MPI_Isend(b.data, c, MPI_BYTE, dst, t, G.comm(), req) : MPI_Send(b.data, c, MPI_BYTE, dst, t, G.comm()),
-              "MPI_Send");
-    }, dst, true);
+    return launch(
+        w, g, a,
+        [&, b = *b](Op &, MPI_Request *req) {
+            int c = count_of(nbytes(b), "bytes"), t = check_tag(tag);
+            check(req ? MPI_Isend(b.data, c, MPI_BYTE, dst, t, G.comm(), req)
+                      : MPI_Send(b.data, c, MPI_BYTE, dst, t, G.comm()),
+                  "MPI_Send");
+        },
+        dst, true);
 }
 
 int mpi_recv(distc_work *w, void *g, const distc_buffer *b, int32_t src, int32_t tag, const distc_backend_op_args *a) {
     Group &G = group(g);
     int peer = src < 0 ? MPI_ANY_SOURCE : src;
-    return launch(w, g, a, [&, b = *b](Op &o, MPI_Request *req) {
-        int c = count_of(nbytes(b), "bytes"), t = check_tag(tag);
-        o.source_req = 0;  // the status names the sender (any-source receives)
-        check(MPI_Irecv(b.data, c, MPI_BYTE, peer, t, G.comm(), req), "MPI_Irecv");
-    }, src, true);
+    return launch(
+        w, g, a,
+        [&, b = *b](Op &o, MPI_Request *req) {
+            int c = count_of(nbytes(b), "bytes"), t = check_tag(tag);
+            o.source_req = 0;  // the status names the sender (any-source receives)
+            check(MPI_Irecv(b.data, c, MPI_BYTE, peer, t, G.comm(), req), "MPI_Irecv");
+        },
+        src, true);
 }
 
 int mpi_batch_p2p(distc_work *w, void *g, const distc_backend_p2p *ops, size_t n, const distc_backend_op_args *a) {
@@ -487,7 +502,7 @@ const distc_backend_ops kOps = [] {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int distc_backend_plugin_init(const distc_backend_ops **ops,
-                                                                                 void **payload,
-                                                                                 unsigned int core_version) {
+                                                                                void **payload,
+                                                                                unsigned int core_version) {
     return distc_plugin::plugin_init(&kOps, "libdistc-mpi.so", ops, payload, core_version);
 }

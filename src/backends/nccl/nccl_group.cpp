@@ -11,7 +11,8 @@ namespace distc_nccl {
 
 void check_cuda(cudaError_t e, const char *what) {
     if (e != cudaSuccess)
-        raise(DISTC_EBACKEND, std::string(what) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+        raise(DISTC_EBACKEND,
+              std::string(what) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
 namespace {
@@ -71,8 +72,8 @@ void give_event(int device, cudaEvent_t e) {
     g_pool[static_cast<size_t>(device)].push_back(e);
 }
 
-Group::Group(const distc_backend_group_info &info)
-    : rank_(info.rank), size_(info.size), store_(info.store), timeout_ms_(info.timeout_ms) {
+Group::Group(const distc_backend_group_info &info) :
+    rank_(info.rank), size_(info.size), store_(info.store), timeout_ms_(info.timeout_ms) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0)
@@ -80,8 +81,8 @@ Group::Group(const distc_backend_group_info &info)
                                   (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + ")");
     if (info.device >= 0) {
         if (info.device >= count)
-            raise(DISTC_EINVAL, "device " + std::to_string(info.device) + " does not exist (" + std::to_string(count) +
-                                    " visible)");
+            raise(DISTC_EINVAL,
+                  "device " + std::to_string(info.device) + " does not exist (" + std::to_string(count) + " visible)");
         device_ = info.device;
     } else {
         // torchrun's convention: one device per local rank.
@@ -93,9 +94,8 @@ Group::Group(const distc_backend_group_info &info)
     start_watchdog();
 }
 
-Group::Group(const distc_backend_group_info &info, ncclComm_t comm, int device)
-    : rank_(info.rank), size_(info.size), device_(device), store_(info.store), timeout_ms_(info.timeout_ms),
-      comm_(comm) {
+Group::Group(const distc_backend_group_info &info, ncclComm_t comm, int device) :
+    rank_(info.rank), size_(info.size), device_(device), store_(info.store), timeout_ms_(info.timeout_ms), comm_(comm) {
     check_cuda(cudaMalloc(&barrier_buf_, sizeof(int)), "cudaMalloc");
     start_watchdog();
 }
@@ -122,8 +122,7 @@ void Group::init_comm(const distc_backend_group_info &info) {
     } else {
         distc_buf b = {nullptr, 0};
         const char *key = "nccl/unique_id";
-        if (distc_store_wait(info.store, &key, 1, info.timeout_ms) != 0 ||
-            distc_store_get(&b, info.store, key) != 0)
+        if (distc_store_wait(info.store, &key, 1, info.timeout_ms) != 0 || distc_store_get(&b, info.store, key) != 0)
             raise(distc_error_last_code(), std::string("waiting for rank 0's ncclUniqueId: ") + distc_error_last());
         bool ok = b.size == sizeof id;
         if (ok) std::memcpy(&id, b.data, sizeof id);
@@ -149,8 +148,9 @@ void Group::settle(ncclResult_t r, const char *what, Clock::time_point deadline)
             if (comm_) ncclCommAbort(comm_);
             comm_ = nullptr;
             aborted_ = true;
-            raise(DISTC_ETIMEOUT, std::string(what) + " did not finish in time (are all ranks calling it?); "
-                                  "the communicator was aborted");
+            raise(DISTC_ETIMEOUT, std::string(what) +
+                                      " did not finish in time (are all ranks calling it?); "
+                                      "the communicator was aborted");
         }
         std::this_thread::yield();
         if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) break;
@@ -453,7 +453,8 @@ void Group::watchdog() {
                 inflight_.push_front(x);
                 break;
             }
-        if (!engine_error.empty() && !inflight_.empty()) engine_error = std::string(inflight_.front().label()) + ": " + engine_error;
+        if (!engine_error.empty() && !inflight_.empty())
+            engine_error = std::string(inflight_.front().label()) + ": " + engine_error;
         bool empty = inflight_.empty();
         lk.unlock();
         for (auto *w : done) distc_backend_work_complete(w, -1);

@@ -80,7 +80,7 @@ private:
         cudaEvent_t event;
         Clock::time_point deadline;
         int64_t timeout_ms;
-        const char *op;     // "allreduce" (static)
+        const char *op;  // "allreduce" (static)
         uint64_t seq;
         bool sentinel_of_blocking;
         std::string label() const;  // "allreduce #3", as messages name it
@@ -91,11 +91,11 @@ private:
     struct StreamState {
         cudaStream_t stream;
         Clock::time_point last_record{};
-        bool pending = false;         // detached operations after the last event
-        Clock::time_point first{};    // when the first of them was launched
-        Clock::time_point deadline{}; // the earliest of their deadlines
+        bool pending = false;          // detached operations after the last event
+        Clock::time_point first{};     // when the first of them was launched
+        Clock::time_point deadline{};  // the earliest of their deadlines
         int64_t timeout_ms = 0;
-        const char *op = "";          // that operation
+        const char *op = "";  // that operation
         uint64_t seq = 0;
     };
     // Records a sentinel event after `st`'s pending operations (launch_mu_ held, device set).

@@ -41,18 +41,18 @@ struct Typed {
 
 Typed reduce_type(const distc_buffer &b) {
     switch (b.dtype) {
-    case DISTC_DTYPE_BOOL: return {ncclUint8, b.count};
-    case DISTC_DTYPE_INT8: return {ncclInt8, b.count};
-    case DISTC_DTYPE_UINT8: return {ncclUint8, b.count};
-    case DISTC_DTYPE_INT32: return {ncclInt32, b.count};
-    case DISTC_DTYPE_INT64: return {ncclInt64, b.count};
-    case DISTC_DTYPE_FLOAT16: return {ncclFloat16, b.count};
-    case DISTC_DTYPE_BFLOAT16: return {ncclBfloat16, b.count};
-    case DISTC_DTYPE_FLOAT32: return {ncclFloat32, b.count};
-    case DISTC_DTYPE_FLOAT64: return {ncclFloat64, b.count};
-    case DISTC_DTYPE_COMPLEX64: return {ncclFloat32, 2 * b.count};
-    case DISTC_DTYPE_COMPLEX128: return {ncclFloat64, 2 * b.count};
-    default: raise(DISTC_ENOTSUP, std::string("NCCL cannot reduce ") + distc_dtype_name(b.dtype) + " tensors");
+        case DISTC_DTYPE_BOOL: return {ncclUint8, b.count};
+        case DISTC_DTYPE_INT8: return {ncclInt8, b.count};
+        case DISTC_DTYPE_UINT8: return {ncclUint8, b.count};
+        case DISTC_DTYPE_INT32: return {ncclInt32, b.count};
+        case DISTC_DTYPE_INT64: return {ncclInt64, b.count};
+        case DISTC_DTYPE_FLOAT16: return {ncclFloat16, b.count};
+        case DISTC_DTYPE_BFLOAT16: return {ncclBfloat16, b.count};
+        case DISTC_DTYPE_FLOAT32: return {ncclFloat32, b.count};
+        case DISTC_DTYPE_FLOAT64: return {ncclFloat64, b.count};
+        case DISTC_DTYPE_COMPLEX64: return {ncclFloat32, 2 * b.count};
+        case DISTC_DTYPE_COMPLEX128: return {ncclFloat64, 2 * b.count};
+        default: raise(DISTC_ENOTSUP, std::string("NCCL cannot reduce ") + distc_dtype_name(b.dtype) + " tensors");
     }
 }
 
@@ -85,35 +85,36 @@ ncclRedOp_t red_op(int32_t op, const distc_buffer &b, Typed t, double factor, nc
     bool is_bool = b.dtype == DISTC_DTYPE_BOOL;
     bool is_float = t.type == ncclFloat16 || t.type == ncclBfloat16 || t.type == ncclFloat32 || t.type == ncclFloat64;
     switch (op) {
-    case DISTC_SUM: return is_bool ? ncclMax : ncclSum;  // logical or, as torch
-    case DISTC_AVG: return ncclAvg;
-    case DISTC_PRODUCT: return is_bool ? ncclMin : ncclProd;
-    case DISTC_MIN: return ncclMin;
-    case DISTC_MAX: return ncclMax;
-    case DISTC_BAND:
-        if (is_bool) return ncclMin;
-        break;
-    case DISTC_BOR:
-        if (is_bool) return ncclMax;
-        break;
-    case DISTC_PREMUL_SUM: {
-        if (!is_float)
-            raise(DISTC_ENOTSUP, std::string("PREMUL_SUM on ") + distc_dtype_name(b.dtype) +
-                                     " tensors: NCCL's factor would be an integer too");
-        if (!comm) return ncclSum;
-        ncclRedOp_t r = ncclSum;
-        float f = static_cast<float>(factor);
-        double d = factor;
-        uint16_t h = t.type == ncclFloat16 ? to_half(f) : to_bf16(f);
-        void *scalar = t.type == ncclFloat64 ? static_cast<void *>(&d)
-                       : t.type == ncclFloat32 ? static_cast<void *>(&f)
-                                               : static_cast<void *>(&h);
-        ncclResult_t res = ncclRedOpCreatePreMulSum(&r, scalar, t.type, ncclScalarHostImmediate, comm);
-        if (res != ncclSuccess) raise(DISTC_EBACKEND, std::string("ncclRedOpCreatePreMulSum: ") + ncclGetErrorString(res));
-        made->push_back(r);
-        return r;
-    }
-    default: break;
+        case DISTC_SUM: return is_bool ? ncclMax : ncclSum;  // logical or, as torch
+        case DISTC_AVG: return ncclAvg;
+        case DISTC_PRODUCT: return is_bool ? ncclMin : ncclProd;
+        case DISTC_MIN: return ncclMin;
+        case DISTC_MAX: return ncclMax;
+        case DISTC_BAND:
+            if (is_bool) return ncclMin;
+            break;
+        case DISTC_BOR:
+            if (is_bool) return ncclMax;
+            break;
+        case DISTC_PREMUL_SUM: {
+            if (!is_float)
+                raise(DISTC_ENOTSUP, std::string("PREMUL_SUM on ") + distc_dtype_name(b.dtype) +
+                                         " tensors: NCCL's factor would be an integer too");
+            if (!comm) return ncclSum;
+            ncclRedOp_t r = ncclSum;
+            float f = static_cast<float>(factor);
+            double d = factor;
+            uint16_t h = t.type == ncclFloat16 ? to_half(f) : to_bf16(f);
+            void *scalar = t.type == ncclFloat64   ? static_cast<void *>(&d)
+                           : t.type == ncclFloat32 ? static_cast<void *>(&f)
+                                                   : static_cast<void *>(&h);
+            ncclResult_t res = ncclRedOpCreatePreMulSum(&r, scalar, t.type, ncclScalarHostImmediate, comm);
+            if (res != ncclSuccess)
+                raise(DISTC_EBACKEND, std::string("ncclRedOpCreatePreMulSum: ") + ncclGetErrorString(res));
+            made->push_back(r);
+            return r;
+        }
+        default: break;
     }
     raise(DISTC_ENOTSUP, std::string("NCCL has no bitwise reductions (") + distc_dtype_name(b.dtype) +
                              "); BAND and BOR work on bool tensors only");
@@ -172,7 +173,8 @@ void nccl_destroy(void *g) { delete static_cast<Group *>(g); }
 
 int nccl_abort(void *g) {
     return guarded([&] {
-        group(g).abort(DISTC_EABORTED, "distc_pg_abort was called", "the group was aborted (distc_pg_abort was called)");
+        group(g).abort(DISTC_EABORTED, "distc_pg_abort was called",
+                       "the group was aborted (distc_pg_abort was called)");
     });
 }
 
@@ -240,7 +242,8 @@ int nccl_allgather(distc_work *w, void *g, const distc_buffer *outs, const distc
             return grouped([&] {
                 for (size_t r = 0; r < n; ++r) {
                     const void *src = static_cast<int>(r) == G.rank() ? in->data : outs[r].data;
-                    if (ncclResult_t e = ncclBroadcast(src, outs[r].data, nbytes(*in), ncclUint8, static_cast<int>(r), comm, s);
+                    if (ncclResult_t e =
+                            ncclBroadcast(src, outs[r].data, nbytes(*in), ncclUint8, static_cast<int>(r), comm, s);
                         e != ncclSuccess)
                         return e;
                 }
@@ -261,9 +264,10 @@ int nccl_gather(distc_work *w, void *g, const distc_buffer *outs, const distc_bu
             return grouped([&] {
                 if (G.rank() != root) return ncclSend(in->data, nbytes(*in), ncclUint8, root, comm, s);
                 for (size_t r = 0; r < n; ++r) {
-                    ncclResult_t e = static_cast<int>(r) == root
-                                         ? cuda_ok(copy_async(outs[r].data, in->data, nbytes(*in), s))
-                                         : ncclRecv(outs[r].data, nbytes(outs[r]), ncclUint8, static_cast<int>(r), comm, s);
+                    ncclResult_t e =
+                        static_cast<int>(r) == root
+                            ? cuda_ok(copy_async(outs[r].data, in->data, nbytes(*in), s))
+                            : ncclRecv(outs[r].data, nbytes(outs[r]), ncclUint8, static_cast<int>(r), comm, s);
                     if (e != ncclSuccess) return e;
                 }
                 return ncclSuccess;
@@ -283,9 +287,10 @@ int nccl_scatter(distc_work *w, void *g, const distc_buffer *out, const distc_bu
             return grouped([&] {
                 if (G.rank() != root) return ncclRecv(out->data, nbytes(*out), ncclUint8, root, comm, s);
                 for (size_t r = 0; r < n; ++r) {
-                    ncclResult_t e = static_cast<int>(r) == root
-                                         ? cuda_ok(copy_async(out->data, ins[r].data, nbytes(*out), s))
-                                         : ncclSend(ins[r].data, nbytes(ins[r]), ncclUint8, static_cast<int>(r), comm, s);
+                    ncclResult_t e =
+                        static_cast<int>(r) == root
+                            ? cuda_ok(copy_async(out->data, ins[r].data, nbytes(*out), s))
+                            : ncclSend(ins[r].data, nbytes(ins[r]), ncclUint8, static_cast<int>(r), comm, s);
                     if (e != ncclSuccess) return e;
                 }
                 return ncclSuccess;
@@ -308,7 +313,8 @@ int nccl_reduce_scatter(distc_work *w, void *g, const distc_buffer *out, const d
                 // Separate inputs: reduce each rank's part onto that rank.
                 return grouped([&] {
                     for (size_t r = 0; r < n; ++r)
-                        if (ncclResult_t e = ncclReduce(ins[r].data, out->data, t.count, t.type, o, static_cast<int>(r), comm, s);
+                        if (ncclResult_t e =
+                                ncclReduce(ins[r].data, out->data, t.count, t.type, o, static_cast<int>(r), comm, s);
                             e != ncclSuccess)
                             return e;
                     return ncclSuccess;
@@ -330,15 +336,18 @@ int nccl_alltoall(distc_work *w, void *g, const distc_buffer *outs, const distc_
                 for (size_t r = 0; r < n; ++r) {
                     int peer = static_cast<int>(r);
                     if (peer == G.rank()) {
-                        if (ncclResult_t e = cuda_ok(copy_async(outs[r].data, ins[r].data, nbytes(ins[r]), s)); e != ncclSuccess)
+                        if (ncclResult_t e = cuda_ok(copy_async(outs[r].data, ins[r].data, nbytes(ins[r]), s));
+                            e != ncclSuccess)
                             return e;
                         continue;
                     }
                     if (nbytes(ins[r]))
-                        if (ncclResult_t e = ncclSend(ins[r].data, nbytes(ins[r]), ncclUint8, peer, comm, s); e != ncclSuccess)
+                        if (ncclResult_t e = ncclSend(ins[r].data, nbytes(ins[r]), ncclUint8, peer, comm, s);
+                            e != ncclSuccess)
                             return e;
                     if (nbytes(outs[r]))
-                        if (ncclResult_t e = ncclRecv(outs[r].data, nbytes(outs[r]), ncclUint8, peer, comm, s); e != ncclSuccess)
+                        if (ncclResult_t e = ncclRecv(outs[r].data, nbytes(outs[r]), ncclUint8, peer, comm, s);
+                            e != ncclSuccess)
                             return e;
                 }
                 return ncclSuccess;
@@ -362,7 +371,9 @@ int nccl_send(distc_work *w, void *g, const distc_buffer *b, int32_t dst, int32_
     return guarded([&] {
         Group &G = group(g);
         check_buffer(G, *b, "tensor");
-        G.launch(w, a, [&](ncclComm_t comm, cudaStream_t s, std::vector<ncclRedOp_t> &) { return ncclSend(b->data, nbytes(*b), ncclUint8, dst, comm, s); });
+        G.launch(w, a, [&](ncclComm_t comm, cudaStream_t s, std::vector<ncclRedOp_t> &) {
+            return ncclSend(b->data, nbytes(*b), ncclUint8, dst, comm, s);
+        });
     });
 }
 
@@ -372,14 +383,17 @@ int nccl_recv(distc_work *w, void *g, const distc_buffer *b, int32_t src, int32_
         if (src < 0) raise(DISTC_ENOTSUP, "NCCL cannot receive from any source; name the sending rank");
         Group &G = group(g);
         check_buffer(G, *b, "tensor");
-        G.launch(w, a, [&](ncclComm_t comm, cudaStream_t s, std::vector<ncclRedOp_t> &) { return ncclRecv(b->data, nbytes(*b), ncclUint8, src, comm, s); });
+        G.launch(w, a, [&](ncclComm_t comm, cudaStream_t s, std::vector<ncclRedOp_t> &) {
+            return ncclRecv(b->data, nbytes(*b), ncclUint8, src, comm, s);
+        });
     });
 }
 
 int nccl_batch_p2p(distc_work *w, void *g, const distc_backend_p2p *ops, size_t n, const distc_backend_op_args *a) {
     return guarded([&] {
         Group &G = group(g);
-        for (size_t i = 0; i < n; ++i) check_buffer(G, ops[i].buffer, ("ops[" + std::to_string(i) + "].tensor").c_str());
+        for (size_t i = 0; i < n; ++i)
+            check_buffer(G, ops[i].buffer, ("ops[" + std::to_string(i) + "].tensor").c_str());
         G.launch(w, a, [&](ncclComm_t comm, cudaStream_t s, std::vector<ncclRedOp_t> &) {
             return grouped([&] {
                 for (size_t i = 0; i < n; ++i) {
@@ -461,11 +475,12 @@ const distc_backend_ops kOps = [] {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int distc_backend_plugin_init(const distc_backend_ops **ops,
-                                                                                 void **payload,
-                                                                                 unsigned int core_version) {
+                                                                                void **payload,
+                                                                                unsigned int core_version) {
     int version = 0;
     if (ncclGetVersion(&version) != ncclSuccess || version < 21800)
         return distc_error_set(DISTC_EBACKEND, ("libnccl is version " + std::to_string(version) +
-                                                "; the nccl backend needs 2.18 or newer (ncclCommSplit)").c_str());
+                                                "; the nccl backend needs 2.18 or newer (ncclCommSplit)")
+                                                   .c_str());
     return distc_plugin::plugin_init(&kOps, "libdistc-nccl.so", ops, payload, core_version);
 }

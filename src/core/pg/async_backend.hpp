@@ -19,14 +19,14 @@
 namespace distc {
 
 struct AsyncArgs {
-    uint64_t seq;         // 0 for point-to-point
+    uint64_t seq;  // 0 for point-to-point
     Millis timeout;
     double premul_factor;
-    void *stream;         // the caller's device stream, or nullptr
-    const char *op;       // "allreduce" (static)
-    const OpLabel *label; // the rest of the operation's name, for messages
-    bool blocking;        // a blocking call: no handle is given out (see DISTC_OP_BLOCKING)
-    Call call;            // the operation's fingerprint, which the host transports put on every message
+    void *stream;          // the caller's device stream, or nullptr
+    const char *op;        // "allreduce" (static)
+    const OpLabel *label;  // the rest of the operation's name, for messages
+    bool blocking;         // a blocking call: no handle is given out (see DISTC_OP_BLOCKING)
+    Call call;             // the operation's fingerprint, which the host transports put on every message
 };
 
 // Thrown by a blocking call the backend did not complete within its timeout
@@ -37,9 +37,9 @@ struct AsyncGroupInfo {
     std::shared_ptr<Store> store;  // the group's key space
     int rank, size;
     Millis timeout;
-    std::string name;              // "<name>/<instance>"
-    std::vector<int> global_ranks; // size entries
-    int device;                    // -1: the backend's choice
+    std::string name;               // "<name>/<instance>"
+    std::vector<int> global_ranks;  // size entries
+    int device;                     // -1: the backend's choice
 };
 
 // A device backend's memory (distc/sys/backend.h, mem_*), for what the core
@@ -82,8 +82,8 @@ public:
                         const AsyncArgs &a) = 0;
     virtual void scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
                          const AsyncArgs &a) = 0;
-    virtual void reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs,
-                                ReduceOp op, const AsyncArgs &a) = 0;
+    virtual void reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, ReduceOp op,
+                                const AsyncArgs &a) = 0;
     virtual void alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
                           const AsyncArgs &a) = 0;
     virtual void barrier(const WorkPtr &w, const AsyncArgs &a) = 0;

@@ -10,14 +10,14 @@
 namespace distc {
 
 struct Call {
-    uint32_t seq = 0;     // the group's sequence number (the operation's tag)
-    uint8_t kind = 0;     // index of the operation's name (call.cpp), 0xff: unknown
-    uint8_t dtype = 0xff; // DType, 0xff: none
-    uint8_t op = 0xff;    // ReduceOp, 0xff: none
+    uint32_t seq = 0;      // the group's sequence number (the operation's tag)
+    uint8_t kind = 0;      // index of the operation's name (call.cpp), 0xff: unknown
+    uint8_t dtype = 0xff;  // DType, 0xff: none
+    uint8_t op = 0xff;     // ReduceOp, 0xff: none
     uint8_t pad = 0;
     int32_t root = -1;
     uint32_t pad2 = 0;
-    uint64_t count = 0;   // elements; 0 for all-to-all, whose per-peer sizes differ by design
+    uint64_t count = 0;  // elements; 0 for all-to-all, whose per-peer sizes differ by design
 
     // The same operation, whatever its sequence number.
     bool same_as(const Call &o) const {

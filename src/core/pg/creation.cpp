@@ -12,10 +12,10 @@
 namespace distc {
 
 ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, const PgOptions &opts,
-                           std::vector<int> global_ranks, const MakeAsync &make)
-    : root_store_(std::move(store)), rank_(rank), size_(size), name_(opts.name.empty() ? "default_pg" : opts.name),
-      timeout_(opts.timeout),
-      global_ranks_(std::move(global_ranks)), private_store_(opts.private_store) {
+                           std::vector<int> global_ranks, const MakeAsync &make) :
+    root_store_(std::move(store)),
+    rank_(rank), size_(size), name_(opts.name.empty() ? "default_pg" : opts.name), timeout_(opts.timeout),
+    global_ranks_(std::move(global_ranks)), private_store_(opts.private_store) {
     if (size < 1) fail(DISTC_EINVAL, "size is " + std::to_string(size) + ", must be >= 1");
     if (rank < 0 || rank >= size)
         fail(DISTC_EINVAL, "rank " + std::to_string(rank) + " is outside 0.." + std::to_string(size - 1));
@@ -83,8 +83,8 @@ void ProcessGroup::agree_created(Store &store) {
     try {
         if (store.add("connected", 1) < size_) return;
         for (int r = 0; r < size_; ++r)
-            for (const std::string &k : {"created/" + std::to_string(r), "mesh/" + std::to_string(r),
-                                         std::to_string(r), "rank_" + std::to_string(r)})
+            for (const std::string &k : {"created/" + std::to_string(r), "mesh/" + std::to_string(r), std::to_string(r),
+                                         "rank_" + std::to_string(r)})
                 store.delete_key(k);
         store.delete_key("connected");
     } catch (const Error &) {

@@ -21,9 +21,11 @@ size_t checked_max_len(const int64_t *lens, size_t n, const char *kind, bool by_
     for (size_t r = 0; r < n; ++r) {
         auto len = static_cast<uint64_t>(lens[r]);
         if (len > DISTC_STORE_MAX_VALUE_SIZE)
-            fail_agreed(DISTC_EINVAL, std::string(kind) + ": " + (by_root ? "the root passed " : "rank " + std::to_string(r) + " passed ") +
-                                   std::to_string(len) + " bytes" + (by_root ? " for rank " + std::to_string(r) : "") +
-                                   ", over DISTC_STORE_MAX_VALUE_SIZE (2^30)");
+            fail_agreed(DISTC_EINVAL, std::string(kind) + ": " +
+                                          (by_root ? "the root passed " : "rank " + std::to_string(r) + " passed ") +
+                                          std::to_string(len) + " bytes" +
+                                          (by_root ? " for rank " + std::to_string(r) : "") +
+                                          ", over DISTC_STORE_MAX_VALUE_SIZE (2^30)");
         max = std::max(max, len);
     }
     return static_cast<size_t>(max);
@@ -69,8 +71,8 @@ ProcessGroup::StoreBytesResult ProcessGroup::store_bytes(const char *kind, const
     if (aborted_) fail_aborted();
     for (const auto &v : mine)
         if (v.size > DISTC_STORE_MAX_VALUE_SIZE)
-            fail(DISTC_EINVAL, std::string(kind) + ": " + std::to_string(v.size) +
-                                   " bytes, over DISTC_STORE_MAX_VALUE_SIZE (2^30)");
+            fail(DISTC_EINVAL,
+                 std::string(kind) + ": " + std::to_string(v.size) + " bytes, over DISTC_STORE_MAX_VALUE_SIZE (2^30)");
     uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
     StoreBytes sb{*store_, "bytes/" + std::to_string(seq) + "/", size_, o.timeout.count() < 0 ? timeout_ : o.timeout};
     StoreBytesResult res;
@@ -105,7 +107,8 @@ ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOp
     for (size_t i = 0; i < ops.size(); ++i) {
         std::string at = "ops[" + std::to_string(i) + "]";
         if (ops[i].peer < 0 || ops[i].peer >= size_)
-            fail(DISTC_EINVAL, at + ".peer " + std::to_string(ops[i].peer) + " is outside 0.." + std::to_string(size_ - 1));
+            fail(DISTC_EINVAL,
+                 at + ".peer " + std::to_string(ops[i].peer) + " is outside 0.." + std::to_string(size_ - 1));
         if (ops[i].peer == rank_) fail(DISTC_EINVAL, at + ".peer is this rank (" + std::to_string(rank_) + ")");
         if (ops[i].tag > static_cast<uint32_t>(INT32_MAX)) fail(DISTC_EINVAL, at + ".tag is negative");
     }
@@ -174,18 +177,18 @@ ProcessGroup::BytePrims ProcessGroup::byte_prims(const OpOptions &o) {
     auto parts = [this](const Tensor &flat) {
         std::vector<Tensor> v;
         size_t n = flat.numel / static_cast<size_t>(size_);
-        for (int r = 0; r < size_; ++r) v.push_back(view_of(flat.bytes() + n * dtype_size(flat.dtype) * r, flat.dtype, n));
+        for (int r = 0; r < size_; ++r)
+            v.push_back(view_of(flat.bytes() + n * dtype_size(flat.dtype) * r, flat.dtype, n));
         return v;
     };
-    return BytePrims{
-        [this, parts, o](const Tensor &in, Tensor &out) { allgather(in, parts(out), o, false); },
-        [this, parts, o](const Tensor &in, Tensor *out, int root) {
-            gather(in, out ? parts(*out) : std::vector<Tensor>{}, root, o, false);
-        },
-        [this, o](Tensor &t, int root) { broadcast(t, root, o, false); },
-        [this, parts, o](const Tensor *in, Tensor &out, int root) {
-            scatter(in ? parts(*in) : std::vector<Tensor>{}, out, root, o, false);
-        }};
+    return BytePrims{[this, parts, o](const Tensor &in, Tensor &out) { allgather(in, parts(out), o, false); },
+                     [this, parts, o](const Tensor &in, Tensor *out, int root) {
+                         gather(in, out ? parts(*out) : std::vector<Tensor>{}, root, o, false);
+                     },
+                     [this, o](Tensor &t, int root) { broadcast(t, root, o, false); },
+                     [this, parts, o](const Tensor *in, Tensor &out, int root) {
+                         scatter(in ? parts(*in) : std::vector<Tensor>{}, out, root, o, false);
+                     }};
 }
 
 // Host memory through a device-only backend is out: those go through the store.

@@ -32,8 +32,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int> 
     }
     std::vector<int> global;
     for (int r : ranks) global.push_back(global_rank(r));
-    return std::make_shared<ProcessGroup>(root_store_, index, static_cast<int>(ranks.size()), opts,
-                                          std::move(global), engine_split(0, index, opts));
+    return std::make_shared<ProcessGroup>(root_store_, index, static_cast<int>(ranks.size()), opts, std::move(global),
+                                          engine_split(0, index, opts));
 }
 
 ProcessGroup::MakeAsync ProcessGroup::engine_split(int color, int key, const PgOptions &opts) {
@@ -59,7 +59,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, PgOptions 
     Scratch all(DType::Int32, 2 * static_cast<size_t>(size_));
     auto v = all_gather_bytes(ByteView(reinterpret_cast<const uint8_t *>(mine), sizeof mine), OpOptions{});
     for (size_t r = 0; r < v.size(); ++r) {
-        if (v[r].size() != sizeof mine) fail(DISTC_EPROTO, "rank " + std::to_string(r) + " sent a malformed split request");
+        if (v[r].size() != sizeof mine)
+            fail(DISTC_EPROTO, "rank " + std::to_string(r) + " sent a malformed split request");
         std::memcpy(all.t.bytes() + r * sizeof mine, v[r].data(), sizeof mine);
     }
     opts.backend = backend_->name();

@@ -41,7 +41,6 @@ OpLabel tensor_label(const Tensor &t, OpLabel::Form form = OpLabel::Form::Tensor
     return l;
 }
 
-
 }  // namespace
 
 int ProcessGroup::global_rank(int group_rank) const {
@@ -71,8 +70,8 @@ void same_dtype(const Tensor *ts, size_t n, DType dt, const char *name) {
     for (size_t i = 0; i < n; ++i)
         if (ts[i].dtype != dt)
             fail_with(DISTC_EINVAL, [&] {
-                return std::string(name) + "[" + std::to_string(i) + "] is " + dtype_name(ts[i].dtype) +
-                       ", expected " + dtype_name(dt);
+                return std::string(name) + "[" + std::to_string(i) + "] is " + dtype_name(ts[i].dtype) + ", expected " +
+                       dtype_name(dt);
             });
 }
 void same_dtype(const std::vector<Tensor> &ts, DType dt, const char *name) {
@@ -190,11 +189,10 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall(std::vector<Tensor> inputs, std::ve
 }
 
 ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output, std::vector<int64_t> in_splits,
-                                                    std::vector<int64_t> out_splits, const OpOptions &o,
-                                                    bool async) {
+                                                    std::vector<int64_t> out_splits, const OpOptions &o, bool async) {
     if (input.dtype != output.dtype)
-        fail(DISTC_EINVAL, std::string("output is ") + dtype_name(output.dtype) + " but input is " +
-                               dtype_name(input.dtype));
+        fail(DISTC_EINVAL,
+             std::string("output is ") + dtype_name(output.dtype) + " but input is " + dtype_name(input.dtype));
     if (input.dim0 > 0 && output.dim0 > 0 && input.row_numel() != output.row_numel())
         fail(DISTC_EINVAL, "input and output rows differ in size (" + std::to_string(input.row_numel()) + " vs " +
                                std::to_string(output.row_numel()) + " elements)");
@@ -210,8 +208,7 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
             fail(DISTC_EINVAL, std::string(name) + "_splits has " + std::to_string(splits.size()) +
                                    " entries, expected " + std::to_string(size_));
         for (size_t i = 0; i < splits.size(); ++i)
-            if (splits[i] < 0)
-                fail(DISTC_EINVAL, std::string(name) + "_splits[" + std::to_string(i) + "] is negative");
+            if (splits[i] < 0) fail(DISTC_EINVAL, std::string(name) + "_splits[" + std::to_string(i) + "] is negative");
         int64_t sum = 0;
         for (size_t i = 0; i < splits.size(); ++i) {
             if (splits[i] > t.dim0 - sum)  // also keeps the sum from overflowing

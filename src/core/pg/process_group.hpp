@@ -23,8 +23,8 @@ struct PgOptions {
     std::string backend = "gloo";
     Millis timeout{1800000};
     std::string name;  // empty: "default_pg" for a root group, derived for subgroups
-    int debug = -1;  // -1: from DISTC_DEBUG ("detail" turns it on); 0 off; 1 on
-    int device = -1;  // device backends: the accelerator; -1: the backend's choice
+    int debug = -1;    // -1: from DISTC_DEBUG ("detail" turns it on); 0 off; 1 on
+    int device = -1;   // device backends: the accelerator; -1: the backend's choice
     // The store is this process's alone (an engine's world: mpi://). Ranks
     // then cannot meet in it; the engine's own creation is collective.
     bool private_store = false;
@@ -107,13 +107,13 @@ private:
     // What an operation is, for messages and for the transports' check that
     // every rank runs the same call.
     struct OpInfo {
-        const char *kind;      // "allreduce"
-        OpLabel label;         // what messages say of its data: "(float32[16])"
-        int dtype = -1;        // DType, or -1
+        const char *kind;  // "allreduce"
+        OpLabel label;     // what messages say of its data: "(float32[16])"
+        int dtype = -1;    // DType, or -1
         uint64_t numel = 0;
         int root = -1;
-        int reduce = -1;       // ReduceOp, or -1
-        bool p2p = false;      // paired by tag, outside the group's sequence
+        int reduce = -1;   // ReduceOp, or -1
+        bool p2p = false;  // paired by tag, outside the group's sequence
     };
     OpInfo allreduce_info(const Tensor *ts, size_t n, ReduceOp op) const;  // checks the arguments
     // The one launch path: number the operation and let the backend take its
@@ -128,9 +128,15 @@ private:
         Millis timeout = o.timeout.count() < 0 ? timeout_ : o.timeout;
         bool host_ordered = !info.p2p && !stream_ordered_;  // streams order device work themselves
         if (host_ordered && !async && outstanding_count_.load(std::memory_order_acquire)) wait_outstanding(timeout);
-        AsyncArgs args{seq,       timeout,     o.premul_factor, o.stream,
-                       info.kind, &info.label, !async,
-                       make_call(info.kind, info.dtype, info.reduce, info.root, info.numel, static_cast<uint32_t>(seq))};
+        AsyncArgs args{
+            seq,
+            timeout,
+            o.premul_factor,
+            o.stream,
+            info.kind,
+            &info.label,
+            !async,
+            make_call(info.kind, info.dtype, info.reduce, info.root, info.numel, static_cast<uint32_t>(seq))};
         if (async || stream_ordered_) return launch_work(info, args, host_ordered, start);
         // A blocking call on the host: the backend completes it before we
         // return, so it needs no Work (nobody else sees it) and returns none.
@@ -179,10 +185,10 @@ private:
     const std::string name_;
     const Millis timeout_;
     const std::vector<int> global_ranks_;
-    const bool private_store_;  // PgOptions::private_store; subgroups inherit it
-    bool debug_ = false;        // DISTC_DEBUG=detail: the host backend cross-checks every call
-    std::atomic<uint64_t> subgroups_{0};  // creations so far, same on every rank
-    std::atomic<uint64_t> monitored_{0};  // monitored barriers so far
+    const bool private_store_;               // PgOptions::private_store; subgroups inherit it
+    bool debug_ = false;                     // DISTC_DEBUG=detail: the host backend cross-checks every call
+    std::atomic<uint64_t> subgroups_{0};     // creations so far, same on every rank
+    std::atomic<uint64_t> monitored_{0};     // monitored barriers so far
     std::unique_ptr<AsyncBackend> backend_;  // the host backend, or a registered or plugin one
     uint64_t device_types_ = 0;              // backend_'s, read once
     bool stream_ordered_ = false;            // backend_'s, read once

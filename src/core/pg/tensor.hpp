@@ -17,7 +17,7 @@ struct Tensor {
     void *data = nullptr;
     size_t numel = 0;
     DType dtype = DType::Float32;
-    int64_t dim0 = 0;  // first dimension (numel for 0-d or 1-d), for splits
+    int64_t dim0 = 0;         // first dimension (numel for 0-d or 1-d), for splits
     int32_t device_type = 1;  // DLDeviceType (kDLCPU)
     int32_t device_id = 0;
 

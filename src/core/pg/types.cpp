@@ -66,7 +66,7 @@ inline uint16_t float_to_half(float f) {
     // float addition rounds to nearest even for us.
     const uint32_t sub = float_bits(bits_float(u) + 0.5f) - float_bits(0.5f);
     uint32_t r = select(u < 0x38800000u, sub, normal);
-    r = select(u >= 0x47800000u, 0x7c00u, r);                            // >= 65536 or Inf: Inf
+    r = select(u >= 0x47800000u, 0x7c00u, r);                        // >= 65536 or Inf: Inf
     r = select(u > 0x7f800000u, 0x7e00u | ((u >> 13) & 0x3ffu), r);  // NaN: quiet, top of the payload
     return uint16_t(sign | r);
 }
@@ -149,29 +149,41 @@ struct OpMax {
 };
 struct OpBand {
     template <typename T>
-    static T f(T a, T b) { return T(a & b); }
+    static T f(T a, T b) {
+        return T(a & b);
+    }
 };
 struct OpBor {
     template <typename T>
-    static T f(T a, T b) { return T(a | b); }
+    static T f(T a, T b) {
+        return T(a | b);
+    }
 };
 struct OpBxor {
     template <typename T>
-    static T f(T a, T b) { return T(a ^ b); }
+    static T f(T a, T b) {
+        return T(a ^ b);
+    }
 };
 // bool: one byte holding 0 or 1; any nonzero byte reads as true and results
 // are always 0 or 1.
 struct BoolOr {
     template <typename T>
-    static T f(T a, T b) { return T((a | b) != 0); }
+    static T f(T a, T b) {
+        return T((a | b) != 0);
+    }
 };
 struct BoolAnd {
     template <typename T>
-    static T f(T a, T b) { return T((a != 0) & (b != 0)); }
+    static T f(T a, T b) {
+        return T((a != 0) & (b != 0));
+    }
 };
 struct BoolXor {
     template <typename T>
-    static T f(T a, T b) { return T((a != 0) ^ (b != 0)); }
+    static T f(T a, T b) {
+        return T((a != 0) ^ (b != 0));
+    }
 };
 
 // ------------------------------------------------------------------ kernels
@@ -233,15 +245,15 @@ void complex_sum(void *c, const void *a, const void *b, size_t n) {
 template <typename T>
 ReduceFn int_fn(ReduceOp op) {
     switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:
-    case ReduceOp::PremulSum: return &kernel<Plain<T>, OpSum>;
-    case ReduceOp::Product: return &kernel<Plain<T>, OpProd>;
-    case ReduceOp::Min: return &kernel<Plain<T>, OpMin>;
-    case ReduceOp::Max: return &kernel<Plain<T>, OpMax>;
-    case ReduceOp::Band: return &kernel<Plain<T>, OpBand>;
-    case ReduceOp::Bor: return &kernel<Plain<T>, OpBor>;
-    case ReduceOp::Bxor: return &kernel<Plain<T>, OpBxor>;
+        case ReduceOp::Sum:
+        case ReduceOp::Avg:
+        case ReduceOp::PremulSum: return &kernel<Plain<T>, OpSum>;
+        case ReduceOp::Product: return &kernel<Plain<T>, OpProd>;
+        case ReduceOp::Min: return &kernel<Plain<T>, OpMin>;
+        case ReduceOp::Max: return &kernel<Plain<T>, OpMax>;
+        case ReduceOp::Band: return &kernel<Plain<T>, OpBand>;
+        case ReduceOp::Bor: return &kernel<Plain<T>, OpBor>;
+        case ReduceOp::Bxor: return &kernel<Plain<T>, OpBxor>;
     }
     return nullptr;
 }
@@ -249,39 +261,39 @@ ReduceFn int_fn(ReduceOp op) {
 template <typename T>
 ReduceFn float_fn(ReduceOp op) {
     switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:
-    case ReduceOp::PremulSum: return &kernel<Plain<T>, OpSum>;
-    case ReduceOp::Product: return &kernel<Plain<T>, OpProd>;
-    case ReduceOp::Min: return &kernel<Plain<T>, OpMin>;
-    case ReduceOp::Max: return &kernel<Plain<T>, OpMax>;
-    default: return nullptr;
+        case ReduceOp::Sum:
+        case ReduceOp::Avg:
+        case ReduceOp::PremulSum: return &kernel<Plain<T>, OpSum>;
+        case ReduceOp::Product: return &kernel<Plain<T>, OpProd>;
+        case ReduceOp::Min: return &kernel<Plain<T>, OpMin>;
+        case ReduceOp::Max: return &kernel<Plain<T>, OpMax>;
+        default: return nullptr;
     }
 }
 
 template <typename Fmt>
 ReduceFn half_fn(ReduceOp op) {
     switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:
-    case ReduceOp::PremulSum: return &kernel<Fmt, OpSum>;
-    case ReduceOp::Product: return &kernel<Fmt, OpProd>;
-    case ReduceOp::Min: return &kernel<Fmt, OpMin>;
-    case ReduceOp::Max: return &kernel<Fmt, OpMax>;
-    default: return nullptr;
+        case ReduceOp::Sum:
+        case ReduceOp::Avg:
+        case ReduceOp::PremulSum: return &kernel<Fmt, OpSum>;
+        case ReduceOp::Product: return &kernel<Fmt, OpProd>;
+        case ReduceOp::Min: return &kernel<Fmt, OpMin>;
+        case ReduceOp::Max: return &kernel<Fmt, OpMax>;
+        default: return nullptr;
     }
 }
 
 ReduceFn bool_fn(ReduceOp op) {
     switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Max:
-    case ReduceOp::Bor: return &kernel<Plain<uint8_t>, BoolOr>;
-    case ReduceOp::Product:
-    case ReduceOp::Min:
-    case ReduceOp::Band: return &kernel<Plain<uint8_t>, BoolAnd>;
-    case ReduceOp::Bxor: return &kernel<Plain<uint8_t>, BoolXor>;
-    default: return nullptr;
+        case ReduceOp::Sum:
+        case ReduceOp::Max:
+        case ReduceOp::Bor: return &kernel<Plain<uint8_t>, BoolOr>;
+        case ReduceOp::Product:
+        case ReduceOp::Min:
+        case ReduceOp::Band: return &kernel<Plain<uint8_t>, BoolAnd>;
+        case ReduceOp::Bxor: return &kernel<Plain<uint8_t>, BoolXor>;
+        default: return nullptr;
     }
 }
 
@@ -334,38 +346,37 @@ void scale_int(void *data, size_t n, double factor) {
 bool is_valid(DType t) { return uint8_t(t) <= uint8_t(DType::Complex128); }
 bool is_valid(ReduceOp op) { return uint8_t(op) <= uint8_t(ReduceOp::PremulSum); }
 
-#define DISTC_BITWISE_MSG(OP)                                                            \
-    switch (t) {                                                                         \
-    case DType::Float16: return OP " needs an integer or bool tensor, not float16";      \
-    case DType::BFloat16: return OP " needs an integer or bool tensor, not bfloat16";    \
-    case DType::Float32: return OP " needs an integer or bool tensor, not float32";      \
-    case DType::Float64: return OP " needs an integer or bool tensor, not float64";      \
-    case DType::Complex64: return OP " needs an integer or bool tensor, not complex64";  \
-    case DType::Complex128: return OP " needs an integer or bool tensor, not complex128"; \
-    default: return nullptr;                                                             \
+#define DISTC_BITWISE_MSG(OP)                                                                 \
+    switch (t) {                                                                              \
+        case DType::Float16: return OP " needs an integer or bool tensor, not float16";       \
+        case DType::BFloat16: return OP " needs an integer or bool tensor, not bfloat16";     \
+        case DType::Float32: return OP " needs an integer or bool tensor, not float32";       \
+        case DType::Float64: return OP " needs an integer or bool tensor, not float64";       \
+        case DType::Complex64: return OP " needs an integer or bool tensor, not complex64";   \
+        case DType::Complex128: return OP " needs an integer or bool tensor, not complex128"; \
+        default: return nullptr;                                                              \
     }
 
-#define DISTC_COMPLEX_MSG(OP)                                                              \
-    switch (t) {                                                                           \
-    case DType::Complex64: return OP " is not defined on complex tensors (complex64)";   \
-    case DType::Complex128: return OP " is not defined on complex tensors (complex128)"; \
-    default: return nullptr;                                                               \
+#define DISTC_COMPLEX_MSG(OP)                                                                \
+    switch (t) {                                                                             \
+        case DType::Complex64: return OP " is not defined on complex tensors (complex64)";   \
+        case DType::Complex128: return OP " is not defined on complex tensors (complex128)"; \
+        default: return nullptr;                                                             \
     }
 
 }  // namespace
 
-
 const char *op_name(ReduceOp op) {
     switch (op) {
-    case ReduceOp::Sum: return "SUM";
-    case ReduceOp::Avg: return "AVG";
-    case ReduceOp::Product: return "PRODUCT";
-    case ReduceOp::Min: return "MIN";
-    case ReduceOp::Max: return "MAX";
-    case ReduceOp::Band: return "BAND";
-    case ReduceOp::Bor: return "BOR";
-    case ReduceOp::Bxor: return "BXOR";
-    case ReduceOp::PremulSum: return "PREMUL_SUM";
+        case ReduceOp::Sum: return "SUM";
+        case ReduceOp::Avg: return "AVG";
+        case ReduceOp::Product: return "PRODUCT";
+        case ReduceOp::Min: return "MIN";
+        case ReduceOp::Max: return "MAX";
+        case ReduceOp::Band: return "BAND";
+        case ReduceOp::Bor: return "BOR";
+        case ReduceOp::Bxor: return "BXOR";
+        case ReduceOp::PremulSum: return "PREMUL_SUM";
     }
     return "UNKNOWN";
 }
@@ -374,17 +385,15 @@ const char *reduce_op_unsupported(DType t, ReduceOp op) {
     if (!is_valid(t)) return "unknown element type";
     if (!is_valid(op)) return "unknown reduce op";
     switch (op) {
-    case ReduceOp::Sum: return nullptr;
-    case ReduceOp::Avg:
-        return t == DType::Bool ? "AVG is not defined on bool tensors" : nullptr;
-    case ReduceOp::PremulSum:
-        return t == DType::Bool ? "PREMUL_SUM is not defined on bool tensors" : nullptr;
-    case ReduceOp::Product: DISTC_COMPLEX_MSG("PRODUCT")
-    case ReduceOp::Min: DISTC_COMPLEX_MSG("MIN")
-    case ReduceOp::Max: DISTC_COMPLEX_MSG("MAX")
-    case ReduceOp::Band: DISTC_BITWISE_MSG("BAND")
-    case ReduceOp::Bor: DISTC_BITWISE_MSG("BOR")
-    case ReduceOp::Bxor: DISTC_BITWISE_MSG("BXOR")
+        case ReduceOp::Sum: return nullptr;
+        case ReduceOp::Avg: return t == DType::Bool ? "AVG is not defined on bool tensors" : nullptr;
+        case ReduceOp::PremulSum: return t == DType::Bool ? "PREMUL_SUM is not defined on bool tensors" : nullptr;
+        case ReduceOp::Product: DISTC_COMPLEX_MSG("PRODUCT")
+        case ReduceOp::Min: DISTC_COMPLEX_MSG("MIN")
+        case ReduceOp::Max: DISTC_COMPLEX_MSG("MAX")
+        case ReduceOp::Band: DISTC_BITWISE_MSG("BAND")
+        case ReduceOp::Bor: DISTC_BITWISE_MSG("BOR")
+        case ReduceOp::Bxor: DISTC_BITWISE_MSG("BXOR")
     }
     return "unknown reduce op";
 }
@@ -395,22 +404,22 @@ const char *reduce_op_unsupported(DType t, ReduceOp op) {
 ReduceFn reduce_fn(DType t, ReduceOp op) {
     if (reduce_op_unsupported(t, op)) return nullptr;
     switch (t) {
-    case DType::Bool: return bool_fn(op);
-    case DType::Int8: return int_fn<int8_t>(op);
-    case DType::UInt8: return int_fn<uint8_t>(op);
-    case DType::Int16: return int_fn<int16_t>(op);
-    case DType::Int32: return int_fn<int32_t>(op);
-    case DType::Int64: return int_fn<int64_t>(op);
-    case DType::Float16: return half_fn<Half>(op);
-    case DType::BFloat16: return half_fn<BHalf>(op);
-    case DType::Float32: return float_fn<float>(op);
-    case DType::Float64: return float_fn<double>(op);
-    case DType::Complex64: return op == ReduceOp::Sum || op == ReduceOp::Avg || op == ReduceOp::PremulSum
-                                      ? &complex_sum<float>
-                                      : nullptr;
-    case DType::Complex128: return op == ReduceOp::Sum || op == ReduceOp::Avg || op == ReduceOp::PremulSum
-                                       ? &complex_sum<double>
-                                       : nullptr;
+        case DType::Bool: return bool_fn(op);
+        case DType::Int8: return int_fn<int8_t>(op);
+        case DType::UInt8: return int_fn<uint8_t>(op);
+        case DType::Int16: return int_fn<int16_t>(op);
+        case DType::Int32: return int_fn<int32_t>(op);
+        case DType::Int64: return int_fn<int64_t>(op);
+        case DType::Float16: return half_fn<Half>(op);
+        case DType::BFloat16: return half_fn<BHalf>(op);
+        case DType::Float32: return float_fn<float>(op);
+        case DType::Float64: return float_fn<double>(op);
+        case DType::Complex64:
+            return op == ReduceOp::Sum || op == ReduceOp::Avg || op == ReduceOp::PremulSum ? &complex_sum<float>
+                                                                                           : nullptr;
+        case DType::Complex128:
+            return op == ReduceOp::Sum || op == ReduceOp::Avg || op == ReduceOp::PremulSum ? &complex_sum<double>
+                                                                                           : nullptr;
     }
     return nullptr;
 }
@@ -418,18 +427,18 @@ ReduceFn reduce_fn(DType t, ReduceOp op) {
 void scale_in_place(DType t, void *data, size_t n, double factor) {
     if (n == 0) return;
     switch (t) {
-    case DType::Bool: return;  // AVG/PREMUL_SUM are rejected on bool
-    case DType::Int8: return scale_int<int8_t>(data, n, factor);
-    case DType::UInt8: return scale_int<uint8_t>(data, n, factor);
-    case DType::Int16: return scale_int<int16_t>(data, n, factor);
-    case DType::Int32: return scale_int<int32_t>(data, n, factor);
-    case DType::Int64: return scale_int<int64_t>(data, n, factor);
-    case DType::Float16: return scale_fp<Half>(data, n, float(factor));
-    case DType::BFloat16: return scale_fp<BHalf>(data, n, float(factor));
-    case DType::Float32: return scale_fp<Plain<float>>(data, n, float(factor));
-    case DType::Float64: return scale_fp<Plain<double>>(data, n, factor);
-    case DType::Complex64: return scale_fp<Plain<float>>(data, 2 * n, float(factor));  // (re, im) pairs
-    case DType::Complex128: return scale_fp<Plain<double>>(data, 2 * n, factor);
+        case DType::Bool: return;  // AVG/PREMUL_SUM are rejected on bool
+        case DType::Int8: return scale_int<int8_t>(data, n, factor);
+        case DType::UInt8: return scale_int<uint8_t>(data, n, factor);
+        case DType::Int16: return scale_int<int16_t>(data, n, factor);
+        case DType::Int32: return scale_int<int32_t>(data, n, factor);
+        case DType::Int64: return scale_int<int64_t>(data, n, factor);
+        case DType::Float16: return scale_fp<Half>(data, n, float(factor));
+        case DType::BFloat16: return scale_fp<BHalf>(data, n, float(factor));
+        case DType::Float32: return scale_fp<Plain<float>>(data, n, float(factor));
+        case DType::Float64: return scale_fp<Plain<double>>(data, n, factor);
+        case DType::Complex64: return scale_fp<Plain<float>>(data, 2 * n, float(factor));  // (re, im) pairs
+        case DType::Complex128: return scale_fp<Plain<double>>(data, 2 * n, factor);
     }
 }
 

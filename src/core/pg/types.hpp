@@ -8,7 +8,18 @@
 namespace distc {
 
 enum class DType : uint8_t {
-    Bool, Int8, UInt8, Int16, Int32, Int64, Float16, BFloat16, Float32, Float64, Complex64, Complex128
+    Bool,
+    Int8,
+    UInt8,
+    Int16,
+    Int32,
+    Int64,
+    Float16,
+    BFloat16,
+    Float32,
+    Float64,
+    Complex64,
+    Complex128
 };
 
 enum class ReduceOp : uint8_t { Sum, Avg, Product, Min, Max, Band, Bor, Bxor, PremulSum };

@@ -9,10 +9,10 @@ namespace distc {
 
 // What the assignment needs to know of a tensor.
 struct BucketTensor {
-    int dtype_code, dtype_bits;     // DLPack dtype (buckets never mix dtypes)
-    int device_type, device_id;     // nor devices
+    int dtype_code, dtype_bits;  // DLPack dtype (buckets never mix dtypes)
+    int device_type, device_id;  // nor devices
     uint64_t nbytes;
-    bool sparse;                    // gets a bucket of its own
+    bool sparse;  // gets a bucket of its own
 };
 
 // Buckets as lists of tensor indices, ordered by their smallest index.

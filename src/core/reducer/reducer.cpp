@@ -12,9 +12,10 @@ namespace distc {
 
 Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
                  const std::vector<std::vector<size_t>> &buckets, bool find_unused, bool views,
-                 std::vector<uint64_t> rebuild_limits, std::vector<char> sparse, void *stream)
-    : pg_(std::move(pg)), grads_(std::move(grads)), stream_(stream), sparse_(std::move(sparse)),
-      find_unused_(find_unused), views_(views), rebuild_limits_(std::move(rebuild_limits)) {
+                 std::vector<uint64_t> rebuild_limits, std::vector<char> sparse, void *stream) :
+    pg_(std::move(pg)),
+    grads_(std::move(grads)), stream_(stream), sparse_(std::move(sparse)), find_unused_(find_unused), views_(views),
+    rebuild_limits_(std::move(rebuild_limits)) {
     size_t n = grads_.size();
     sparse_.resize(n, 0);
     auto host = [](const Tensor &t) { return host_memory(t.device_type); };
@@ -28,9 +29,10 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
     for (size_t i = 0; i < n; ++i) {
         const Tensor &g = grads_[i], &g0 = grads_[0];
         if (host(g) != host(g0) || (!host(g) && (g.device_type != g0.device_type || g.device_id != g0.device_id)))
-            fail(DISTC_EINVAL, "grads[" + std::to_string(i) + "] is on device (" + std::to_string(g.device_type) + ", " +
-                                   std::to_string(g.device_id) + ") but grads[0] on (" + std::to_string(g0.device_type) +
-                                   ", " + std::to_string(g0.device_id) + "): one reducer takes one device");
+            fail(DISTC_EINVAL, "grads[" + std::to_string(i) + "] is on device (" + std::to_string(g.device_type) +
+                                   ", " + std::to_string(g.device_id) + ") but grads[0] on (" +
+                                   std::to_string(g0.device_type) + ", " + std::to_string(g0.device_id) +
+                                   "): one reducer takes one device");
         if (device_ && sparse_[i])
             fail(DISTC_ENOTSUP, "gradient " + std::to_string(i) +
                                     " is sparse and in device memory: sparse gradients are reduced on the host");
@@ -66,7 +68,7 @@ void Reducer::set_buckets(const std::vector<std::vector<size_t>> &buckets) {
             offset_of_[i] = numel * dtype_size(dt);
             numel += grads_[i].numel;
         }
-        bk.buf = allocate(dt, bk.sparse ? 0 : numel);  // sparse rows live elsewhere
+        bk.buf = allocate(dt, bk.sparse ? 0 : numel);                                // sparse rows live elsewhere
         if (views_ && bk.buf->t.nbytes()) zero(bk.buf->t.data, bk.buf->t.nbytes());  // views start at zero
         bk.last.bytes = numel * dtype_size(dt);
         made.push_back(std::move(bk));
@@ -167,10 +169,12 @@ Reducer::BucketStats Reducer::bucket_stats(size_t b) const {
 void Reducer::prepare(const std::vector<size_t> &unused) {
     std::lock_guard<std::mutex> lk(mu_);
     if (in_iteration_)
-        fail(DISTC_ESTATE, "the previous iteration was not finalized (call distc_reducer_finalize after each backward)");
+        fail(DISTC_ESTATE,
+             "the previous iteration was not finalized (call distc_reducer_finalize after each backward)");
     for (size_t u : unused)
         if (u >= grads_.size())
-            fail(DISTC_EINVAL, "unused index " + std::to_string(u) + " is outside 0.." + std::to_string(grads_.size() - 1));
+            fail(DISTC_EINVAL,
+                 "unused index " + std::to_string(u) + " is outside 0.." + std::to_string(grads_.size() - 1));
     // c10d rebuilds once, at the start of the second iteration, from the first one's order.
     if (!rebuild_limits_.empty() && !rebuilt_ && iterations_ == 1) {
         rebuild_locked();
@@ -281,14 +285,15 @@ void Reducer::mark_ready_sparse(size_t i, const Tensor &indices, const Tensor &v
     if (i >= grads_.size())
         fail(DISTC_EINVAL, "index " + std::to_string(i) + " is outside 0.." + std::to_string(grads_.size() - 1));
     if (!sparse_[i])
-        fail(DISTC_EINVAL, "gradient " + std::to_string(i) +
-                               " is dense (not in opts->expect_sparse): use distc_reducer_mark_ready");
+        fail(DISTC_EINVAL,
+             "gradient " + std::to_string(i) + " is dense (not in opts->expect_sparse): use distc_reducer_mark_ready");
     if (!in_iteration_) fail(DISTC_ESTATE, "no iteration: call distc_reducer_prepare_for_backward first");
     if (ready_[i])
-        fail(DISTC_ESTATE, "gradient " + std::to_string(i) +
-                               " was marked ready twice in one iteration (or was listed as unused)");
+        fail(DISTC_ESTATE,
+             "gradient " + std::to_string(i) + " was marked ready twice in one iteration (or was listed as unused)");
     const Tensor &g = grads_[i];
-    if (indices.dtype != DType::Int64) fail(DISTC_EINVAL, std::string("indices are ") + dtype_name(indices.dtype) + ", not int64");
+    if (indices.dtype != DType::Int64)
+        fail(DISTC_EINVAL, std::string("indices are ") + dtype_name(indices.dtype) + ", not int64");
     if (values.dtype != g.dtype)
         fail(DISTC_EINVAL, std::string("values are ") + dtype_name(values.dtype) + " but gradient " +
                                std::to_string(i) + " is " + dtype_name(g.dtype));
@@ -322,8 +327,8 @@ void Reducer::mark_ready(size_t i) {
         fail(DISTC_EINVAL, "gradient " + std::to_string(i) + " is sparse: use distc_reducer_mark_ready_sparse");
     if (!in_iteration_) fail(DISTC_ESTATE, "no iteration: call distc_reducer_prepare_for_backward first");
     if (ready_[i])
-        fail(DISTC_ESTATE, "gradient " + std::to_string(i) +
-                               " was marked ready twice in one iteration (or was listed as unused)");
+        fail(DISTC_ESTATE,
+             "gradient " + std::to_string(i) + " was marked ready twice in one iteration (or was listed as unused)");
     ready_locked(i, false);
     arrival_.push_back(i);
     launch_complete_locked();

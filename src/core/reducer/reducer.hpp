@@ -24,9 +24,9 @@ public:
     // `sparse` (per gradient, may be empty): rows exchanged by index, each alone in its bucket.
     // Gradients in device memory (all on one device) get buckets there, allocated,
     // copied and zeroed through the group's backend on `stream` (see DeviceMemory).
-    Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads, const std::vector<std::vector<size_t>> &buckets,
-            bool find_unused, bool views, std::vector<uint64_t> rebuild_limits = {}, std::vector<char> sparse = {},
-            void *stream = nullptr);
+    Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
+            const std::vector<std::vector<size_t>> &buckets, bool find_unused, bool views,
+            std::vector<uint64_t> rebuild_limits = {}, std::vector<char> sparse = {}, void *stream = nullptr);
     ~Reducer();
     Reducer(const Reducer &) = delete;
     Reducer &operator=(const Reducer &) = delete;
@@ -100,11 +100,11 @@ private:
         std::string message;
         int64_t exchange_ns = -1;
     };
-    void launch_sparse_locked(Bucket &b);   // the blocking exchange of a sparse bucket
+    void launch_sparse_locked(Bucket &b);    // the blocking exchange of a sparse bucket
     void ready_locked(size_t i, bool zero);  // copies (or zeroes) gradient i into its bucket
     void set_buckets(const std::vector<std::vector<size_t>> &buckets);
-    void rebuild_locked();                   // a collective: every rank is in prepare()
-    void launch_complete_locked();          // starts every complete bucket, in order
+    void rebuild_locked();          // a collective: every rank is in prepare()
+    void launch_complete_locked();  // starts every complete bucket, in order
 
     std::shared_ptr<ProcessGroup> pg_;
     std::vector<Tensor> grads_;
@@ -114,13 +114,13 @@ private:
     std::vector<Bucket> buckets_;
     std::vector<size_t> bucket_of_, offset_of_;  // per gradient: bucket, byte offset in it
     std::vector<char> ready_;
-    Clock::time_point started_{};                // prepare() of this iteration
-    std::vector<Clock::time_point> ready_at_;    // this iteration (time_point{}: unused)
-    std::vector<int64_t> last_ready_ns_;         // the last finalized one
+    Clock::time_point started_{};              // prepare() of this iteration
+    std::vector<Clock::time_point> ready_at_;  // this iteration (time_point{}: unused)
+    std::vector<int64_t> last_ready_ns_;       // the last finalized one
     bool find_unused_, views_;
     Hook hook_;
-    std::vector<uint64_t> rebuild_limits_;   // empty: never rebuild
-    std::vector<size_t> arrival_;            // this iteration's mark_ready order
+    std::vector<uint64_t> rebuild_limits_;  // empty: never rebuild
+    std::vector<size_t> arrival_;           // this iteration's mark_ready order
     bool rebuilt_ = false;
     int iterations_ = 0;
     DType compress_ = DType::Float32;

@@ -88,8 +88,7 @@ FileStore::~FileStore() {
     try {
         int64_t finished = add_raw(kCleanupKey, 1);
         if (num_workers_ > 0 && finished >= num_workers_) ::unlink(path_.c_str());
-    } catch (...) {
-    }
+    } catch (...) {}
     ::close(fd_);
 }
 

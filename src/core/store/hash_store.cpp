@@ -10,8 +10,7 @@ void HashStore::set(const std::string &key, ByteView value) {
     cv_.notify_all();
 }
 
-void HashStore::wait_locked(std::unique_lock<std::mutex> &lk, const std::vector<std::string> &keys,
-                            Millis timeout) {
+void HashStore::wait_locked(std::unique_lock<std::mutex> &lk, const std::vector<std::string> &keys, Millis timeout) {
     auto missing = [&] {
         std::vector<std::string> m;
         for (const auto &k : keys)

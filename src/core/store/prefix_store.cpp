@@ -2,8 +2,8 @@
 
 namespace distc {
 
-PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
-    : prefix_(std::move(prefix) + "/"), inner_(std::move(inner)) {
+PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> inner) :
+    prefix_(std::move(prefix) + "/"), inner_(std::move(inner)) {
     set_timeout(inner_->timeout());
 }
 
@@ -16,9 +16,7 @@ std::vector<std::string> PrefixStore::ks(const std::vector<std::string> &keys) c
 
 void PrefixStore::set(const std::string &key, ByteView value) { inner_->set(k(key), value); }
 
-Bytes PrefixStore::get(const std::string &key, Millis timeout) {
-    return inner_->get(k(key), timeout);
-}
+Bytes PrefixStore::get(const std::string &key, Millis timeout) { return inner_->get(k(key), timeout); }
 
 int64_t PrefixStore::add(const std::string &key, int64_t delta) { return inner_->add(k(key), delta); }
 

@@ -18,8 +18,8 @@ int parse_int(const std::string &text, const std::string &what, long lo, long hi
     char *end = nullptr;
     long v = std::strtol(text.c_str(), &end, 10);
     if (text.empty() || errno || *end != '\0' || v < lo || v > hi)
-        fail(DISTC_EINVAL, what + " is '" + text + "', expected an integer in " + std::to_string(lo) + ".." +
-                               std::to_string(hi));
+        fail(DISTC_EINVAL,
+             what + " is '" + text + "', expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
     return static_cast<int>(v);
 }
 
@@ -37,7 +37,8 @@ const char *env_first(std::initializer_list<const char *> names, std::string *wh
 // rank / world_size: explicit option, else URL query, else environment.
 void resolve_rank_world(const RendezvousRequest &req, const ParsedUrl &u, bool use_env, int *rank, int *world) {
     *world = req.world_size;
-    if (*world < 0 && u.query.count("world_size")) *world = parse_int(u.query.at("world_size"), "world_size", 1, 1 << 30);
+    if (*world < 0 && u.query.count("world_size"))
+        *world = parse_int(u.query.at("world_size"), "world_size", 1, 1 << 30);
     std::string which;
     if (*world < 0 && use_env) {
         if (const char *v = env_first({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, &which))
@@ -120,8 +121,8 @@ RendezvousResult rendezvous(const RendezvousRequest &req) {
         if (launcher_serves) {
             // As torch does: each restart of the job gets keys of its own in the launcher's store.
             const char *attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
-            r.store = std::make_shared<PrefixStore>(std::string("/worker/attempt_") + (attempt && *attempt ? attempt : "0"),
-                                                    r.store);
+            r.store = std::make_shared<PrefixStore>(
+                std::string("/worker/attempt_") + (attempt && *attempt ? attempt : "0"), r.store);
         }
         return r;
     }
@@ -146,8 +147,7 @@ RendezvousResult rendezvous(const RendezvousRequest &req) {
         store->add("rendezvous/joined", 1);
         // Read the counter without writing: each add would append a record to the file.
         wait_for_count([&] { return parse_counter("rendezvous/joined", store->get("rendezvous/joined", req.timeout)); },
-                       world, req.timeout,
-                       "ranks reached '" + req.url + "'");
+                       world, req.timeout, "ranks reached '" + req.url + "'");
         return {store, rank, world};
     }
     fail(DISTC_EINVAL, "url '" + req.url + "' has unknown scheme '" + u.scheme + "' (expected env, tcp or file)");

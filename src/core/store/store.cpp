@@ -47,8 +47,8 @@ int64_t add_to_counter(const std::string &key, const Bytes *current, int64_t del
     int64_t v = current ? parse_counter(key, *current) : 0;
     int64_t sum;
     if (__builtin_add_overflow(v, delta, &sum))
-        fail(DISTC_EINVAL, "adding " + std::to_string(delta) + " to key '" + key + "' (" + std::to_string(v) +
-                               ") overflows int64");
+        fail(DISTC_EINVAL,
+             "adding " + std::to_string(delta) + " to key '" + key + "' (" + std::to_string(v) + ") overflows int64");
     return sum;
 }
 
@@ -67,8 +67,8 @@ std::string join_keys(const std::vector<std::string> &keys) {
 }
 
 void fail_wait_timeout(const std::vector<std::string> &missing, Millis timeout) {
-    fail(DISTC_ETIMEOUT, std::string(missing.size() == 1 ? "key " : "keys ") + join_keys(missing) +
-                             " not set within " + std::to_string(timeout.count()) + " ms");
+    fail(DISTC_ETIMEOUT, std::string(missing.size() == 1 ? "key " : "keys ") + join_keys(missing) + " not set within " +
+                             std::to_string(timeout.count()) + " ms");
 }
 
 void wait_for_count(const std::function<int64_t()> &read, int64_t target, Millis timeout, const std::string &what) {

@@ -6,8 +6,8 @@
 
 namespace distc {
 
-WatchfulStore::WatchfulStore(std::shared_ptr<Store> inner, std::string watched, std::string what)
-    : inner_(std::move(inner)), watched_(std::move(watched)), what_(std::move(what)) {
+WatchfulStore::WatchfulStore(std::shared_ptr<Store> inner, std::string watched, std::string what) :
+    inner_(std::move(inner)), watched_(std::move(watched)), what_(std::move(what)) {
     set_timeout(inner_->timeout());
 }
 

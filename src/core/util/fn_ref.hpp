@@ -15,8 +15,11 @@ class FnRef<R(A...)> {
 public:
     template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FnRef>>>
     FnRef(F &&f)  // NOLINT: implicit, as std::function
-        : obj_(const_cast<void *>(static_cast<const void *>(&f))),
-          call_([](void *o, A... a) -> R { return (*static_cast<std::remove_reference_t<F> *>(o))(std::forward<A>(a)...); }) {}
+        :
+        obj_(const_cast<void *>(static_cast<const void *>(&f))),
+        call_([](void *o, A... a) -> R {
+            return (*static_cast<std::remove_reference_t<F> *>(o))(std::forward<A>(a)...);
+        }) {}
     R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
 
 private:

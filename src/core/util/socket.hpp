@@ -9,7 +9,6 @@
 
 namespace distc {
 
-
 class Fd {
 public:
     Fd() = default;

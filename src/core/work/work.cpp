@@ -7,15 +7,15 @@ namespace distc {
 std::string OpLabel::detail() const {
     std::string t = dtype ? std::string(dtype) + "[" + std::to_string(numel) + "]" : "";
     switch (form) {
-    case Form::Plain: return "";
-    case Form::Tensor: return "(" + t + ")";
-    case Form::List: return "(" + std::to_string(n) + " x " + (dtype ? t : "?") + ")";
-    case Form::Ops: return "(" + std::to_string(n) + " operations)";
-    case Form::Bytes: return "(" + std::to_string(n) + " bytes)";
-    case Form::Send: return "(" + t + " to rank " + std::to_string(peer) + ", tag " + std::to_string(tag) + ")";
-    case Form::Recv:
-        return "(" + t + " from " + (peer < 0 ? std::string("any rank") : "rank " + std::to_string(peer)) + ", tag " +
-               std::to_string(tag) + ")";
+        case Form::Plain: return "";
+        case Form::Tensor: return "(" + t + ")";
+        case Form::List: return "(" + std::to_string(n) + " x " + (dtype ? t : "?") + ")";
+        case Form::Ops: return "(" + std::to_string(n) + " operations)";
+        case Form::Bytes: return "(" + std::to_string(n) + " bytes)";
+        case Form::Send: return "(" + t + " to rank " + std::to_string(peer) + ", tag " + std::to_string(tag) + ")";
+        case Form::Recv:
+            return "(" + t + " from " + (peer < 0 ? std::string("any rank") : "rank " + std::to_string(peer)) +
+                   ", tag " + std::to_string(tag) + ")";
     }
     return "";
 }

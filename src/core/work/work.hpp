@@ -21,10 +21,10 @@ struct OpLabel {
     Form form = Form::Plain;
     const char *dtype = nullptr;  // the dtype's name (static)
     uint64_t numel = 0;
-    uint64_t n = 0;               // List: tensors; Ops: operations; Bytes: bytes
-    int peer = -1;                // Send/Recv: the peer; -1 with Recv: any rank
+    uint64_t n = 0;  // List: tensors; Ops: operations; Bytes: bytes
+    int peer = -1;   // Send/Recv: the peer; -1 with Recv: any rank
     int tag = 0;
-    std::string detail() const;   // "(float32[16])", "" for Plain
+    std::string detail() const;  // "(float32[16])", "" for Plain
 };
 
 // "allreduce #5 (float32[16])": how messages name an operation (`seq` 0: no number).
@@ -54,7 +54,7 @@ public:
     void complete(int code, const std::string &message, int32_t source_rank = -1);
 
     bool done() const;
-    int status() const;               // DISTC_INPROGRESS until done
+    int status() const;  // DISTC_INPROGRESS until done
     std::string message() const;
     const char *message_cstr() const;  // stable once done
     int32_t source_rank() const;

@@ -19,9 +19,10 @@ std::chrono::microseconds client_spin() {
 }  // namespace
 
 TcpClient::TcpClient(std::string host, int port, distc_tcp_protocol protocol, int connect_retries, Millis timeout,
-                     std::string token)
-    : host_(std::move(host)), port_(port), peer_("store server " + host_ + ":" + std::to_string(port)),
-      protocol_(protocol), token_(std::move(token)), spin_(client_spin()) {
+                     std::string token) :
+    host_(std::move(host)),
+    port_(port), peer_("store server " + host_ + ":" + std::to_string(port)), protocol_(protocol),
+    token_(std::move(token)), spin_(client_spin()) {
     idle_.push_back(connect(Clock::now() + timeout, connect_retries));
 }
 
@@ -44,27 +45,25 @@ Fd TcpClient::connect(Clock::time_point deadline, int retries) {
     }
     Io io{*this, fd.get(), deadline};
     switch (protocol_) {
-    case DISTC_TCP_PROTOCOL_AUTO:  // only the first connection: later ones know the answer
-        dialect_ = wire::Dialect::Torch2;
-        if (handshake(io)) {
-            protocol_ = DISTC_TCP_PROTOCOL_DISTC;
-        } else {
-            // A PyTorch server drops a connection that opens with an unknown query.
-            fd = tcp_connect(host_, port_, deadline);
-            protocol_ = DISTC_TCP_PROTOCOL_TORCH1;
-            dialect_ = wire::Dialect::Torch1;
-        }
-        break;
-    case DISTC_TCP_PROTOCOL_DISTC:
-        if (!handshake(io)) fail(DISTC_EPROTO, peer_ + " is not a distc store server (it refused the handshake)");
-        break;
-    case DISTC_TCP_PROTOCOL_TORCH1:
-        dialect_ = wire::Dialect::Torch1;
-        break;
-    case DISTC_TCP_PROTOCOL_TORCH2:
-        dialect_ = wire::Dialect::Torch2;
-        io.send(Writer(wire::encode_op(dialect_, Op::Validate)).u32(wire::kTorchMagic));
-        break;
+        case DISTC_TCP_PROTOCOL_AUTO:  // only the first connection: later ones know the answer
+            dialect_ = wire::Dialect::Torch2;
+            if (handshake(io)) {
+                protocol_ = DISTC_TCP_PROTOCOL_DISTC;
+            } else {
+                // A PyTorch server drops a connection that opens with an unknown query.
+                fd = tcp_connect(host_, port_, deadline);
+                protocol_ = DISTC_TCP_PROTOCOL_TORCH1;
+                dialect_ = wire::Dialect::Torch1;
+            }
+            break;
+        case DISTC_TCP_PROTOCOL_DISTC:
+            if (!handshake(io)) fail(DISTC_EPROTO, peer_ + " is not a distc store server (it refused the handshake)");
+            break;
+        case DISTC_TCP_PROTOCOL_TORCH1: dialect_ = wire::Dialect::Torch1; break;
+        case DISTC_TCP_PROTOCOL_TORCH2:
+            dialect_ = wire::Dialect::Torch2;
+            io.send(Writer(wire::encode_op(dialect_, Op::Validate)).u32(wire::kTorchMagic));
+            break;
     }
     return fd;
 }
@@ -109,8 +108,9 @@ void TcpClient::authenticate(Io &io, const uint8_t *nonce) {
     if (status != wire::kStatusError) fail(DISTC_EPROTO, peer_ + " answered AUTH with an unknown status");
     if (token_.empty())
         fail(DISTC_EREMOTE, peer_ + " requires a token (set DISTC_STORE_TOKEN, or the token option, to the server's)");
-    fail(DISTC_EREMOTE, peer_ + " rejected the token (DISTC_STORE_TOKEN, or the token option, differs from the "
-                                "server's)");
+    fail(DISTC_EREMOTE, peer_ +
+                            " rejected the token (DISTC_STORE_TOKEN, or the token option, differs from the "
+                            "server's)");
 }
 
 template <typename F>
@@ -315,8 +315,7 @@ std::vector<Bytes> TcpClient::multi_get(const std::vector<std::string> &keys, Mi
     });
 }
 
-void TcpClient::multi_set(const std::vector<std::string> &keys, const std::vector<ByteView> &values,
-                          Millis timeout) {
+void TcpClient::multi_set(const std::vector<std::string> &keys, const std::vector<ByteView> &values, Millis timeout) {
     call(timeout, [&](Io &io) {
         if (peer_closed(io.fd)) fail(DISTC_EREMOTE, peer_ + " closed the connection");
         Writer w;

@@ -71,7 +71,7 @@ private:
     distc_tcp_protocol protocol_;
     wire::Dialect dialect_ = wire::Dialect::Torch2;
     std::string token_;
-    std::atomic<uint32_t> version_{0};  // the distc protocol version the server agreed to
+    std::atomic<uint32_t> version_{0};      // the distc protocol version the server agreed to
     std::atomic<uint64_t> max_request_{0};  // the server's max_request_bytes; 0: not told
     std::chrono::microseconds spin_;
     static constexpr size_t kMaxIdle = 8;

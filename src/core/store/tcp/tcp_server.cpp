@@ -41,9 +41,9 @@ int64_t spin_us() {
 
 }  // namespace
 
-TcpServer::TcpServer(const std::string &host, int port, const TcpServerOptions &opts)
-    : opts_(opts),
-      torch_allowed_(opts.allow_torch_clients == 1 || (opts.allow_torch_clients == -1 && opts.token.empty())) {
+TcpServer::TcpServer(const std::string &host, int port, const TcpServerOptions &opts) :
+    opts_(opts),
+    torch_allowed_(opts.allow_torch_clients == 1 || (opts.allow_torch_clients == -1 && opts.token.empty())) {
     listen_ = tcp_listen(host, port, 4096);
     set_nonblocking(listen_.get());
     port_ = local_port(listen_.get());
@@ -283,8 +283,8 @@ void TcpServer::serve(Conn &c) {
     if (!conns_.count(id)) return;
     // Interest follows the state: reads only while the connection may buffer
     // more; EPOLLRDHUP always, so a client that hangs up is noticed.
-    uint32_t want = EPOLLRDHUP | (reading(c) ? uint32_t(EPOLLIN) : 0u) |
-                    (c.out_off < c.out.size() ? uint32_t(EPOLLOUT) : 0u);
+    uint32_t want =
+        EPOLLRDHUP | (reading(c) ? uint32_t(EPOLLIN) : 0u) | (c.out_off < c.out.size() ? uint32_t(EPOLLOUT) : 0u);
     if (want != c.events) {
         epoll_event ev{};
         ev.events = want;
@@ -387,8 +387,8 @@ TcpServer::Stop TcpServer::process(Conn &c) {
         }
         if (res == Result::Incomplete) break;
         if (res == Result::Bad) {
-            drop(c, c.why.empty() ? std::string("sent bytes that break the protocol (") + wire::op_name(op) + ")"
-                                  : c.why);
+            drop(c,
+                 c.why.empty() ? std::string("sent bytes that break the protocol (") + wire::op_name(op) + ")" : c.why);
             return Stop::Closed;
         }
         c.in_off += r.consumed();

@@ -25,8 +25,8 @@ struct TcpServerOptions {
     static constexpr size_t kDefaultMaxUnreadReplyBytes = 4u << 20;
     size_t max_request_bytes = kDefaultMaxRequestBytes;
     size_t max_unread_reply_bytes = kDefaultMaxUnreadReplyBytes;
-    std::string token;            // "": clients need none
-    int allow_torch_clients = -1;  // 1, 0, or -1: only without a token
+    std::string token;                             // "": clients need none
+    int allow_torch_clients = -1;                  // 1, 0, or -1: only without a token
     std::function<void(const std::string &)> log;  // a line for each client refused or dropped
 };
 
@@ -92,9 +92,9 @@ private:
     std::unordered_map<std::string, Bytes> data_;
     std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
     std::unordered_map<std::string, std::unordered_set<uint64_t>> waiters_;  // key -> blocked connections
-    std::vector<uint64_t> ready_;  // connections whose blocked request may now complete
+    std::vector<uint64_t> ready_;    // connections whose blocked request may now complete
     std::vector<uint8_t> spare_in_;  // a read buffer no connection holds now
-    uint64_t next_id_ = 2;         // 0: listener, 1: wake-up eventfd
+    uint64_t next_id_ = 2;           // 0: listener, 1: wake-up eventfd
     bool accept_paused_ = false;
     Clock::time_point accept_resume_;
 };
@@ -110,14 +110,14 @@ struct TcpServer::Conn {
     size_t out_off = 0;
     bool dialect_known = false;
     wire::Dialect dialect = wire::Dialect::Torch1;
-    uint32_t version = 0;  // the distc protocol version agreed in HELLO; 0: a PyTorch client
+    uint32_t version = 0;     // the distc protocol version agreed in HELLO; 0: a PyTorch client
     bool authed = false;      // may make requests: proved the token, or none is needed
     bool challenged = false;  // was sent `nonce` and owes an AUTH
     bool closing = false;     // closes once its last reply (an error) is sent
     uint8_t nonce[wire::kNonceSize];
-    std::string why;  // why handle() refused a request, for the log
-    uint32_t events = 0;     // the epoll interest set now
-    size_t accounted = 0;    // its share of buffered_
+    std::string why;       // why handle() refused a request, for the log
+    uint32_t events = 0;   // the epoll interest set now
+    size_t accounted = 0;  // its share of buffered_
     // A request that waits for keys (GET on a distc server, WAIT, MULTI_GET).
     // Its keys are kept as they came on the wire (a uint64 length and the bytes
     // each), which costs no more than the request did, however many keys it names.

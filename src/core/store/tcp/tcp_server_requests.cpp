@@ -20,130 +20,125 @@ TcpServer::Result TcpServer::handle(Conn &c, Op op, Reader &r) {
     auto status = [&] { return r.bad() ? Result::Bad : r.incomplete() ? Result::Incomplete : Result::Done; };
     auto reply = [&](const Writer &w) { reply_to(c, w); };
     switch (op) {
-    case Op::Validate: {
-        uint32_t magic = r.u32();
-        if (!r.ok()) return status();
-        return magic == wire::kTorchMagic ? Result::Done : Result::Bad;
-    }
-    case Op::Hello:
-        return hello(c, r);
-    case Op::Auth:
-        return auth(c, r);
-    case Op::Ping: {
-        uint32_t nonce = r.u32();
-        if (!r.ok()) return status();
-        reply(Writer().u32(nonce));
-        return Result::Done;
-    }
-    case Op::Set: {
-        std::string key = r.str();
-        ByteView v = r.view();
-        if (!r.ok()) return status();
-        data_[key] = v.to_bytes();
-        key_created(key);
-        return Result::Done;
-    }
-    case Op::Append: {
-        std::string key = r.str();
-        ByteView v = r.view();
-        if (!r.ok()) return status();
-        auto &cur = data_[key];
-        cur.insert(cur.end(), v.data, v.data + v.size);
-        key_created(key);
-        return Result::Done;
-    }
-    case Op::MultiSet: {
-        // Parsed twice, checked then applied, so that no copy of the request is made.
-        uint64_t n = r.count();
-        const uint8_t *first = r.here();
-        for (uint64_t i = 0; i < n && r.ok(); ++i) {
-            r.view();
-            r.view();
+        case Op::Validate: {
+            uint32_t magic = r.u32();
+            if (!r.ok()) return status();
+            return magic == wire::kTorchMagic ? Result::Done : Result::Bad;
         }
-        if (!r.ok()) return status();
-        Reader items(first, static_cast<size_t>(r.here() - first));
-        for (uint64_t i = 0; i < n; ++i) {
-            std::string k = items.str();
-            data_[k] = items.view().to_bytes();
-            key_created(k);
+        case Op::Hello: return hello(c, r);
+        case Op::Auth: return auth(c, r);
+        case Op::Ping: {
+            uint32_t nonce = r.u32();
+            if (!r.ok()) return status();
+            reply(Writer().u32(nonce));
+            return Result::Done;
         }
-        return Result::Done;
-    }
-    case Op::CompareSet: {
-        std::string key = r.str();
-        ByteView expected = r.view();
-        ByteView desired = r.view();
-        if (!r.ok()) return status();
-        auto it = data_.find(key);
-        bool created;
-        Bytes res = compare_set_value(it == data_.end() ? nullptr : &it->second, &created, expected, desired);
-        if (created) {
-            data_[key] = res;
+        case Op::Set: {
+            std::string key = r.str();
+            ByteView v = r.view();
+            if (!r.ok()) return status();
+            data_[key] = v.to_bytes();
             key_created(key);
+            return Result::Done;
         }
-        reply(Writer().bytes(res));
-        return Result::Done;
-    }
-    case Op::Add: {
-        std::string key = r.str();
-        int64_t delta = r.i64();
-        if (!r.ok()) return status();
-        auto it = data_.find(key);
-        int64_t v;
-        try {
-            v = add_to_counter(key, it == data_.end() ? nullptr : &it->second, delta);
-        } catch (const Error &e) {
-            return refuse(c, e.code(), e.what());
+        case Op::Append: {
+            std::string key = r.str();
+            ByteView v = r.view();
+            if (!r.ok()) return status();
+            auto &cur = data_[key];
+            cur.insert(cur.end(), v.data, v.data + v.size);
+            key_created(key);
+            return Result::Done;
         }
-        data_[key] = counter_bytes(v);
-        key_created(key);
-        if (c.version >= 2) c.out.push_back(wire::kStatusOk);
-        reply(Writer().i64(v));
-        return Result::Done;
-    }
-    case Op::Get: {
-        // PyTorch clients WAIT before GET; a distc client relies on GET waiting.
-        const uint8_t *first = r.here();
-        r.view();
-        if (!r.ok()) return status();
-        block(c, Op::Get, 1, ByteView(first, static_cast<size_t>(r.here() - first)));
-        return Result::Done;
-    }
-    case Op::Check: {
-        uint64_t n = r.count();
-        const uint8_t *first = r.here();
-        for (uint64_t i = 0; i < n && r.ok(); ++i) r.view();
-        if (!r.ok()) return status();
-        Reader keys(first, static_cast<size_t>(r.here() - first));
-        bool all = true;
-        for (uint64_t i = 0; i < n && all; ++i) all = data_.count(keys.str()) > 0;
-        reply(Writer().u8(all ? wire::kCheckReady : wire::kCheckNotReady));
-        return Result::Done;
-    }
-    case Op::Wait:
-    case Op::MultiGet: {
-        uint64_t n = r.count();
-        const uint8_t *first = r.here();
-        for (uint64_t i = 0; i < n && r.ok(); ++i) r.view();
-        if (!r.ok()) return status();
-        block(c, op, n, ByteView(first, static_cast<size_t>(r.here() - first)));
-        return Result::Done;
-    }
-    case Op::NumKeys:
-        reply(Writer().i64(static_cast<int64_t>(data_.size())));
-        return Result::Done;
-    case Op::DeleteKey: {
-        std::string key = r.str();
-        if (!r.ok()) return status();
-        reply(Writer().i64(static_cast<int64_t>(data_.erase(key))));
-        return Result::Done;
-    }
-    case Op::CancelWait:
-        if (c.blocked) end_block(c);
-        reply(Writer().u8(wire::kWaitCanceled));
-        return Result::Done;
-    default:
-        return Result::Bad;  // WATCH_KEY and unknown queries: not served
+        case Op::MultiSet: {
+            // Parsed twice, checked then applied, so that no copy of the request is made.
+            uint64_t n = r.count();
+            const uint8_t *first = r.here();
+            for (uint64_t i = 0; i < n && r.ok(); ++i) {
+                r.view();
+                r.view();
+            }
+            if (!r.ok()) return status();
+            Reader items(first, static_cast<size_t>(r.here() - first));
+            for (uint64_t i = 0; i < n; ++i) {
+                std::string k = items.str();
+                data_[k] = items.view().to_bytes();
+                key_created(k);
+            }
+            return Result::Done;
+        }
+        case Op::CompareSet: {
+            std::string key = r.str();
+            ByteView expected = r.view();
+            ByteView desired = r.view();
+            if (!r.ok()) return status();
+            auto it = data_.find(key);
+            bool created;
+            Bytes res = compare_set_value(it == data_.end() ? nullptr : &it->second, &created, expected, desired);
+            if (created) {
+                data_[key] = res;
+                key_created(key);
+            }
+            reply(Writer().bytes(res));
+            return Result::Done;
+        }
+        case Op::Add: {
+            std::string key = r.str();
+            int64_t delta = r.i64();
+            if (!r.ok()) return status();
+            auto it = data_.find(key);
+            int64_t v;
+            try {
+                v = add_to_counter(key, it == data_.end() ? nullptr : &it->second, delta);
+            } catch (const Error &e) {
+                return refuse(c, e.code(), e.what());
+            }
+            data_[key] = counter_bytes(v);
+            key_created(key);
+            if (c.version >= 2) c.out.push_back(wire::kStatusOk);
+            reply(Writer().i64(v));
+            return Result::Done;
+        }
+        case Op::Get: {
+            // PyTorch clients WAIT before GET; a distc client relies on GET waiting.
+            const uint8_t *first = r.here();
+            r.view();
+            if (!r.ok()) return status();
+            block(c, Op::Get, 1, ByteView(first, static_cast<size_t>(r.here() - first)));
+            return Result::Done;
+        }
+        case Op::Check: {
+            uint64_t n = r.count();
+            const uint8_t *first = r.here();
+            for (uint64_t i = 0; i < n && r.ok(); ++i) r.view();
+            if (!r.ok()) return status();
+            Reader keys(first, static_cast<size_t>(r.here() - first));
+            bool all = true;
+            for (uint64_t i = 0; i < n && all; ++i) all = data_.count(keys.str()) > 0;
+            reply(Writer().u8(all ? wire::kCheckReady : wire::kCheckNotReady));
+            return Result::Done;
+        }
+        case Op::Wait:
+        case Op::MultiGet: {
+            uint64_t n = r.count();
+            const uint8_t *first = r.here();
+            for (uint64_t i = 0; i < n && r.ok(); ++i) r.view();
+            if (!r.ok()) return status();
+            block(c, op, n, ByteView(first, static_cast<size_t>(r.here() - first)));
+            return Result::Done;
+        }
+        case Op::NumKeys: reply(Writer().i64(static_cast<int64_t>(data_.size()))); return Result::Done;
+        case Op::DeleteKey: {
+            std::string key = r.str();
+            if (!r.ok()) return status();
+            reply(Writer().i64(static_cast<int64_t>(data_.erase(key))));
+            return Result::Done;
+        }
+        case Op::CancelWait:
+            if (c.blocked) end_block(c);
+            reply(Writer().u8(wire::kWaitCanceled));
+            return Result::Done;
+        default: return Result::Bad;  // WATCH_KEY and unknown queries: not served
     }
 }
 

@@ -6,10 +6,10 @@ namespace distc::wire {
 
 namespace {
 // Index = wire byte.
-constexpr Op kTorch1[] = {Op::Set, Op::CompareSet, Op::Get, Op::Add, Op::Check,
-                          Op::Wait, Op::NumKeys, Op::WatchKey, Op::DeleteKey};
-constexpr Op kTorch2[] = {Op::Validate, Op::Set, Op::CompareSet, Op::Get, Op::Add,
-                          Op::Check, Op::Wait, Op::NumKeys, Op::DeleteKey, Op::Append,
+constexpr Op kTorch1[] = {Op::Set,  Op::CompareSet, Op::Get,      Op::Add,      Op::Check,
+                          Op::Wait, Op::NumKeys,    Op::WatchKey, Op::DeleteKey};
+constexpr Op kTorch2[] = {Op::Validate, Op::Set,      Op::CompareSet, Op::Get,       Op::Add,
+                          Op::Check,    Op::Wait,     Op::NumKeys,    Op::DeleteKey, Op::Append,
                           Op::MultiGet, Op::MultiSet, Op::CancelWait, Op::Ping};
 }  // namespace
 
@@ -32,24 +32,24 @@ uint8_t encode_op(Dialect d, Op op) {
 
 const char *op_name(Op op) {
     switch (op) {
-    case Op::Set: return "SET";
-    case Op::CompareSet: return "COMPARE_SET";
-    case Op::Get: return "GET";
-    case Op::Add: return "ADD";
-    case Op::Check: return "CHECK";
-    case Op::Wait: return "WAIT";
-    case Op::NumKeys: return "GETNUMKEYS";
-    case Op::WatchKey: return "WATCH_KEY";
-    case Op::DeleteKey: return "DELETE_KEY";
-    case Op::Append: return "APPEND";
-    case Op::MultiGet: return "MULTI_GET";
-    case Op::MultiSet: return "MULTI_SET";
-    case Op::CancelWait: return "CANCEL_WAIT";
-    case Op::Ping: return "PING";
-    case Op::Validate: return "VALIDATE";
-    case Op::Hello: return "HELLO";
-    case Op::Auth: return "AUTH";
-    default: return "INVALID";
+        case Op::Set: return "SET";
+        case Op::CompareSet: return "COMPARE_SET";
+        case Op::Get: return "GET";
+        case Op::Add: return "ADD";
+        case Op::Check: return "CHECK";
+        case Op::Wait: return "WAIT";
+        case Op::NumKeys: return "GETNUMKEYS";
+        case Op::WatchKey: return "WATCH_KEY";
+        case Op::DeleteKey: return "DELETE_KEY";
+        case Op::Append: return "APPEND";
+        case Op::MultiGet: return "MULTI_GET";
+        case Op::MultiSet: return "MULTI_SET";
+        case Op::CancelWait: return "CANCEL_WAIT";
+        case Op::Ping: return "PING";
+        case Op::Validate: return "VALIDATE";
+        case Op::Hello: return "HELLO";
+        case Op::Auth: return "AUTH";
+        default: return "INVALID";
     }
 }
 

@@ -46,8 +46,24 @@ constexpr uint32_t kMaxErrorMessage = 1024;  // longer messages are cut
 
 // Query types independent of numbering.
 enum class Op : uint8_t {
-    Set, CompareSet, Get, Add, Check, Wait, NumKeys, WatchKey, DeleteKey,
-    Append, MultiGet, MultiSet, CancelWait, Ping, Validate, Hello, Auth, Invalid
+    Set,
+    CompareSet,
+    Get,
+    Add,
+    Check,
+    Wait,
+    NumKeys,
+    WatchKey,
+    DeleteKey,
+    Append,
+    MultiGet,
+    MultiSet,
+    CancelWait,
+    Ping,
+    Validate,
+    Hello,
+    Auth,
+    Invalid
 };
 
 enum class Dialect : uint8_t { Torch1, Torch2 };  // distc clients speak Torch2 + HELLO

@@ -10,8 +10,8 @@ namespace {
 
 class AbortableBuffer final : public gloo::transport::UnboundBuffer {
 public:
-    AbortableBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> inner, std::shared_ptr<AbortState> state)
-        : UnboundBuffer(inner->ptr, inner->size), inner_(std::move(inner)), state_(std::move(state)) {
+    AbortableBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> inner, std::shared_ptr<AbortState> state) :
+        UnboundBuffer(inner->ptr, inner->size), inner_(std::move(inner)), state_(std::move(state)) {
         state_->add(inner_.get());
     }
     ~AbortableBuffer() override { state_->remove(inner_.get()); }
@@ -52,8 +52,8 @@ private:
 // one only hands out their slots and wraps the buffers.
 class AbortableContext final : public gloo::transport::Context {
 public:
-    AbortableContext(std::shared_ptr<gloo::transport::Context> inner, std::shared_ptr<AbortState> state)
-        : Context(inner->rank, inner->size), inner_(std::move(inner)), state_(std::move(state)) {}
+    AbortableContext(std::shared_ptr<gloo::transport::Context> inner, std::shared_ptr<AbortState> state) :
+        Context(inner->rank, inner->size), inner_(std::move(inner)), state_(std::move(state)) {}
     std::unique_ptr<gloo::transport::Pair> &getPair(int rank) override { return inner_->getPair(rank); }
     std::unique_ptr<gloo::transport::Pair> &createPair(int rank) override { return inner_->createPair(rank); }
     std::unique_ptr<gloo::transport::UnboundBuffer> createUnboundBuffer(void *ptr, size_t size) override {

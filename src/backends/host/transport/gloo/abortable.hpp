@@ -33,8 +33,9 @@ private:
 class AbortableDevice final : public gloo::transport::Device {
 public:
     AbortableDevice(std::shared_ptr<gloo::transport::Device> inner, std::shared_ptr<AbortState> state,
-                    std::chrono::milliseconds timeout)
-        : inner_(std::move(inner)), state_(std::move(state)), timeout_(timeout) {}
+                    std::chrono::milliseconds timeout) :
+        inner_(std::move(inner)),
+        state_(std::move(state)), timeout_(timeout) {}
     std::string str() const override { return inner_->str(); }
     const std::string &getPCIBusID() const override { return inner_->getPCIBusID(); }
     int getInterfaceSpeed() const override { return inner_->getInterfaceSpeed(); }

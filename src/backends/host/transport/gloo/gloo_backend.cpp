@@ -30,8 +30,8 @@ namespace {
 // Gloo's rendezvous over a distc store (already under the group's prefix).
 class StoreAdapter final : public gloo::rendezvous::Store {
 public:
-    StoreAdapter(std::shared_ptr<distc::Store> s, std::chrono::milliseconds timeout)
-        : s_(std::move(s)), timeout_(timeout) {}
+    StoreAdapter(std::shared_ptr<distc::Store> s, std::chrono::milliseconds timeout) :
+        s_(std::move(s)), timeout_(timeout) {}
     void set(const std::string &key, const std::vector<char> &data) override {
         s_->set(key, ByteView(data.data(), data.size()));
     }
@@ -77,12 +77,12 @@ struct Elem {
 template <typename F>
 void with_elem(size_t size, F &&f) {
     switch (size) {
-    case 1: f(Elem<1>{}); break;
-    case 2: f(Elem<2>{}); break;
-    case 4: f(Elem<4>{}); break;
-    case 8: f(Elem<8>{}); break;
-    case 16: f(Elem<16>{}); break;
-    default: fail(DISTC_EINTERNAL, "unexpected element size " + std::to_string(size));
+        case 1: f(Elem<1>{}); break;
+        case 2: f(Elem<2>{}); break;
+        case 4: f(Elem<4>{}); break;
+        case 8: f(Elem<8>{}); break;
+        case 16: f(Elem<16>{}); break;
+        default: fail(DISTC_EINTERNAL, "unexpected element size " + std::to_string(size));
     }
 }
 
@@ -93,8 +93,8 @@ std::chrono::milliseconds positive(std::chrono::milliseconds t) {
 
 }  // namespace
 
-GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size) {
+GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds timeout) :
+    rank_(rank), size_(size) {
     // Gloo's loop threads are born here and inherit the mask: they write to
     // peers too, and must not take SIGPIPE (support/sigpipe.hpp).
     SigpipeBlocked no_sigpipe;
@@ -242,8 +242,8 @@ void GlooBackend::scatter(const Tensor *in, Tensor &out, int root, const OpCtx &
     });
 }
 
-void GlooBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out,
-                            const std::vector<size_t> &oc, const OpCtx &ctx) {
+void GlooBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out, const std::vector<size_t> &oc,
+                            const OpCtx &ctx) {
     size_t es = dtype_size(in.dtype);
     if (size_ == 1) {
         if (ic[0] && out.data != in.data) std::memcpy(out.data, in.data, ic[0] * es);
@@ -278,15 +278,17 @@ namespace {
 
 class GlooPending final : public PendingP2p {
 public:
-    GlooPending(GlooBackend &b, std::unique_ptr<gloo::transport::UnboundBuffer> buf, bool send)
-        : b_(b), buf_(std::move(buf)), send_(send) {}
+    GlooPending(GlooBackend &b, std::unique_ptr<gloo::transport::UnboundBuffer> buf, bool send) :
+        b_(b), buf_(std::move(buf)), send_(send) {}
     int wait(std::chrono::milliseconds timeout) override {
-        return b_.guarded([&] {
-            int peer = -1;
-            bool ok = send_ ? buf_->waitSend(&peer, positive(timeout)) : buf_->waitRecv(&peer, positive(timeout));
-            if (!ok) fail(DISTC_EABORTED, "the group was aborted");
-            return peer;
-        }, false);  // the transfer was posted (and written) by post_send/post_recv
+        return b_.guarded(
+            [&] {
+                int peer = -1;
+                bool ok = send_ ? buf_->waitSend(&peer, positive(timeout)) : buf_->waitRecv(&peer, positive(timeout));
+                if (!ok) fail(DISTC_EABORTED, "the group was aborted");
+                return peer;
+            },
+            false);  // the transfer was posted (and written) by post_send/post_recv
     }
 
 private:
@@ -329,8 +331,7 @@ void GlooBackend::abort() {
     // Peers learn of it from the closed connections and fail fast too.
     try {
         context_->closeConnections();
-    } catch (const std::exception &) {
-    }
+    } catch (const std::exception &) {}
 }
 
 }  // namespace distc

@@ -89,7 +89,8 @@ bool MeshExchange::push(int fd, Peer &pr, const Call &call, int p) {
         }
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        fail_errno(DISTC_EREMOTE, "connection to " + rank_name(p) + " lost while sending" + kGaveUp, w < 0 ? errno : EPIPE);
+        fail_errno(DISTC_EREMOTE, "connection to " + rank_name(p) + " lost while sending" + kGaveUp,
+                   w < 0 ? errno : EPIPE);
     }
     return moved;
 }
@@ -202,8 +203,7 @@ void MeshExchange::run(const std::vector<Fd> &socks, const Call &call, Clock::ti
             // Name the peers this rank still waits for.
             std::string who;
             for (size_t p = 0; p < peers_.size(); ++p)
-                if (!peers_[p].in.idle() || !peers_[p].out.idle())
-                    who += (who.empty() ? "" : ", ") + rank_name(int(p));
+                if (!peers_[p].in.idle() || !peers_[p].out.idle()) who += (who.empty() ? "" : ", ") + rank_name(int(p));
             bool receiving = false;
             for (auto &pr : peers_) receiving |= !pr.in.idle();
             fail(DISTC_ETIMEOUT, std::string(receiving ? "waiting for " : "sending to ") + who + " timed out");

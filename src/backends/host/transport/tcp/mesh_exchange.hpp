@@ -36,8 +36,8 @@ public:
     // an all-to-all whose split sizes disagree with this rank's, is
     // DISTC_EINVAL naming both sides, found before its bytes are read. Waiting
     // spins (yielding) for `spin` after the last progress, then sleeps in poll.
-    void run(const std::vector<Fd> &socks, const Call &call, Clock::time_point deadline,
-             std::chrono::microseconds spin, FnRef<void(int peer, int id)> on_recv);
+    void run(const std::vector<Fd> &socks, const Call &call, Clock::time_point deadline, std::chrono::microseconds spin,
+             FnRef<void(int peer, int id)> on_recv);
 
 private:
     struct Header {

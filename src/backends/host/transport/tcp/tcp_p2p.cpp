@@ -26,7 +26,7 @@ constexpr uint64_t kListener = 0, kWake = 2, kMesh = 4;
 struct TcpP2p::Op {
     Op(bool s, int p, uint32_t t, uint8_t *d, size_t n) : send(s), peer(p), tag(t), data(d), len(n) {}
     bool send;
-    int peer;      // the destination, the source (-1: any) and, once received, who sent it
+    int peer;  // the destination, the source (-1: any) and, once received, who sent it
     uint32_t tag;
     uint8_t *data;
     size_t len;
@@ -48,10 +48,10 @@ struct TcpP2p::Out {
 
 struct TcpP2p::In {
     Fd fd;
-    int peer = -1;          // known once its hello is in
+    int peer = -1;  // known once its hello is in
     uint32_t hello[2]{};
     Header hdr{};
-    size_t got = 0;         // of the hello, the header or the payload, whichever is current
+    size_t got = 0;  // of the hello, the header or the payload, whichever is current
     enum class Stage { Hello, Header, Payload } stage = Stage::Hello;
     enum class Into { Op, Early, Discard } into = Into::Discard;
     std::shared_ptr<Op> op;
@@ -72,10 +72,9 @@ private:
     std::shared_ptr<TcpP2p::Op> op_;
 };
 
-TcpP2p::TcpP2p(int rank, std::vector<std::string> addrs, Fd listener, Millis connect_timeout)
-    : rank_(rank), addrs_(std::move(addrs)), listener_(std::move(listener)), connect_timeout_(connect_timeout),
-      out_(addrs_.size()), gone_(addrs_.size()), mesh_gone_(addrs_.size()),
-      mesh_fd_(addrs_.size(), -1) {
+TcpP2p::TcpP2p(int rank, std::vector<std::string> addrs, Fd listener, Millis connect_timeout) :
+    rank_(rank), addrs_(std::move(addrs)), listener_(std::move(listener)), connect_timeout_(connect_timeout),
+    out_(addrs_.size()), gone_(addrs_.size()), mesh_gone_(addrs_.size()), mesh_fd_(addrs_.size(), -1) {
     epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (!epoll_.valid() || !wake_.valid()) fail_errno(DISTC_EIO, "epoll/eventfd", errno);
@@ -150,8 +149,9 @@ void TcpP2p::check_gone() {
         }
         if (unknown) continue;  // a connection whose sender is not known yet may be its
         mesh_gone_[p] = 0;
-        std::string why = who(static_cast<int>(p)) +
-                          " closed its connections to the group (it freed the group, gave up after a failure there, or died)";
+        std::string why =
+            who(static_cast<int>(p)) +
+            " closed its connections to the group (it freed the group, gave up after a failure there, or died)";
         gone_[p] = why;
         posted_.remove_if([&](const std::shared_ptr<Op> &op) {
             if (op->peer != static_cast<int>(p)) return false;
@@ -289,7 +289,8 @@ int TcpP2p::wait(Op &op, Millis timeout) {
         withdraw(op);
         fail(DISTC_ETIMEOUT, std::string(op.send ? "sending to " : "waiting for a message from ") +
                                  (op.peer < 0 ? std::string("any rank") : who(op.peer)) + " with tag " +
-                                 std::to_string(op.tag) + " timed out after " + std::to_string(timeout.count()) + " ms");
+                                 std::to_string(op.tag) + " timed out after " + std::to_string(timeout.count()) +
+                                 " ms");
     }
     if (op.code) fail(op.code, op.msg);
     return op.peer;
@@ -394,7 +395,8 @@ void TcpP2p::read_some(In &in) {
                 dst = discard, want = std::min(want, sizeof discard);
         }
         ssize_t r = want ? ::recv(in.fd.get(), dst, want, MSG_DONTWAIT) : 0;
-        if (want && r == 0) return lost(in, (in.peer < 0 ? std::string("a peer") : who(in.peer)) + " closed the connection");
+        if (want && r == 0)
+            return lost(in, (in.peer < 0 ? std::string("a peer") : who(in.peer)) + " closed the connection");
         if (r < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
             return lost(in, "connection from " + (in.peer < 0 ? std::string("a peer") : who(in.peer)) +
@@ -445,8 +447,9 @@ void TcpP2p::on_header(In &in) {
         std::shared_ptr<Op> mine = std::move(*it);
         posted_.erase(it);
         if (op.len != in.hdr.len) {
-            finish(op, DISTC_EINVAL, who(in.peer) + " sent " + std::to_string(in.hdr.len) + " bytes with tag " +
-                                         std::to_string(in.hdr.tag) + "; this receive takes " + std::to_string(op.len));
+            finish(op, DISTC_EINVAL,
+                   who(in.peer) + " sent " + std::to_string(in.hdr.len) + " bytes with tag " +
+                       std::to_string(in.hdr.tag) + "; this receive takes " + std::to_string(op.len));
             in.into = In::Into::Discard;
             return;
         }
@@ -456,7 +459,8 @@ void TcpP2p::on_header(In &in) {
         return;
     }
     if (in.hdr.len > DISTC_TENSOR_MAX_BYTES)
-        return lost(in, who(in.peer) + " announced a message of " + std::to_string(in.hdr.len) + " bytes (DISTC_EPROTO)");
+        return lost(in,
+                    who(in.peer) + " announced a message of " + std::to_string(in.hdr.len) + " bytes (DISTC_EPROTO)");
     early_.push_back(Early{in.peer, in.hdr.tag, std::vector<uint8_t>(in.hdr.len)});
     in.into = In::Into::Early;
     in.early = &early_.back();
@@ -467,8 +471,9 @@ void TcpP2p::deliver(Early &e) {
         Op &op = **it;
         if (op.tag != e.tag || (op.peer >= 0 && op.peer != e.peer)) continue;
         if (op.len != e.bytes.size()) {
-            finish(op, DISTC_EINVAL, who(e.peer) + " sent " + std::to_string(e.bytes.size()) + " bytes with tag " +
-                                         std::to_string(e.tag) + "; this receive takes " + std::to_string(op.len));
+            finish(op, DISTC_EINVAL,
+                   who(e.peer) + " sent " + std::to_string(e.bytes.size()) + " bytes with tag " +
+                       std::to_string(e.tag) + "; this receive takes " + std::to_string(op.len));
         } else {
             if (op.len) std::memcpy(op.data, e.bytes.data(), op.len);
             op.peer = e.peer;

@@ -47,8 +47,8 @@ private:
         uint32_t tag;
         uint64_t len;
     };
-    struct Out;  // one outgoing connection and its queued sends
-    struct In;   // one incoming connection and where its current message goes
+    struct Out;     // one outgoing connection and its queued sends
+    struct In;      // one incoming connection and where its current message goes
     struct Early {  // a message that came before its receive
         int peer;
         uint32_t tag;
@@ -58,18 +58,18 @@ private:
     friend class TcpPending;
 
     void start_thread_locked();
-    Out &out_to(int dst);  // connects on first use (mu_ not held)
+    Out &out_to(int dst);     // connects on first use (mu_ not held)
     void write_some(Out &o);  // mu_ held
     void loop();
     void accept_all();
-    void read_some(In &in);  // mu_ held
-    void on_header(In &in);  // mu_ held
-    void deliver(Early &e);  // mu_ held: a completed early message to a receive posted since
+    void read_some(In &in);                     // mu_ held
+    void on_header(In &in);                     // mu_ held
+    void deliver(Early &e);                     // mu_ held: a completed early message to a receive posted since
     void lost(In &in, const std::string &why);  // mu_ held
-    void peer_gone(int peer);  // mu_ held: its mesh connection ended
-    void check_gone();         // mu_ held: receives from peers gone with nothing left to read fail
+    void peer_gone(int peer);                   // mu_ held: its mesh connection ended
+    void check_gone();                          // mu_ held: receives from peers gone with nothing left to read fail
     void finish(Op &op, int code, std::string msg);  // mu_ held
-    void withdraw(Op &op);  // mu_ held: a wait gave up on it
+    void withdraw(Op &op);                           // mu_ held: a wait gave up on it
     int wait(Op &op, Millis timeout);
     std::string who(int peer) const;
 
@@ -87,10 +87,10 @@ private:
     std::vector<std::unique_ptr<Out>> out_;  // by peer rank
     std::list<std::unique_ptr<In>> in_;
     std::list<std::shared_ptr<Op>> posted_;  // receives not yet matched, in posting order
-    std::list<Early> early_;  // messages not yet matched, in arrival order
-    std::vector<std::string> gone_;  // by peer rank: why its incoming connection ended, "" while it lives
-    std::vector<char> mesh_gone_;    // by peer rank: its mesh connection ended, not yet acted on
-    std::vector<int> mesh_fd_;       // by peer rank: the watched mesh connection, -1 once it ended
+    std::list<Early> early_;                 // messages not yet matched, in arrival order
+    std::vector<std::string> gone_;          // by peer rank: why its incoming connection ended, "" while it lives
+    std::vector<char> mesh_gone_;            // by peer rank: its mesh connection ended, not yet acted on
+    std::vector<int> mesh_fd_;               // by peer rank: the watched mesh connection, -1 once it ended
 };
 
 }  // namespace distc

@@ -37,8 +37,8 @@ public:
 
 private:
     int rank_;
-    std::vector<Fd> socks_;            // by peer rank; invalid for our own rank
-    std::vector<std::string> where_;   // by rank: where it listens, "host:port"
+    std::vector<Fd> socks_;           // by peer rank; invalid for our own rank
+    std::vector<std::string> where_;  // by rank: where it listens, "host:port"
     std::chrono::microseconds spin_;
     MeshExchange x_;
     std::unique_ptr<TcpP2p> p2p_;
