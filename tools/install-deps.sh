@@ -14,6 +14,7 @@ pkgs=(
   bindgen                              # regenerates and checks the Rust bindings (bindings/rust/distc-sys)
   python3-torch                        # the PyTorch peer for wire-compatibility tests and benchmarks
   clang libclang-rt-14-dev             # libFuzzer and its sanitizer runtimes (tools/fuzz.sh)
+  clang-format-14                      # the house style (.clang-format; tools/check-format.sh)
 )
 
 missing=()
