@@ -211,9 +211,8 @@ void recv_all(int fd, void *p, size_t n, Clock::time_point deadline, const std::
 }
 
 std::string advertised_host() {
-    const char *e = std::getenv("DISTC_HOSTNAME");
-    if (e && *e) return e;
-    // The interface Gloo is told to use, so both transports take the same network.
+    // The one place every transport learns its network from: an interface
+    // the user names wins, then a host name the user gives.
     for (const char *var : {"DISTC_GLOO_IFNAME", "GLOO_SOCKET_IFNAME"}) {
         const char *ifname = std::getenv(var);
         if (!ifname || !*ifname) continue;
@@ -232,6 +231,8 @@ std::string advertised_host() {
         freeifaddrs(ifs);
         if (!found.empty()) return found;
     }
+    const char *e = std::getenv("DISTC_HOSTNAME");
+    if (e && *e) return e;
     char name[256] = {0};
     if (::gethostname(name, sizeof name - 1) == 0 && name[0]) {
         addrinfo hints{}, *res = nullptr;

@@ -47,9 +47,10 @@ void set_nonblocking(int fd);
 void send_all(int fd, const void *p, size_t n, Clock::time_point deadline, const std::string &peer);
 void recv_all(int fd, void *p, size_t n, Clock::time_point deadline, const std::string &peer,
               std::chrono::microseconds spin);
-// The name peers should use to reach this host: $DISTC_HOSTNAME, else the
-// address of the interface named by $DISTC_GLOO_IFNAME or $GLOO_SOCKET_IFNAME,
-// else this host's name when it resolves, else 127.0.0.1.
+// The name peers should use to reach this host, for every transport: the
+// address of the interface named by $DISTC_GLOO_IFNAME or
+// $GLOO_SOCKET_IFNAME, else $DISTC_HOSTNAME, else this host's name when it
+// resolves, else 127.0.0.1.
 std::string advertised_host();
 
 // True when the peer has closed (or reset) an otherwise idle connection.

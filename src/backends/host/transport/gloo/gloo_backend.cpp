@@ -47,17 +47,10 @@ private:
     std::chrono::milliseconds timeout_;
 };
 
-// Where this rank's pairs listen: the interface the user names, else the
-// host name peers should use (advertised_host), when Gloo can bind it, else loopback.
+// Where this rank's pairs listen: where the mesh does (advertised_host, the
+// one choice for every transport), when Gloo can bind it, else loopback.
 gloo::transport::tcp::attr device_attr() {
     gloo::transport::tcp::attr a;
-    for (const char *v : {"DISTC_GLOO_IFNAME", "GLOO_SOCKET_IFNAME"}) {
-        const char *e = std::getenv(v);
-        if (e && *e) {
-            a.iface = e;
-            return a;
-        }
-    }
     a.hostname = advertised_host();
     try {
         gloo::transport::tcp::CreateDevice(a);
