@@ -53,6 +53,8 @@
 #include <exception>
 #include <memory>
 #include <stdexcept>
+
+#include "size_arg.h"
 #include <string>
 #include <vector>
 
@@ -271,20 +273,9 @@ private:
 // ------------------------------------------------------------------ options
 
 bool parse_size(const char *s, int64_t *out) {
-    char *end = nullptr;
-    errno = 0;
-    double v = std::strtod(s, &end);
-    if (errno || end == s || v < 0) return false;
-    double m = 1;
-    if (*end == 'k' || *end == 'K')
-        m = 1024.0, ++end;
-    else if (*end == 'm' || *end == 'M')
-        m = 1024.0 * 1024.0, ++end;
-    else if (*end == 'g' || *end == 'G')
-        m = 1024.0 * 1024.0 * 1024.0, ++end;
-    if (*end == 'B' || *end == 'b') ++end;
-    if (*end) return false;
-    *out = static_cast<int64_t>(v * m);
+    uint64_t v;
+    if (size_arg(s, &v)) return false;
+    *out = static_cast<int64_t>(v);
     return true;
 }
 

@@ -23,6 +23,8 @@
 
 #include <distc.h>
 
+#include "size_arg.h"
+
 #define CHECK(cond, ...)                  \
     do {                                  \
         if (!(cond)) {                    \
@@ -38,12 +40,13 @@ static double now_us(void) {
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-static size_t parse_size(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*end == 'K' || *end == 'k') v *= 1024;
-    if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-    if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
+/* -b/-e: a byte count (size_arg.h); exits on a malformed one. */
+static size_t size_or_exit(const char *s) {
+    uint64_t v;
+    if (size_arg(s, &v) || v == 0) {
+        fprintf(stderr, "not a byte count: %s\n", s);
+        exit(2);
+    }
     return (size_t)v;
 }
 
@@ -57,9 +60,9 @@ int main(int argc, char **argv) {
     int factor = 4, iters = 200, warmup = 20, rounds = 5, async = 0, gather = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-b") && i + 1 < argc)
-            minb = parse_size(argv[++i]);
+            minb = size_or_exit(argv[++i]);
         else if (!strcmp(argv[i], "-e") && i + 1 < argc)
-            maxb = parse_size(argv[++i]);
+            maxb = size_or_exit(argv[++i]);
         else if (!strcmp(argv[i], "-f") && i + 1 < argc)
             factor = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc)

@@ -58,6 +58,7 @@
 #endif
 
 #include "json_out.h"
+#include "size_arg.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -365,20 +366,9 @@ static int run_one(bench *b, int op, int64_t count, int64_t size_bytes, result *
 /* ------------------------------------------------------------------ options */
 
 static int parse_size(const char *s, int64_t *out) {
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0) return -1;
-    double m = 1;
-    if (*end == 'k' || *end == 'K')
-        m = 1024.0, ++end;
-    else if (*end == 'm' || *end == 'M')
-        m = 1024.0 * 1024.0, ++end;
-    else if (*end == 'g' || *end == 'G')
-        m = 1024.0 * 1024.0 * 1024.0, ++end;
-    if (*end == 'B' || *end == 'b') ++end;
-    if (*end) return -1;
-    *out = (int64_t)(v * m);
+    uint64_t v;
+    if (size_arg(s, &v)) return -1;
+    *out = (int64_t)v;
     return 0;
 }
 

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "perf_memory.h"
+#include "size_arg.h"
 
 enum {
     OP_ALLREDUCE,
@@ -105,17 +106,9 @@ static int usage(int code) {
 }
 
 static size_t parse_size(const char *s, int *ok) {
-    char *end = NULL;
-    double v = strtod(s, &end);
-    double m = 1;
-    if (*end == 'K' || *end == 'k')
-        m = 1024, ++end;
-    else if (*end == 'M' || *end == 'm')
-        m = 1024.0 * 1024, ++end;
-    else if (*end == 'G' || *end == 'g')
-        m = 1024.0 * 1024 * 1024, ++end;
-    *ok = end != s && *end == 0 && v >= 0;
-    return (size_t)(v * m);
+    uint64_t v = 0;
+    *ok = size_arg(s, &v) == 0;
+    return (size_t)v;
 }
 
 static int lookup(const char *v, const char *const *names, int n) {

@@ -17,6 +17,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "size_arg.h"
+
 static volatile sig_atomic_t stop = 0;
 static void on_signal(int sig) {
     (void)sig;
@@ -52,21 +54,10 @@ static int usage(const char *argv0, int code) {
     return code;
 }
 
-/* A byte count with an optional K/M/G suffix; -1 when malformed. */
+/* A byte count (size_arg.h); -1 when malformed. */
 static long long parse_bytes(const char *v) {
-    char *end = NULL;
-    long long n = strtoll(v, &end, 10);
-    if (end == v || n < 0) return -1;
-    int shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30;
-    if (shift) ++end;
-    if (*end || n > (LLONG_MAX >> shift)) return -1;
-    return n << shift;
+    uint64_t n;
+    return size_arg(v, &n) ? -1 : (long long)n;
 }
 
 /* The first line of `path`, without its line end; NULL (with a message) when unreadable or empty. */
