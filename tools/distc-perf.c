@@ -26,22 +26,8 @@
 #include <unistd.h>
 
 #include "perf_memory.h"
+#include "perf_ops.h"
 #include "size_arg.h"
-
-enum {
-    OP_ALLREDUCE,
-    OP_BROADCAST,
-    OP_REDUCE,
-    OP_ALLGATHER,
-    OP_REDUCESCATTER,
-    OP_ALLTOALL,
-    OP_GATHER,
-    OP_SCATTER,
-    OP_SENDRECV,
-    NUM_OPS
-};
-static const char *const op_names[NUM_OPS] = {"allreduce", "broadcast", "reduce",  "allgather", "reducescatter",
-                                              "alltoall",  "gather",    "scatter", "sendrecv"};
 
 typedef struct dtype_info {
     const char *name;  /* nccl-tests' spelling */
@@ -61,21 +47,8 @@ static const char *const redop_names[] = {"sum", "avg", "prod", "min", "max"};
 static const distc_reduce_op redop_values[] = {DISTC_SUM, DISTC_AVG, DISTC_PRODUCT, DISTC_MIN, DISTC_MAX};
 #define NUM_REDOPS 5
 
-/* nccl-tests' bus-bandwidth factor for `op` on n ranks (doc/PERFORMANCE.md). */
-static double busbw_factor(int op, int n) {
-    switch (op) {
-        case OP_ALLREDUCE: return 2.0 * (n - 1) / n;
-        case OP_ALLGATHER:
-        case OP_REDUCESCATTER:
-        case OP_ALLTOALL:
-        case OP_GATHER:
-        case OP_SCATTER: return (double)(n - 1) / n;
-        default: return 1.0; /* broadcast, reduce, sendrecv */
-    }
-}
-
 typedef struct cfg {
-    int ops[NUM_OPS], nops;
+    int ops[64], nops; /* indices into perf_ops */
     int dts[NUM_DTYPES], ndts;
     int rops[NUM_REDOPS], nrops;
     size_t minb, maxb, incr;
@@ -117,11 +90,17 @@ static int lookup(const char *v, const char *const *names, int n) {
     return -1;
 }
 
+static int find_op(const char *v) {
+    for (int k = 0; k < perf_num_ops; ++k)
+        if (!strcmp(v, perf_ops[k].name)) return k;
+    return -1;
+}
+
 static int parse(int argc, char **argv, cfg *c) {
     memset(c, 0, sizeof *c);
     c->minb = 8, c->maxb = 64u << 20, c->factor = 2, c->iters = 20, c->warmup = 5, c->check = 1;
     c->backend = "gloo";
-    c->ops[c->nops++] = OP_ALLREDUCE;
+    c->ops[c->nops++] = 0; /* allreduce */
     c->dts[c->ndts++] = 6; /* float */
     c->rops[c->nrops++] = 0;
     for (int i = 1; i < argc; ++i) {
@@ -153,8 +132,8 @@ static int parse(int argc, char **argv, cfg *c) {
         if (!strcmp(a, "-o") || !strcmp(a, "--op")) {
             c->nops = 0;
             if (!strcmp(v, "all"))
-                for (int k = 0; k < NUM_OPS; ++k) c->ops[c->nops++] = k;
-            else if ((c->ops[0] = lookup(v, op_names, NUM_OPS)) >= 0)
+                for (int k = 0; k < perf_num_ops; ++k) c->ops[c->nops++] = k;
+            else if ((c->ops[0] = find_op(v)) >= 0)
                 c->nops = 1;
             else
                 ok = 0;
@@ -228,105 +207,6 @@ static DLTensor make_tensor(void *data, DLDataType dt, int64_t *shape, int64_t n
     return t;
 }
 
-/* Values small enough that every op is exact in every dtype: 1..4, by rank and index. */
-static double value(int rank, int64_t i) { return (double)((rank + i) % 4 + 1); }
-
-static void set_elem(void *base, DLDataType dt, int64_t i, double v) {
-    switch (dt.code) {
-        case kDLInt:
-            if (dt.bits == 8)
-                ((int8_t *)base)[i] = (int8_t)(int64_t)v;
-            else if (dt.bits == 32)
-                ((int32_t *)base)[i] = (int32_t)(int64_t)v;
-            else
-                ((int64_t *)base)[i] = (int64_t)v;
-            break;
-        case kDLUInt: ((uint8_t *)base)[i] = (uint8_t)(int64_t)v; break;
-        case kDLFloat:
-            if (dt.bits == 32)
-                ((float *)base)[i] = (float)v;
-            else if (dt.bits == 64)
-                ((double *)base)[i] = v;
-            else { /* binary16 of a small integer: exact */
-                float f = (float)v;
-                uint32_t x;
-                memcpy(&x, &f, 4);
-                uint32_t e = ((x >> 23) & 0xff), m = x & 0x7fffff;
-                ((uint16_t *)base)[i] = f == 0 ? 0 : (uint16_t)(((x >> 16) & 0x8000) | ((e - 112) << 10) | (m >> 13));
-            }
-            break;
-        case kDLBfloat: {
-            float f = (float)v;
-            uint32_t x;
-            memcpy(&x, &f, 4);
-            ((uint16_t *)base)[i] = (uint16_t)(x >> 16);
-            break;
-        }
-    }
-}
-
-static double get_elem(const void *base, DLDataType dt, int64_t i) {
-    switch (dt.code) {
-        case kDLInt:
-            return dt.bits == 8    ? ((const int8_t *)base)[i]
-                   : dt.bits == 32 ? ((const int32_t *)base)[i]
-                                   : (double)((const int64_t *)base)[i];
-        case kDLUInt: return ((const uint8_t *)base)[i];
-        case kDLFloat:
-            if (dt.bits == 32) return ((const float *)base)[i];
-            if (dt.bits == 64) return ((const double *)base)[i];
-            {
-                uint16_t h = ((const uint16_t *)base)[i];
-                uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff,
-                         x = e ? ((uint32_t)(h & 0x8000) << 16) | ((e + 112) << 23) | (m << 13) : 0;
-                float f;
-                memcpy(&f, &x, 4);
-                return f;
-            }
-        case kDLBfloat: {
-            uint32_t x = (uint32_t)((const uint16_t *)base)[i] << 16;
-            float f;
-            memcpy(&f, &x, 4);
-            return f;
-        }
-    }
-    return 0;
-}
-
-/* `v` as an element of `dt` holds it (integers wrap, as the reduction does). */
-static double as_dtype(DLDataType dt, double v) {
-    uint8_t tmp[8];
-    set_elem(tmp, dt, 0, v);
-    return get_elem(tmp, dt, 0);
-}
-
-/* Whether `got` misses `want`: exactly for integers; for floating types
- * within a few units in the last place (AVG divides by the group size,
- * which is inexact for 3 ranks; backends may multiply by 1/size instead). */
-static int differs(DLDataType dt, double got, double want) {
-    if (dt.code == kDLInt || dt.code == kDLUInt) return got != want;
-    int mant = dt.code == kDLBfloat ? 7 : dt.bits == 16 ? 10 : dt.bits == 32 ? 23 : 52;
-    return fabs(got - want) > 4.0 * ldexp(fabs(want), -mant);
-}
-
-/* The reduction over ranks of value(r, i). */
-static double reduced(distc_reduce_op op, int64_t i, int is_int) {
-    double acc = value(0, i);
-    for (int r = 1; r < g_size; ++r) {
-        double v = value(r, i);
-        if (op == DISTC_SUM || op == DISTC_AVG)
-            acc += v;
-        else if (op == DISTC_PRODUCT)
-            acc *= v;
-        else if (op == DISTC_MIN)
-            acc = v < acc ? v : acc;
-        else
-            acc = v > acc ? v : acc;
-    }
-    if (op == DISTC_AVG) acc = is_int ? trunc(acc / g_size) : acc / g_size;
-    return acc;
-}
-
 /* ---------------------------------------------------------------- one size */
 
 typedef struct result {
@@ -338,6 +218,10 @@ typedef struct buffers {
     void *in, *out;   /* the benchmark's memory (host or device) */
     void *hin, *hout; /* host copies to fill and check (the same buffers on the host) */
     size_t bytes;     /* of each */
+    /* the list forms' tensors, one per rank */
+    DLTensor *parts;
+    const DLTensor **part_ptrs;
+    int64_t *part_shapes;
 } buffers;
 
 /*
@@ -346,41 +230,41 @@ typedef struct buffers {
  */
 static int g_corrupt;
 
-static int run_op(int op, DLDataType dt, distc_reduce_op rop, int root, int64_t count, int in_place, buffers *b,
-                  int check, int iters, int warmup, result *res) {
-    int n = g_size;
-    size_t es = dt.bits / 8;
-    int is_int = dt.code == kDLInt || dt.code == kDLUInt;
-    int64_t total =
-        (op == OP_ALLGATHER || op == OP_REDUCESCATTER || op == OP_ALLTOALL || op == OP_GATHER || op == OP_SCATTER)
-            ? count * n
-            : count;
-    int64_t s_in = 0, s_out = 0;
-    DLTensor *outs[1024], *ins[1024], part_o[64], part_i[64];
-    int64_t shapes[130];
-    int has_form = in_place ? (op == OP_ALLREDUCE || op == OP_BROADCAST || op == OP_REDUCE || op == OP_ALLGATHER ||
-                               op == OP_REDUCESCATTER)
-                            : !(op == OP_ALLREDUCE || op == OP_BROADCAST || op == OP_REDUCE);
-    if (!has_form) {
+static int run_op(const perf_op *op, DLDataType dt, distc_reduce_op rop, int root, int64_t count, int in_place,
+                  buffers *b, int check, int iters, int warmup, result *res) {
+    if (!(op->forms & (in_place ? 2 : 1))) {
         res->us = -1;
         res->wrong = 0;
         return 0;
     }
-    uint8_t *in = b->in, *out = b->out, *hin = b->hin, *hout = b->hout;
-    /* Fill: what each rank contributes (in place: the contribution sits in the output). */
-    int64_t fill_n = op == OP_REDUCESCATTER || op == OP_ALLTOALL || op == OP_SCATTER ? total : count;
-    /* in place, the contribution sits in the output (allgather: in this rank's part) */
-    size_t src_off = in_place && op == OP_ALLGATHER ? (size_t)count * es * (size_t)g_rank : 0;
-    uint8_t *src = (in_place ? out : in) + src_off, *hsrc = (in_place ? hout : hin) + src_off;
-    DLTensor tin, tout;
-    int rc = 0;
+    size_t es = dt.bits / 8;
+    perf_call call = {g_pg,
+                      g_rank,
+                      g_size,
+                      root,
+                      dt,
+                      rop,
+                      count,
+                      in_place,
+                      b->out,
+                      b->out,
+                      {g_cuda < 0 ? kDLCPU : kDLCUDA, g_cuda < 0 ? 0 : g_cuda},
+                      b->parts,
+                      b->part_ptrs,
+                      b->part_shapes};
+    call.in = b->in;
+    /* What each rank contributes; in place it sits in the output (allgather: in this rank's part). */
+    int64_t fill_n = op->fill_all ? count * g_size : count;
+    size_t src_off = in_place && op->spread && !op->fill_all ? (size_t)count * es * (size_t)g_rank : 0;
+    uint8_t *src = (uint8_t *)(in_place ? b->out : b->in) + src_off;
+    uint8_t *hsrc = (uint8_t *)(in_place ? b->hout : b->hin) + src_off;
     double t0 = 0;
     /* The pass at warmup + iters reads the clock; with the check on it also runs once more and checks. */
     for (int it = 0; it <= warmup + iters; ++it) {
         int checking = check && it == warmup + iters;
         /* In-place operations overwrite their input: the checked run starts from a fresh one. */
         if (it == 0 || checking) {
-            for (int64_t i = 0; i < fill_n; ++i) set_elem(hsrc, dt, i, value(g_rank, i));
+            for (int64_t i = 0; i < fill_n; ++i) perf_set_elem(hsrc, dt, i, perf_value(g_rank, i));
             mem_put(src, hsrc, (size_t)fill_n * es);
         }
         if (it == warmup) {
@@ -397,105 +281,14 @@ static int run_op(int op, DLDataType dt, distc_reduce_op rop, int root, int64_t 
             res->us = (ts.tv_sec * 1e6 + ts.tv_nsec / 1e3 - t0) / iters;
         }
         if (it >= warmup + iters && !checking) break;
-        switch (op) {
-            case OP_ALLREDUCE:
-                tout = make_tensor(out, dt, &s_out, count);
-                rc = distc_allreduce(NULL, g_pg, &tout, rop, NULL);
-                break;
-            case OP_BROADCAST:
-                tout = make_tensor(out, dt, &s_out, count);
-                rc = distc_broadcast(NULL, g_pg, &tout, root, NULL);
-                break;
-            case OP_REDUCE:
-                tout = make_tensor(out, dt, &s_out, count);
-                rc = distc_reduce(NULL, g_pg, &tout, root, rop, NULL);
-                break;
-            case OP_ALLGATHER:
-                tin = make_tensor(src, dt, &s_in, count);
-                tout = make_tensor(out, dt, &s_out, total);
-                rc = distc_allgather_into_tensor(NULL, g_pg, &tout, &tin, NULL);
-                break;
-            case OP_REDUCESCATTER:
-                tin = make_tensor(in_place ? out : in, dt, &s_in, total);
-                tout = make_tensor(in_place ? out + (size_t)count * es * (size_t)g_rank : out, dt, &s_out, count);
-                rc = distc_reduce_scatter_tensor(NULL, g_pg, &tout, &tin, rop, NULL);
-                break;
-            case OP_ALLTOALL:
-                tin = make_tensor(in, dt, &s_in, total);
-                tout = make_tensor(out, dt, &s_out, total);
-                rc = distc_alltoall_single(NULL, g_pg, &tout, &tin, NULL, NULL, NULL);
-                break;
-            case OP_GATHER:
-            case OP_SCATTER:
-                for (int r = 0; r < n && r < 64; ++r) {
-                    part_o[r] = make_tensor(out + (size_t)r * (size_t)count * es, dt, &shapes[r], count);
-                    part_i[r] = make_tensor(in + (size_t)r * (size_t)count * es, dt, &shapes[64 + r], count);
-                    outs[r] = &part_o[r];
-                    ins[r] = &part_i[r];
-                }
-                if (op == OP_GATHER) {
-                    tin = make_tensor(in, dt, &s_in, count);
-                    rc = distc_gather(NULL, g_pg, outs, &tin, root, NULL);
-                } else {
-                    tout = make_tensor(out, dt, &s_out, count);
-                    rc = distc_scatter(NULL, g_pg, &tout, (const DLTensor *const *)ins, root, NULL);
-                }
-                break;
-            case OP_SENDRECV: {
-                tin = make_tensor(in, dt, &s_in, count);
-                tout = make_tensor(out, dt, &s_out, count);
-                if (n == 1) {
-                    mem_copy(out, in, (size_t)count * es);
-                    break;
-                }
-                distc_p2p_op ops[2] = {{DISTC_P2P_SEND, &tin, (g_rank + 1) % n, 0},
-                                       {DISTC_P2P_RECV, &tout, (g_rank + n - 1) % n, 0}};
-                rc = distc_batch_isend_irecv(NULL, g_pg, ops, 2, NULL);
-                break;
-            }
-        }
+        int rc = op->launch(&call);
         if (rc != 0) return rc;
         if (!checking) continue;
         mem_sync();
-        mem_get(hout, out, b->bytes);
-        out = hout;                   /* the check reads the host copy */
-        if (g_corrupt && g_rank == 0) /* the first element rank 0 checks, whatever the op */
-            set_elem(out, dt, 0, 99.0);
-        /* Check what this rank holds against what it must. */
-        long wrong = 0;
-        int prev = (g_rank + n - 1) % n;
-        for (int64_t i = 0; i < count; ++i) {
-            switch (op) {
-                case OP_ALLREDUCE:
-                    wrong += differs(dt, get_elem(out, dt, i), as_dtype(dt, reduced(rop, i, is_int)));
-                    break;
-                case OP_BROADCAST: wrong += get_elem(out, dt, i) != value(root, i); break;
-                case OP_REDUCE:
-                    if (g_rank == root)
-                        wrong += differs(dt, get_elem(out, dt, i), as_dtype(dt, reduced(rop, i, is_int)));
-                    break;
-                case OP_ALLGATHER:
-                    for (int r = 0; r < n; ++r) wrong += get_elem(out, dt, r * count + i) != value(r, i);
-                    break;
-                case OP_REDUCESCATTER: {
-                    const uint8_t *mine = in_place ? out + (size_t)count * es * (size_t)g_rank : out;
-                    wrong += differs(dt, get_elem(mine, dt, i),
-                                     as_dtype(dt, reduced(rop, (int64_t)g_rank * count + i, is_int)));
-                    break;
-                }
-                case OP_ALLTOALL:
-                    for (int r = 0; r < n; ++r)
-                        wrong += get_elem(out, dt, r * count + i) != value(r, (int64_t)g_rank * count + i);
-                    break;
-                case OP_GATHER:
-                    if (g_rank == root)
-                        for (int r = 0; r < n; ++r) wrong += get_elem(out, dt, r * count + i) != value(r, i);
-                    break;
-                case OP_SCATTER: wrong += get_elem(out, dt, i) != value(root, (int64_t)g_rank * count + i); break;
-                case OP_SENDRECV: wrong += get_elem(out, dt, i) != value(n == 1 ? g_rank : prev, i); break;
-            }
-        }
-        res->wrong = wrong;
+        mem_get(b->hout, b->out, b->bytes); /* the check reads the host copy */
+        if (g_corrupt && g_rank == 0)       /* the first element rank 0 checks, whatever the op */
+            perf_set_elem(b->hout, dt, 0, 99.0);
+        res->wrong = op->wrong(&call, b->hout);
     }
     return 0;
 }
@@ -533,7 +326,8 @@ int main(int argc, char **argv) {
         int n = 4;
         const char *ws = getenv("WORLD_SIZE");
         if (ws) n = atoi(ws);
-        for (int k = 0; k < NUM_OPS; ++k) printf("%s %.6f\n", op_names[k], busbw_factor(k, n));
+        for (int k = 0; k < perf_num_ops; ++k)
+            printf("%s %.6f\n", perf_ops[k].name, perf_busbw_factor(&perf_ops[k], n));
         return 0;
     }
     g_corrupt = c.corrupt;
@@ -546,10 +340,14 @@ int main(int argc, char **argv) {
     }
     distc_pg_rank(&g_rank, g_pg);
     distc_pg_size(&g_size, g_pg);
-    if (g_size > 64) {
-        if (g_rank == 0) fprintf(stderr, "distc-perf: at most 64 ranks\n");
+    /* The list forms' tensors, one per rank, on the heap: any group size. */
+    DLTensor *parts = calloc((size_t)g_size, sizeof *parts);
+    const DLTensor **part_ptrs = calloc((size_t)g_size, sizeof *part_ptrs);
+    int64_t *part_shapes = calloc((size_t)g_size, sizeof *part_shapes);
+    if (!parts || !part_ptrs || !part_shapes) {
+        fprintf(stderr, "distc-perf: rank %d: out of memory\n", g_rank);
         distc_pg_free(g_pg);
-        return 2;
+        return 1;
     }
     if (c.root >= g_size) {
         if (g_rank == 0) fprintf(stderr, "distc-perf: --root %d is not below the group size %d\n", c.root, g_size);
@@ -571,11 +369,10 @@ int main(int argc, char **argv) {
     double peak_busbw = 0;
     int rows = 0;
     for (int oi = 0; oi < c.nops; ++oi) {
-        int op = c.ops[oi];
-        int rooted = op == OP_BROADCAST || op == OP_REDUCE || op == OP_GATHER || op == OP_SCATTER;
-        int reduces = op == OP_ALLREDUCE || op == OP_REDUCE || op == OP_REDUCESCATTER;
+        const perf_op *op = &perf_ops[c.ops[oi]];
+        int rooted = op->rooted, reduces = op->reduces;
         if (g_rank == 0 && !c.json && !c.csv) {
-            printf("#\n# %s\n#%65s%35s\n", op_names[op], "out-of-place", "in-place");
+            printf("#\n# %s\n#%65s%35s\n", op->name, "out-of-place", "in-place");
             printf("#%11s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
                    "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
             printf("#%11s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
@@ -589,15 +386,14 @@ int main(int argc, char **argv) {
                 for (size_t bytes = c.minb; bytes <= c.maxb;
                      bytes = c.factor ? bytes * (size_t)c.factor : bytes + c.incr) {
                     /* nccl-tests' sizes: for allgather/reducescatter/alltoall/gather/scatter the total. */
-                    int spread = op == OP_ALLGATHER || op == OP_REDUCESCATTER || op == OP_ALLTOALL || op == OP_GATHER ||
-                                 op == OP_SCATTER;
+                    int spread = op->spread;
                     int64_t count = (int64_t)(bytes / es / (spread ? (size_t)g_size : 1));
                     size_t shown = (size_t)count * es * (spread ? (size_t)g_size : 1);
                     if (count == 0) { /* too small to give every rank an element, as nccl-tests skips it */
                         if (c.factor && bytes == 0) break;
                         continue;
                     }
-                    buffers b;
+                    buffers b = {.parts = parts, .part_ptrs = part_ptrs, .part_shapes = part_shapes};
                     b.bytes = shown ? shown : es;
                     b.in = mem_alloc(b.bytes);
                     b.out = mem_alloc(b.bytes);
@@ -609,12 +405,12 @@ int main(int argc, char **argv) {
                         return 1;
                     }
                     result r[2];
-                    if (tty) fprintf(stderr, "\r[distc-perf] %s %s %zu B ...   ", op_names[op], d->name, shown);
+                    if (tty) fprintf(stderr, "\r[distc-perf] %s %s %zu B ...   ", op->name, d->name, shown);
                     for (int ip = 0; ip < 2; ++ip) {
                         rc = run_op(op, d->dl, rop, c.root, count, ip, &b, c.check, c.iters, c.warmup, &r[ip]);
                         if (rc != 0) {
-                            fprintf(stderr, "distc-perf: rank %d: %s %s %zu B failed: %s\n", g_rank, op_names[op],
-                                    d->name, shown, distc_error_last());
+                            fprintf(stderr, "distc-perf: rank %d: %s %s %zu B failed: %s\n", g_rank, op->name, d->name,
+                                    shown, distc_error_last());
                             distc_pg_free(g_pg);
                             return 1;
                         }
@@ -631,7 +427,7 @@ int main(int argc, char **argv) {
                     double algbw[2], busbw[2];
                     for (int ip = 0; ip < 2; ++ip) {
                         algbw[ip] = r[ip].us > 0 ? (double)shown / r[ip].us / 1e3 : 0;
-                        busbw[ip] = algbw[ip] * busbw_factor(op, g_size);
+                        busbw[ip] = algbw[ip] * perf_busbw_factor(op, g_size);
                         if (r[ip].us >= 0) {
                             total_wrong += r[ip].wrong;
                             if (busbw[ip] > peak_busbw) peak_busbw = busbw[ip];
@@ -644,7 +440,7 @@ int main(int argc, char **argv) {
                         printf(
                             "{\"op\":\"%s\",\"size\":%zu,\"count\":%lld,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,"
                             "\"ranks\":%d,\"backend\":\"%s\"",
-                            op_names[op], shown, (long long)count, d->name, redop, root, g_size, c.backend);
+                            op->name, shown, (long long)count, d->name, redop, root, g_size, c.backend);
                         for (int ip = 0; ip < 2; ++ip) {
                             const char *p = ip ? "ip" : "oop";
                             if (r[ip].us < 0)
@@ -655,7 +451,7 @@ int main(int argc, char **argv) {
                         }
                         printf("}\n");
                     } else if (c.csv) {
-                        printf("%s,%zu,%lld,%s,%s,%d", op_names[op], shown, (long long)count, d->name, redop, root);
+                        printf("%s,%zu,%lld,%s,%s,%d", op->name, shown, (long long)count, d->name, redop, root);
                         for (int ip = 0; ip < 2; ++ip)
                             if (r[ip].us < 0)
                                 printf(",,,,");
@@ -694,6 +490,9 @@ int main(int argc, char **argv) {
     /* Everyone agrees on the verdict (rank 0 summed it). */
     int64_t w = total_wrong;
     reduce_scalar(&w, (DLDataType){kDLInt, 64, 1}, -1);
+    free(parts);
+    free(part_ptrs);
+    free(part_shapes);
     distc_pg_free(g_pg);
     return w ? 1 : 0;
 }

@@ -47,6 +47,11 @@ for n in 2 3 4 8; do
     check "busbw factors for $n ranks" [ $ok -eq 1 ]
 done
 
+# Past 64 ranks (the list forms' tensors are on the heap): gather and scatter checked at 66.
+"$run" -n 66 --no-prefix "$perf" -o gather -b 66K -e 66K -n 1 -w 0 > "$tmp/big" 2>&1
+"$run" -n 66 --no-prefix "$perf" -o scatter -b 66K -e 66K -n 1 -w 0 >> "$tmp/big" 2>&1
+check "66 ranks: gather and scatter correct" sh -c "[ \$(grep -c 'OK: all results correct' '$tmp/big') -eq 2 ]"
+
 # Machine-readable forms.
 "$run" -n 2 --no-prefix "$perf" -o allgather -b 64 -e 1K -f 4 -n 2 -w 1 --csv > "$tmp/csv" 2>&1
 check "--csv: a header and a row per size" sh -c "head -1 '$tmp/csv' | grep -q '^op,size,count,type' && [ \$(grep -c '^allgather,' '$tmp/csv') -eq 3 ]"
@@ -60,7 +65,7 @@ assert rows[1]['size'] == 256 and rows[1]['count'] == 32 and rows[1]['ranks'] ==
 fi
 
 # Bad arguments.
-for args in "-o nosuch" "-d complex7" "-r xor" "-b 1K -e 8" "-c 2" "-n 0" "--bogus"; do
+for args in "-o nosuch" "-d complex7" "-r xor" "-b 1K -e 8" "-b 1.5x" "-b -8" "-e 1Q" "-c 2" "-n 0" "--bogus"; do
     # shellcheck disable=SC2086
     "$perf" $args > "$tmp/out" 2>&1
     rc=$?
