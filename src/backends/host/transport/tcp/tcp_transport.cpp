@@ -34,7 +34,7 @@ std::chrono::microseconds spin_from_env() {
 }  // namespace
 
 TcpTransport::TcpTransport(Store &store, int rank, int size, Millis timeout) :
-    rank_(rank), socks_(static_cast<size_t>(size)), where_(static_cast<size_t>(size)), spin_(spin_from_env()) {
+    socks_(static_cast<size_t>(size)), where_(static_cast<size_t>(size)), spin_(spin_from_env()) {
     auto deadline = Clock::now() + timeout;
     Fd listener = tcp_listen("", 0, size + 8);
     std::string me = advertised_host() + ":" + std::to_string(local_port(listener.get()));

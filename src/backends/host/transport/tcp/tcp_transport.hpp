@@ -36,7 +36,6 @@ public:
     P2pTransport &p2p() { return *p2p_; }
 
 private:
-    int rank_;
     std::vector<Fd> socks_;           // by peer rank; invalid for our own rank
     std::vector<std::string> where_;  // by rank: where it listens, "host:port"
     std::chrono::microseconds spin_;
