@@ -18,16 +18,6 @@
 
 #include "size_arg.h"
 
-/* -b/-e: a byte count (size_arg.h); exits on a malformed one. */
-static size_t size_or_exit(const char *s) {
-    uint64_t v;
-    if (size_arg(s, &v) || v == 0) {
-        fprintf(stderr, "not a byte count: %s\n", s);
-        exit(2);
-    }
-    return (size_t)v;
-}
-
 static volatile unsigned g_sink;
 static double g_spins_per_ns;
 
@@ -58,9 +48,9 @@ int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-b") && i + 1 < argc)
-            minb = size_or_exit(argv[++i]);
+            minb = (size_t)size_arg_or_exit(argv[++i]);
         else if (!strcmp(argv[i], "-e") && i + 1 < argc)
-            maxb = size_or_exit(argv[++i]);
+            maxb = (size_t)size_arg_or_exit(argv[++i]);
         else if (!strcmp(argv[i], "-f") && i + 1 < argc)
             factor = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc)

@@ -40,16 +40,6 @@ static double now_us(void) {
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-/* -b/-e: a byte count (size_arg.h); exits on a malformed one. */
-static size_t size_or_exit(const char *s) {
-    uint64_t v;
-    if (size_arg(s, &v) || v == 0) {
-        fprintf(stderr, "not a byte count: %s\n", s);
-        exit(2);
-    }
-    return (size_t)v;
-}
-
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -60,9 +50,9 @@ int main(int argc, char **argv) {
     int factor = 4, iters = 200, warmup = 20, rounds = 5, async = 0, gather = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-b") && i + 1 < argc)
-            minb = size_or_exit(argv[++i]);
+            minb = (size_t)size_arg_or_exit(argv[++i]);
         else if (!strcmp(argv[i], "-e") && i + 1 < argc)
-            maxb = size_or_exit(argv[++i]);
+            maxb = (size_t)size_arg_or_exit(argv[++i]);
         else if (!strcmp(argv[i], "-f") && i + 1 < argc)
             factor = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc)

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* 0 and *out set; -1 when malformed, negative or over 2^62 bytes. */
@@ -27,6 +28,16 @@ static inline int size_arg(const char *s, uint64_t *out) {
     if (*end || v * m > 4611686018427387904.0) return -1;
     *out = (uint64_t)(v * m);
     return 0;
+}
+
+/* The same for a program without its own usage text: a malformed or zero count exits 2, naming it. */
+static inline uint64_t size_arg_or_exit(const char *s) {
+    uint64_t v;
+    if (size_arg(s, &v) || v == 0) {
+        fprintf(stderr, "not a byte count: %s\n", s);
+        exit(2);
+    }
+    return v;
 }
 
 #endif
