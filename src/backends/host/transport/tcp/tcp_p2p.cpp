@@ -266,13 +266,13 @@ std::unique_ptr<PendingP2p> TcpP2p::post_recv(Tensor &t, int src, uint32_t tag) 
             if (src >= 0) break;
             continue;
         }
-        if (it->bytes.size() != op->len) {
-            std::string why = who(it->peer) + " sent " + std::to_string(it->bytes.size()) + " bytes with tag " +
+        if (it->size != op->len) {
+            std::string why = who(it->peer) + " sent " + std::to_string(it->size) + " bytes with tag " +
                               std::to_string(tag) + "; this receive takes " + std::to_string(op->len);
             early_.erase(it);
             fail(DISTC_EINVAL, why);
         }
-        if (op->len) std::memcpy(op->data, it->bytes.data(), op->len);
+        if (op->len) std::memcpy(op->data, it->data.get(), op->len);
         op->peer = it->peer;
         early_.erase(it);
         finish(*op, 0, "");
@@ -328,35 +328,47 @@ void TcpP2p::loop() {
     for (;;) {
         int n = ::epoll_wait(epoll_.get(), evs, 32, -1);
         if (n < 0 && errno != EINTR) return;
-        std::lock_guard<std::mutex> lk(mu_);
+        std::unique_lock<std::mutex> lk(mu_);
         if (closed_) return;
-        for (int i = 0; i < n; ++i) {
-            uint64_t tag = evs[i].data.u64;
-            if (tag == kWake) {
-                uint64_t v;
-                (void)!::read(wake_.get(), &v, sizeof v);
-            } else if (tag == kListener) {
-                accept_all();
-            } else if ((tag & 7) == kMesh) {
-                auto peer = static_cast<size_t>(tag >> 3);
-                if (mesh_fd_[peer] < 0) continue;
-                ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, mesh_fd_[peer], nullptr);
-                mesh_fd_[peer] = -1;
-                peer_gone(static_cast<int>(peer));
-            } else if (tag & 1) {
-                Out &o = *reinterpret_cast<Out *>(tag & ~uint64_t{1});
-                write_some(o);
-                if (o.queue.empty() && o.armed) {
-                    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o.fd.get(), nullptr);
-                    o.armed = false;
-                }
-            } else {
-                read_some(*reinterpret_cast<In *>(tag));
-            }
+        try {
+            handle(evs, n);
+        } catch (const std::exception &) {
+            // Out of memory for a message or a name: nothing here can go on
+            // safely, so everything posted fails rather than waits.
+            lk.unlock();
+            close();
+            return;
         }
-        // Connections that ended are removed once no event names them.
-        in_.remove_if([](const std::unique_ptr<In> &c) { return !c->fd.valid(); });
     }
+}
+
+void TcpP2p::handle(const epoll_event *evs, int n) {
+    for (int i = 0; i < n; ++i) {
+        uint64_t tag = evs[i].data.u64;
+        if (tag == kWake) {
+            uint64_t v;
+            (void)!::read(wake_.get(), &v, sizeof v);
+        } else if (tag == kListener) {
+            accept_all();
+        } else if ((tag & 7) == kMesh) {
+            auto peer = static_cast<size_t>(tag >> 3);
+            if (mesh_fd_[peer] < 0) continue;
+            ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, mesh_fd_[peer], nullptr);
+            mesh_fd_[peer] = -1;
+            peer_gone(static_cast<int>(peer));
+        } else if (tag & 1) {
+            Out &o = *reinterpret_cast<Out *>(tag & ~uint64_t{1});
+            write_some(o);
+            if (o.queue.empty() && o.armed) {
+                ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o.fd.get(), nullptr);
+                o.armed = false;
+            }
+        } else {
+            read_some(*reinterpret_cast<In *>(tag));
+        }
+    }
+    // Connections that ended are removed once no event names them.
+    in_.remove_if([](const std::unique_ptr<In> &c) { return !c->fd.valid(); });
 }
 
 void TcpP2p::accept_all() {
@@ -390,7 +402,7 @@ void TcpP2p::read_some(In &in) {
             if (in.into == In::Into::Op)
                 dst = in.op->data + in.got;
             else if (in.into == In::Into::Early)
-                dst = in.early->bytes.data() + in.got;
+                dst = in.early->data.get() + in.got;
             else
                 dst = discard, want = std::min(want, sizeof discard);
         }
@@ -461,7 +473,14 @@ void TcpP2p::on_header(In &in) {
     if (in.hdr.len > DISTC_TENSOR_MAX_BYTES)
         return lost(in,
                     who(in.peer) + " announced a message of " + std::to_string(in.hdr.len) + " bytes (DISTC_EPROTO)");
-    early_.push_back(Early{in.peer, in.hdr.tag, std::vector<uint8_t>(in.hdr.len)});
+    try {
+        early_.push_back(Early{in.peer, in.hdr.tag,
+                               std::unique_ptr<uint8_t[]>(new uint8_t[in.hdr.len ? in.hdr.len : 1]),
+                               static_cast<size_t>(in.hdr.len)});
+    } catch (const std::bad_alloc &) {
+        return lost(in, "no memory to keep the " + std::to_string(in.hdr.len) + "-byte message " + who(in.peer) +
+                            " sent before its receive was posted");
+    }
     in.into = In::Into::Early;
     in.early = &early_.back();
 }
@@ -470,12 +489,12 @@ void TcpP2p::deliver(Early &e) {
     for (auto it = posted_.begin(); it != posted_.end(); ++it) {
         Op &op = **it;
         if (op.tag != e.tag || (op.peer >= 0 && op.peer != e.peer)) continue;
-        if (op.len != e.bytes.size()) {
+        if (op.len != e.size) {
             finish(op, DISTC_EINVAL,
-                   who(e.peer) + " sent " + std::to_string(e.bytes.size()) + " bytes with tag " +
-                       std::to_string(e.tag) + "; this receive takes " + std::to_string(op.len));
+                   who(e.peer) + " sent " + std::to_string(e.size) + " bytes with tag " + std::to_string(e.tag) +
+                       "; this receive takes " + std::to_string(op.len));
         } else {
-            if (op.len) std::memcpy(op.data, e.bytes.data(), op.len);
+            if (op.len) std::memcpy(op.data, e.data.get(), op.len);
             op.peer = e.peer;
             finish(op, 0, "");
         }

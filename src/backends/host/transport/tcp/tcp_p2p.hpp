@@ -20,6 +20,8 @@
 #include "backends/host/transport/transport.hpp"
 #include "core/util/socket.hpp"
 
+struct epoll_event;
+
 namespace distc {
 
 class TcpP2p final : public P2pTransport {
@@ -52,7 +54,8 @@ private:
     struct Early {  // a message that came before its receive
         int peer;
         uint32_t tag;
-        std::vector<uint8_t> bytes;
+        std::unique_ptr<uint8_t[]> data;  // not zero-filled: memory is taken as the bytes arrive
+        size_t size;
         bool complete = false;
     };
     friend class TcpPending;
@@ -61,6 +64,7 @@ private:
     Out &out_to(int dst);     // connects on first use (mu_ not held)
     void write_some(Out &o);  // mu_ held
     void loop();
+    void handle(const ::epoll_event *evs, int n);  // mu_ held: one batch of events
     void accept_all();
     void read_some(In &in);                     // mu_ held
     void on_header(In &in);                     // mu_ held
