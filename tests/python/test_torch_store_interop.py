@@ -120,8 +120,10 @@ def test_mixed_worker_counting_torch_master():
         sk.bind(("127.0.0.1", 0))
         port = sk.getsockname()[1]
     p = subprocess.Popen([sys.executable, "-c", code, str(port)], stdout=subprocess.PIPE, text=True)
-    a = dc.Store(port=port, world_size=3)
-    b = dc.Store(port=port, world_size=3)
+    # The server listens once torch is imported, which under the sanitizer
+    # preload can take longer than a client's default 10 s of connecting.
+    a = dc.Store(port=port, world_size=3, timeout_ms=120000)
+    b = dc.Store(port=port, world_size=3, timeout_ms=120000)
     out, _ = p.communicate(timeout=30)
     assert p.returncode == 0 and "ready" in out
     a.close()
@@ -140,7 +142,7 @@ def test_mixed_worker_counting_distc_master():
         s.set("worker" + sys.argv[2], "here")
     """)
     ps = [subprocess.Popen([sys.executable, "-c", code, str(port), str(i)]) for i in range(2)]
-    m = dc.Store(port=port, is_server=True, world_size=3, timeout_ms=20000)
+    m = dc.Store(port=port, is_server=True, world_size=3, timeout_ms=120000)  # torch imports slowly under sanitizers
     assert m.multi_get(["worker0", "worker1"]) == [b"here", b"here"]
     for p in ps:
         assert p.wait(timeout=30) == 0
