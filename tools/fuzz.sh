@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-${DISTC_FUZZ_SECONDS:-60}}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_store_wire fuzz_mesh_frames fuzz_url fuzz_tensor_args)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_store_wire fuzz_mesh_frames fuzz_p2p_frames fuzz_url fuzz_tensor_args)
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target "${targets[@]}" -j "$(nproc)" >/dev/null
 out=build-fuzz/findings
@@ -29,8 +29,10 @@ run_one() {
   # libFuzzer's per-input leak check would take for a leak and scan for on
   # nearly every input; LeakSanitizer still checks the whole run at exit.
   [ "$t" != fuzz_store_wire ] || extra+=(-detect_leaks=0)
-  # -max_len keeps single inputs small enough to move thousands per second;
-  # -timeout names an input that hangs (a wait that never ends is a finding too).
+  # A peer may announce a message up to this machine's memory before its
+  # receive is posted; its buffer is taken lazily, so only libFuzzer's
+  # single-malloc limit would see it.
+  [ "$t" != fuzz_p2p_frames ] || extra+=(-malloc_limit_mb=1048576)
   build-fuzz/"$t" "$work/$t" -max_total_time="$secs" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$out/$t-" "${extra[@]}" >"$work/$t.log" 2>&1
 }

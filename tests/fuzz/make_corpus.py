@@ -85,3 +85,19 @@ write("fuzz_tensor_args", "f32_2x3_strided", tensor(16, 2, [2, 3], [3, 1]))
 write("fuzz_tensor_args", "huge", tensor(0, 1, [1 << 62]))
 write("fuzz_tensor_args", "wraps", tensor(0, 2, [1024, (1 << 54) + 1]))
 write("fuzz_tensor_args", "offset", tensor(0, 1, [4], offset=(1 << 64) - 8))
+
+# The point-to-point reader (backends/host/transport/tcp/tcp_p2p.cpp): a hello
+# ("DC2P", the sender's rank), then messages ("DC2M", uint32 tag, uint64 length, bytes).
+P2P_HELLO, P2P_MSG = 0x50324344, 0x4D324344
+
+
+def p2p_msg(tag, payload):
+    return struct.pack("<IIQ", P2P_MSG, tag, len(payload)) + payload
+
+
+hello1 = struct.pack("<II", P2P_HELLO, 1)
+write("fuzz_p2p_frames", "all_three", hello1 + p2p_msg(1, bytes(range(16))) + p2p_msg(2, b"") + p2p_msg(3, b"x" * 64))
+write("fuzz_p2p_frames", "early_then_posted", hello1 + p2p_msg(9, b"early") + p2p_msg(1, b"a" * 16))
+write("fuzz_p2p_frames", "wrong_size", hello1 + p2p_msg(1, b"short") + p2p_msg(3, b"y" * 64))
+write("fuzz_p2p_frames", "stranger", struct.pack("<II", 0xDEADBEEF, 7) + b"junk")
+write("fuzz_p2p_frames", "from_rank_2_any", struct.pack("<II", P2P_HELLO, 2) + p2p_msg(3, b"z" * 64))

@@ -3,6 +3,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/sysinfo.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -21,6 +22,16 @@ constexpr uint32_t kMessage = 0x4d324344;  // "DC2M": before every message
 // Epoll tags: 0 the listener, 2 the wake-up, an In's address (aligned), an
 // Out's address | 1, a watched mesh connection (peer << 3) | 4.
 constexpr uint64_t kListener = 0, kWake = 2, kMesh = 4;
+
+// RAM and swap together: no message larger than that can be kept.
+uint64_t machine_memory() {
+    static const uint64_t bytes = [] {
+        struct sysinfo si {};
+        if (::sysinfo(&si) != 0) return uint64_t{DISTC_TENSOR_MAX_BYTES};
+        return (uint64_t{si.totalram} + si.totalswap) * si.mem_unit;
+    }();
+    return bytes;
+}
 }  // namespace
 
 struct TcpP2p::Op {
@@ -470,9 +481,10 @@ void TcpP2p::on_header(In &in) {
         op.filling = &in;
         return;
     }
-    if (in.hdr.len > DISTC_TENSOR_MAX_BYTES)
-        return lost(in,
-                    who(in.peer) + " announced a message of " + std::to_string(in.hdr.len) + " bytes (DISTC_EPROTO)");
+    // Kept until its receive is posted, so it must fit in this machine's memory.
+    if (in.hdr.len > DISTC_TENSOR_MAX_BYTES || in.hdr.len > machine_memory())
+        return lost(in, who(in.peer) + " sent a message of " + std::to_string(in.hdr.len) +
+                            " bytes before its receive was posted, more than this machine's memory");
     try {
         early_.push_back(Early{in.peer, in.hdr.tag,
                                std::unique_ptr<uint8_t[]>(new uint8_t[in.hdr.len ? in.hdr.len : 1]),
