@@ -163,13 +163,26 @@ void TcpP2p::check_gone() {
         std::string why =
             who(static_cast<int>(p)) +
             " closed its connections to the group (it freed the group, gave up after a failure there, or died)";
-        gone_[p] = why;
-        posted_.remove_if([&](const std::shared_ptr<Op> &op) {
-            if (op->peer != static_cast<int>(p)) return false;
-            finish(*op, DISTC_EREMOTE, why);
-            return true;
-        });
+        peer_ended(static_cast<int>(p), why);
     }
+}
+
+void TcpP2p::peer_ended(int peer, const std::string &why) {
+    gone_[static_cast<size_t>(peer)] = why;
+    posted_.remove_if([&](const std::shared_ptr<Op> &op) {
+        if (op->peer != peer) return false;
+        finish(*op, DISTC_EREMOTE, why);
+        return true;
+    });
+}
+
+bool TcpP2p::matches(const Op &recv, int peer, uint32_t tag) {
+    return recv.tag == tag && (recv.peer < 0 || recv.peer == peer);
+}
+
+std::string TcpP2p::size_mismatch(int peer, uint64_t sent, uint32_t tag, size_t takes) const {
+    return who(peer) + " sent " + std::to_string(sent) + " bytes with tag " + std::to_string(tag) +
+           "; this receive takes " + std::to_string(takes);
 }
 
 void TcpP2p::start_thread_locked() {
@@ -272,14 +285,13 @@ std::unique_ptr<PendingP2p> TcpP2p::post_recv(Tensor &t, int src, uint32_t tag) 
     // A message that came first, in arrival order. From one peer, an earlier
     // message still arriving goes first: it takes this receive when complete.
     for (auto it = early_.begin(); it != early_.end(); ++it) {
-        if (it->tag != tag || (src >= 0 && it->peer != src)) continue;
+        if (!matches(*op, it->peer, it->tag)) continue;
         if (!it->complete) {
             if (src >= 0) break;
             continue;
         }
         if (it->size != op->len) {
-            std::string why = who(it->peer) + " sent " + std::to_string(it->size) + " bytes with tag " +
-                              std::to_string(tag) + "; this receive takes " + std::to_string(op->len);
+            std::string why = size_mismatch(it->peer, it->size, tag, op->len);
             early_.erase(it);
             fail(DISTC_EINVAL, why);
         }
@@ -466,13 +478,11 @@ void TcpP2p::on_header(In &in) {
     in.stage = In::Stage::Payload;
     for (auto it = posted_.begin(); it != posted_.end(); ++it) {
         Op &op = **it;
-        if (op.tag != in.hdr.tag || (op.peer >= 0 && op.peer != in.peer)) continue;
+        if (!matches(op, in.peer, in.hdr.tag)) continue;
         std::shared_ptr<Op> mine = std::move(*it);
         posted_.erase(it);
         if (op.len != in.hdr.len) {
-            finish(op, DISTC_EINVAL,
-                   who(in.peer) + " sent " + std::to_string(in.hdr.len) + " bytes with tag " +
-                       std::to_string(in.hdr.tag) + "; this receive takes " + std::to_string(op.len));
+            finish(op, DISTC_EINVAL, size_mismatch(in.peer, in.hdr.len, in.hdr.tag, op.len));
             in.into = In::Into::Discard;
             return;
         }
@@ -500,11 +510,9 @@ void TcpP2p::on_header(In &in) {
 void TcpP2p::deliver(Early &e) {
     for (auto it = posted_.begin(); it != posted_.end(); ++it) {
         Op &op = **it;
-        if (op.tag != e.tag || (op.peer >= 0 && op.peer != e.peer)) continue;
+        if (!matches(op, e.peer, e.tag)) continue;
         if (op.len != e.size) {
-            finish(op, DISTC_EINVAL,
-                   who(e.peer) + " sent " + std::to_string(e.size) + " bytes with tag " + std::to_string(e.tag) +
-                       "; this receive takes " + std::to_string(op.len));
+            finish(op, DISTC_EINVAL, size_mismatch(e.peer, e.size, e.tag, op.len));
         } else {
             if (op.len) std::memcpy(op.data, e.data.get(), op.len);
             op.peer = e.peer;
@@ -523,14 +531,7 @@ void TcpP2p::lost(In &in, const std::string &why) {
     if (in.into == In::Into::Early && in.early && !in.early->complete)
         early_.remove_if([&](const Early &x) { return &x == in.early; });
     in.early = nullptr;
-    if (in.peer >= 0) {
-        gone_[static_cast<size_t>(in.peer)] = full;
-        posted_.remove_if([&](const std::shared_ptr<Op> &op) {
-            if (op->peer != in.peer) return false;
-            finish(*op, DISTC_EREMOTE, full);
-            return true;
-        });
-    }
+    if (in.peer >= 0) peer_ended(in.peer, full);
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, in.fd.get(), nullptr);
     in.fd.reset();
     check_gone();

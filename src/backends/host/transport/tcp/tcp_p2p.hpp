@@ -72,6 +72,9 @@ private:
     void lost(In &in, const std::string &why);  // mu_ held
     void peer_gone(int peer);                   // mu_ held: its mesh connection ended
     void check_gone();                          // mu_ held: receives from peers gone with nothing left to read fail
+    void peer_ended(int peer, const std::string &why);            // mu_ held: its receives fail, and later ones at once
+    static bool matches(const Op &recv, int peer, uint32_t tag);  // a message of (peer, tag) is for `recv`
+    std::string size_mismatch(int peer, uint64_t sent, uint32_t tag, size_t takes) const;
     void finish(Op &op, int code, std::string msg);  // mu_ held
     void withdraw(Op &op);                           // mu_ held: a wait gave up on it
     int wait(Op &op, Millis timeout);
