@@ -13,16 +13,15 @@ using distc::capi::require_ptr;
 
 namespace {
 
-// Takes the work out of the handle the backend completes, and frees the handle;
-// the backend must not touch it afterwards.
-std::shared_ptr<Work> release_handle(distc_work *work) {
-    std::shared_ptr<Work> w = std::move(work->impl);
-    delete work;
-    return w;
-}
-
 [[noreturn, gnu::cold]] void fail_completed() {
     fail(DISTC_ESTATE, "the work was already completed (a backend completes each work once, and sets hooks before)");
+}
+
+// Completes what the backend's handle stands for. An async work's handle is
+// freed then: the backend must not touch it afterwards.
+void complete(distc_work *work, int code, const char *message, int32_t source_rank) {
+    if (!work->completion->complete_by_backend(code, message, source_rank)) fail_completed();
+    if (work->impl) delete work;
 }
 
 DType dtype_value(int32_t dtype) {
@@ -61,28 +60,22 @@ DISTC_EXTERN(int) distc_backend_work_set_hooks(distc_work *work, const distc_wor
         if (hooks->version != DISTC_WORK_HOOKS_VERSION)
             fail(DISTC_EINVAL, "hooks->version is " + std::to_string(hooks->version) + ", expected " +
                                    std::to_string(DISTC_WORK_HOOKS_VERSION));
-        Work::StreamWait ws;
+        Completion::StreamWait ws;
         if (hooks->wait_stream) ws = [fn = hooks->wait_stream, payload](void *s) { return fn(payload, s); };
         std::function<void()> rel;
         if (hooks->release) rel = [fn = hooks->release, payload] { fn(payload); };
-        if (work->call) {  // a blocking host call: no stream waits on it; released when it is over
-            if (!work->call->set_release(std::move(rel))) fail_completed();
-            return 0;
-        }
-        if (!work->impl->set_hooks(std::move(ws), std::move(rel)))
-            fail(DISTC_ESTATE, "hooks are already set on " + work->impl->what());
+        if (!work->completion->set_backend_hooks(std::move(ws), std::move(rel)))
+            fail(DISTC_ESTATE,
+                 "hooks are already set on the work, or it was completed (a backend sets hooks once, before "
+                 "completing)");
         return 0;
     });
 }
 
 DISTC_EXTERN(int) distc_backend_work_complete(distc_work *work, int32_t source_rank) {
-    // A blocking call, the fast path: nobody asks for its source rank.
-    if (work && work->call && work->call->complete(0, nullptr)) return 0;
     return guard(__func__, [&] {
         require_ptr(work, "work");
-        if (work->call) fail_completed();
-        std::shared_ptr<Work> w = release_handle(work);
-        w->complete(0, "", source_rank);
+        complete(work, 0, nullptr, source_rank);
         return 0;
     });
 }
@@ -91,12 +84,7 @@ DISTC_EXTERN(int) distc_backend_work_fail(distc_work *work, int code, const char
     return guard(__func__, [&] {
         require_ptr(work, "work");
         require(code < 0, "code must be a negative distc error code");
-        if (work->call) {
-            if (!work->call->complete(code, message && *message ? message : distc_strerror(code))) fail_completed();
-            return 0;
-        }
-        std::shared_ptr<Work> w = release_handle(work);
-        w->complete(code, w->what() + " failed: " + (message && *message ? message : distc_strerror(code)));
+        complete(work, code, message && *message ? message : distc_strerror(code), -1);
         return 0;
     });
 }

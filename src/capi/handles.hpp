@@ -11,16 +11,19 @@ struct distc_store {
 };
 
 #include "core/pg/process_group.hpp"
-#include "core/work/blocking_call.hpp"
+#include "core/work/completion.hpp"
 #include "core/work/work.hpp"
 
 struct distc_pg {
     std::shared_ptr<distc::ProcessGroup> impl;
 };
 
+// A program's handle has impl. A backend's handle (distc/sys/backend.h) has
+// what it completes: an async operation's Work, whose handle is the backend's
+// until it completes it and freed then; or, without impl, the BlockingCall
+// that a thread lends for each of its blocking calls (plugin_backend.cpp),
+// a handle that is the thread's and never given out.
 struct distc_work {
     std::shared_ptr<distc::Work> impl;
-    // Instead of impl, for the handle a thread lends a host backend for each of
-    // its blocking calls (plugin_backend.cpp): the handle is never given out.
-    distc::BlockingCall *call = nullptr;
+    distc::Completion *completion = impl.get();
 };

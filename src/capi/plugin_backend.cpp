@@ -5,6 +5,7 @@
 
 #include "capi/handles.hpp"
 #include "core/util/error.hpp"
+#include "core/work/blocking_call.hpp"
 
 namespace distc {
 
@@ -84,9 +85,8 @@ namespace {
 // One the backend has not completed (its call timed out) stays the backend's:
 // the thread takes another, and takes the old one back once it is completed.
 struct ThreadCall {
-    distc_work handle;
     BlockingCall call;
-    ThreadCall() { handle.call = &call; }
+    distc_work handle{nullptr, &call};
 };
 // A plain pointer, so that the fast path reads it with one TLS access; the
 // owner, touched only when the thread needs another ThreadCall, keeps the ones

@@ -106,7 +106,7 @@ DISTC_EXTERN(int) distc_work_wait_stream(distc_work *work, void *stream) {
 }
 
 DISTC_EXTERN(void) distc_work_free(distc_work *work) {
-    if (work && work->call) return;  // a backend's handle of a blocking call: its thread's, not anyone's to free
+    if (work && !work->impl) return;  // a backend's handle of a blocking call: its thread's, not anyone's to free
     delete work;
 }
 

@@ -14,14 +14,17 @@
 #include <mutex>
 #include <string>
 
+#include "core/work/completion.hpp"
+
 namespace distc {
 
-class BlockingCall {
+class BlockingCall final : public Completion {
 public:
     // Lends it for the next call. Only when reusable().
     void begin() {
         if (release_) run_release();  // a call given up on, completed since
         code_ = 0;
+        has_release_ = false;
         owner_ = this_thread();
         state_.store(kRunning, std::memory_order_relaxed);
     }
@@ -48,10 +51,12 @@ public:
         complete_slow(code, message);
         return true;
     }
-    // A release hook from the backend (distc_backend_work_set_hooks); run once
-    // the call is over. False when it is over already.
-    bool set_release(std::function<void()> release) {
-        if (!running()) return false;
+    bool complete_by_backend(int code, const char *message, int32_t) override { return complete(code, message); }
+    // No stream waits on a blocking host call; the release hook runs once the
+    // call is over.
+    bool set_backend_hooks(StreamWait, std::function<void()> release) override {
+        if (!running() || has_release_) return false;
+        has_release_ = true;
         release_ = std::move(release);
         return true;
     }
@@ -88,6 +93,7 @@ private:
     const void *owner_ = nullptr;  // the thread that lent it: completed there, it cannot be asleep
     std::string message_;
     std::function<void()> release_;
+    bool has_release_ = false;
     std::mutex mu_;
     std::condition_variable cv_;
 };

@@ -46,11 +46,11 @@ void Work::start() {
     start_ = std::chrono::steady_clock::now();
 }
 
-void Work::complete(int code, const std::string &message, int32_t source_rank) {
+bool Work::complete(int code, const std::string &message, int32_t source_rank) {
     std::function<void()> cb;
     {
         std::lock_guard<std::mutex> lk(mu_);
-        if (done_.load(std::memory_order_relaxed)) return;
+        if (done_.load(std::memory_order_relaxed)) return false;
         code_ = code;
         message_ = message;
         if (source_rank >= 0) source_ = source_rank;
@@ -62,6 +62,12 @@ void Work::complete(int code, const std::string &message, int32_t source_rank) {
     }
     cv_.notify_all();
     if (cb) cb();
+    return true;
+}
+
+bool Work::complete_by_backend(int code, const char *message, int32_t source_rank) {
+    if (code == 0) return complete(0, std::string(), source_rank);
+    return complete(code, what() + " failed: " + message, source_rank);
 }
 
 bool Work::done() const { return done_.load(std::memory_order_acquire); }

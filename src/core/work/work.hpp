@@ -11,6 +11,8 @@
 #include <mutex>
 #include <string>
 
+#include "core/work/completion.hpp"
+
 namespace distc {
 
 // How messages name an operation: "allreduce #5 (float32[16])". Kept as
@@ -36,7 +38,7 @@ std::string describe_op(const char *kind, uint64_t seq, const OpLabel &label);
 void mark_group_thread();
 bool on_group_thread();
 
-class Work {
+class Work final : public Completion {
 public:
     // `kind` is a static string ("allreduce"); seq 0 means no number (point-to-point).
     Work(uint64_t seq, const char *kind, OpLabel label = {}) : seq_(seq), kind_(kind), label_(label) {}
@@ -50,8 +52,11 @@ public:
     const std::string &what() const;
 
     void start();  // marks the running start (for duration)
-    // Records the outcome, wakes waiters and runs the callback; first call wins.
-    void complete(int code, const std::string &message, int32_t source_rank = -1);
+    // Records the outcome, wakes waiters and runs the callback; first call wins
+    // (false for the others).
+    bool complete(int code, const std::string &message, int32_t source_rank = -1);
+    // A backend's completion: a failure's message becomes "<what()> failed: <message>".
+    bool complete_by_backend(int code, const char *message, int32_t source_rank) override;
 
     bool done() const;
     int status() const;  // DISTC_INPROGRESS until done
@@ -67,8 +72,10 @@ public:
     // Device work (backends with streams): how a stream waits for it, and
     // what to release when the work goes. Set once, before completion; false
     // if set before.
-    using StreamWait = std::function<int(void *stream)>;
     bool set_hooks(StreamWait wait_stream, std::function<void()> release);
+    bool set_backend_hooks(StreamWait wait_stream, std::function<void()> release) override {
+        return !done() && set_hooks(std::move(wait_stream), std::move(release));
+    }
     // Runs the stream hook; false (and nothing done) when there is none.
     bool wait_stream(void *stream, int &rc) const;
 
