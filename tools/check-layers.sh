@@ -5,8 +5,9 @@
 # The plugins (backends/mpi, backends/nccl) are libraries of their own: they
 # use the public headers (distc/...), support/ and their own folder only.
 # Beneath the host backend, a transport (backends/host/transport/<name>/)
-# uses the transport interface and its own folder of backends/, never the
-# algorithms above it or another transport.
+# uses what the transports share (the files of backends/host/transport/
+# itself: the interface, the exchange engine) and its own folder of
+# backends/, never the algorithms above it or another transport.
 #   tools/check-layers.sh [SRC_DIR]   (default: src/ next to tools/)
 set -euo pipefail
 src=${1:-"$(dirname "$0")/../src"}
@@ -30,8 +31,10 @@ while IFS= read -r hit; do
       transport=${layer#backends/host/transport/}; transport=${transport%%/*}
       case "$inc" in
         capi/*) why="backends/ do not use capi/";;
-        backends/host/transport/transport.hpp|backends/host/transport/"$transport"/*) ;;
-        backends/*) why="a transport uses the transport interface and its own folder only";;
+        backends/host/transport/"$transport"/*) ;;
+        backends/host/transport/*/*) why="a transport uses the shared transport files and its own folder only";;
+        backends/host/transport/*) ;;
+        backends/*) why="a transport uses the shared transport files and its own folder only";;
       esac ;;
     backends/*) case "$top" in capi) why="backends/ do not use capi/";; esac ;;
     support/*) case "$inc" in distc/*|distc.h) ;; *) why="support/ uses nothing of distc but its public headers";; esac ;;

@@ -1,5 +1,5 @@
 // libFuzzer target: the TCP transport's frame parser
-// (backends/host/transport/tcp/mesh_exchange). A peer
+// (backends/host/transport/exchange over tcp/socket_links). A peer
 // sends arbitrary bytes where this rank, running an allreduce of 16 uint8
 // elements, expects up to four messages of sizes the input also picks; the
 // exchange must end in success, DISTC_EPROTO, DISTC_EINVAL (another call,
@@ -12,7 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/host/transport/tcp/mesh_exchange.hpp"
+#include "backends/host/transport/exchange.hpp"
+#include "backends/host/transport/tcp/socket_links.hpp"
 #include "core/util/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -40,14 +41,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ::shutdown(sv[1], SHUT_WR);
     std::vector<distc::Fd> socks(2);
     socks[1] = distc::Fd(sv[0]);
-    distc::MeshExchange x;
+    distc::SocketLinks links(socks);
+    distc::Exchange x;
     for (size_t i = 0; i < bufs.size(); ++i) x.recv(1, bufs[i].data(), bufs[i].size() - 16, int(i));
     uint8_t reply[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     x.send(1, reply, sizeof reply);
     int got = 0;
     try {
         distc::Call call = distc::make_call("allreduce", 2 /* uint8 */, 0 /* SUM */, -1, 16, seq);
-        x.run(socks, call, distc::Clock::now() + std::chrono::milliseconds(200), std::chrono::microseconds(0),
+        x.run(links, call, distc::Clock::now() + std::chrono::milliseconds(200), std::chrono::microseconds(0),
               [&](int peer, int id) {
                   if (peer != 1 || id != got) std::abort();  // in order, each once
                   ++got;

@@ -52,7 +52,7 @@ for name, data in {**t1, **t2, **dc}.items():
     write("fuzz_store_wire", name, data)
 
 # The mesh: uint32 seq, message count-1, uint16 sizes, then the peer's frames. A frame's
-# 40-byte header (backends/host/transport/tcp/mesh_exchange.hpp): the call (uint32 seq, uint8 kind, dtype, op,
+# 40-byte header (backends/host/transport/exchange.hpp): the call (uint32 seq, uint8 kind, dtype, op,
 # pad, int32 root, uint32 pad, uint64 count), uint64 len, uint64 expect, then the bytes.
 # The fuzzer runs allreduce (kind 0) of 16 uint8 (dtype 2) with SUM (op 0), and sends 8 bytes.
 def frame(seq, payload, kind=0, dtype=2, op=0, root=-1, count=16, expect=8):

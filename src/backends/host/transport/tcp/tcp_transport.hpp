@@ -1,5 +1,5 @@
 // The TCP mesh: one connection per peer, made through the group's store,
-// moved by the calling thread (mesh_exchange.hpp). Gloo hands every message
+// moved by the calling thread (../exchange.hpp). Gloo hands every message
 // to its event-loop thread and wakes the caller with a condition variable:
 // two thread wake-ups per hop, which is all a small allreduce costs. Here the
 // caller moves the bytes itself, spinning briefly (DISTC_SPIN_US) before it
@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/host/transport/tcp/mesh_exchange.hpp"
+#include "backends/host/transport/exchange.hpp"
+#include "backends/host/transport/tcp/socket_links.hpp"
 #include "backends/host/transport/tcp/tcp_p2p.hpp"
 #include "backends/host/transport/transport.hpp"
 #include "core/store/store.hpp"
@@ -29,7 +30,7 @@ public:
     void send(int peer, const void *p, size_t n, const bool *gate) override { x_.send(peer, p, n, gate); }
     void recv(int peer, void *p, size_t n, int id, const bool *gate) override { x_.recv(peer, p, n, id, gate); }
     void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override {
-        x_.run(socks_, call, deadline, spin_, on_recv);
+        x_.run(links_, call, deadline, spin_, on_recv);
     }
     void close() noexcept override;
     std::string describe(int peer) const override;
@@ -39,7 +40,8 @@ private:
     std::vector<Fd> socks_;           // by peer rank; invalid for our own rank
     std::vector<std::string> where_;  // by rank: where it listens, "host:port"
     std::chrono::microseconds spin_;
-    MeshExchange x_;
+    SocketLinks links_{socks_};
+    Exchange x_;
     std::unique_ptr<TcpP2p> p2p_;
 };
 

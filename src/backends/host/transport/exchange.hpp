@@ -1,9 +1,11 @@
-// The mesh's progress engine: one collective's messages to and from every
-// peer, moved by the calling thread over non-blocking sockets. Sends and
-// receives on all connections are interleaved as the sockets allow, so no
-// message is too large for the kernel's buffers (a rank that only sent before
-// reading would deadlock once both sides' buffers fill), and a receive can
-// trigger work (a reduction) while other transfers are still moving.
+// The transports' progress engine: one collective's messages to and from
+// every peer, moved by the calling thread over one byte stream per peer
+// (Links: TCP connections, shared-memory rings). Sends and receives on all
+// links are interleaved as the links allow, so no message is too large for
+// their buffers (a rank that only sent before reading would deadlock once
+// both sides' buffers fill), and a receive can trigger work (a reduction)
+// while other transfers are still moving. Every message carries a header
+// that lets the receiver catch a peer running another call.
 #pragma once
 
 #include <sys/uio.h>
@@ -14,12 +16,31 @@
 #include <vector>
 
 #include "core/pg/call.hpp"
+#include "core/util/clock.hpp"
 #include "core/util/fn_ref.hpp"
-#include "core/util/socket.hpp"
 
 namespace distc {
 
-class MeshExchange {
+// One non-blocking duplex byte stream per peer, as a transport has them.
+class Links {
+public:
+    virtual ~Links() = default;
+    // Moves what fits now of the bytes in `iov` to `peer`: the count, 0 when
+    // nothing fits. Throws DISTC_EREMOTE when the link is broken.
+    virtual size_t write(int peer, const iovec *iov, int n) = 0;
+    // Moves what has arrived from `peer` into `iov`: the count, 0 when nothing
+    // has. Throws DISTC_EREMOTE when the peer closed its end or died.
+    virtual size_t read(int peer, const iovec *iov, int n) = 0;
+    struct Want {
+        int peer;
+        bool write, read;
+    };
+    // Sleeps until one of `wants` may move (a spurious return is fine) or
+    // `deadline` passes.
+    virtual void wait(const std::vector<Want> &wants, Clock::time_point deadline) = 0;
+};
+
+class Exchange {
 public:
     // Queues a message; per peer, messages go over the connection in the order
     // they were queued. A gated message does not start until *gate is true:
@@ -35,8 +56,9 @@ public:
     // all: a peer out of step is DISTC_EPROTO; one running another call, or
     // an all-to-all whose split sizes disagree with this rank's, is
     // DISTC_EINVAL naming both sides, found before its bytes are read. Waiting
-    // spins (yielding) for `spin` after the last progress, then sleeps in poll.
-    void run(const std::vector<Fd> &socks, const Call &call, Clock::time_point deadline, std::chrono::microseconds spin,
+    // spins (yielding) for `spin` after the last progress, then sleeps in
+    // links.wait().
+    void run(Links &links, const Call &call, Clock::time_point deadline, std::chrono::microseconds spin,
              FnRef<void(int peer, int id)> on_recv);
 
 private:
@@ -72,12 +94,13 @@ private:
 
     Peer &peer(int p);
     static int remaining(Lane &l, ::iovec *iov);  // the rest of the current message
-    // Moves what the socket takes now; true if any byte moved.
-    bool push(int fd, Peer &pr, const Call &call, int peer);
-    bool pull(int fd, Peer &pr, const Call &call, int peer, FnRef<void(int, int)> on_recv);
+    // Moves what the link takes now; true if any byte moved.
+    bool push(Links &links, Peer &pr, const Call &call, int peer);
+    bool pull(Links &links, Peer &pr, const Call &call, int peer, FnRef<void(int, int)> on_recv);
     // The checks of a peer's header, once it is in.
     void check_header(const Peer &pr, const Lane &l, const Call &call, int peer) const;
     std::vector<Peer> peers_;
+    std::vector<Links::Want> wants_;  // kept: no allocation per wait
 };
 
 }  // namespace distc

@@ -1,11 +1,6 @@
-#include "backends/host/transport/tcp/mesh_exchange.hpp"
+#include "backends/host/transport/exchange.hpp"
 
-#include <poll.h>
 #include <sched.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-
-#include <cerrno>
 
 #include "core/util/error.hpp"
 
@@ -17,19 +12,16 @@ namespace {
 // reduction gated on it) never waits for one huge read.
 constexpr size_t kMaxMsg = size_t(1) << 30;
 
-// A peer resets its connections when an operation fails on it (Executor::break_group).
-constexpr const char *kGaveUp = " (it gave up on the group after a failure there, or died)";
-
 std::string rank_name(int p) { return "rank " + std::to_string(p); }
 
 }  // namespace
 
-MeshExchange::Peer &MeshExchange::peer(int p) {
+Exchange::Peer &Exchange::peer(int p) {
     if (peers_.size() <= static_cast<size_t>(p)) peers_.resize(static_cast<size_t>(p) + 1);
     return peers_[static_cast<size_t>(p)];
 }
 
-void MeshExchange::send(int p, const void *data, size_t n, const bool *gate) {
+void Exchange::send(int p, const void *data, size_t n, const bool *gate) {
     auto *c = static_cast<uint8_t *>(const_cast<void *>(data));
     Peer &pr = peer(p);
     pr.out_total += n;
@@ -42,7 +34,7 @@ void MeshExchange::send(int p, const void *data, size_t n, const bool *gate) {
     } while (n);
 }
 
-void MeshExchange::recv(int p, void *data, size_t n, int id, const bool *gate) {
+void Exchange::recv(int p, void *data, size_t n, int id, const bool *gate) {
     auto *c = static_cast<uint8_t *>(data);
     Peer &pr = peer(p);
     pr.in_total += n;
@@ -57,7 +49,7 @@ void MeshExchange::recv(int p, void *data, size_t n, int id, const bool *gate) {
 }
 
 // The rest of the current message, header then payload, as an iovec list; returns its length.
-int MeshExchange::remaining(Lane &l, iovec *iov) {
+int Exchange::remaining(Lane &l, iovec *iov) {
     const Msg &m = l.msgs[l.next];
     int cnt = 0;
     if (l.done < sizeof(Header)) iov[cnt++] = {reinterpret_cast<uint8_t *>(&l.hdr) + l.done, sizeof(Header) - l.done};
@@ -66,7 +58,7 @@ int MeshExchange::remaining(Lane &l, iovec *iov) {
     return cnt;
 }
 
-bool MeshExchange::push(int fd, Peer &pr, const Call &call, int p) {
+bool Exchange::push(Links &links, Peer &pr, const Call &call, int p) {
     Lane &l = pr.out;
     bool moved = false;
     while (l.ready()) {
@@ -74,46 +66,29 @@ bool MeshExchange::push(int fd, Peer &pr, const Call &call, int p) {
         if (l.done == 0) l.hdr = Header{call, m.n, pr.in_total};
         // Header and payload in one call: a small message is one segment on the wire.
         iovec iov[2];
-        msghdr mh{};
-        mh.msg_iov = iov;
-        mh.msg_iovlen = static_cast<size_t>(remaining(l, iov));
-        ssize_t w = ::sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (w > 0) {
-            moved = true;
-            l.done += static_cast<size_t>(w);
-            if (l.done == sizeof(Header) + m.n) {
-                ++l.next;
-                l.done = 0;
-            }
-            continue;
+        size_t w = links.write(p, iov, remaining(l, iov));
+        if (w == 0) break;
+        moved = true;
+        l.done += w;
+        if (l.done == sizeof(Header) + m.n) {
+            ++l.next;
+            l.done = 0;
         }
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        fail_errno(DISTC_EREMOTE, "connection to " + rank_name(p) + " lost while sending" + kGaveUp,
-                   w < 0 ? errno : EPIPE);
     }
     return moved;
 }
 
-bool MeshExchange::pull(int fd, Peer &pr, const Call &call, int p, FnRef<void(int, int)> on_recv) {
+bool Exchange::pull(Links &links, Peer &pr, const Call &call, int p, FnRef<void(int, int)> on_recv) {
     Lane &l = pr.in;
     bool moved = false;
     while (l.ready()) {
         const Msg &m = l.msgs[l.next];
         iovec iov[2];
-        msghdr mh{};
-        mh.msg_iov = iov;
-        mh.msg_iovlen = static_cast<size_t>(remaining(l, iov));
-        ssize_t r = ::recvmsg(fd, &mh, MSG_DONTWAIT);
-        if (r == 0) fail(DISTC_EREMOTE, rank_name(p) + " closed the connection" + kGaveUp);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-            fail_errno(DISTC_EREMOTE, "connection to " + rank_name(p) + " lost while receiving" + kGaveUp, errno);
-        }
+        size_t r = links.read(p, iov, remaining(l, iov));
+        if (r == 0) break;
         moved = true;
         size_t before = l.done;
-        l.done += static_cast<size_t>(r);
+        l.done += r;
         if (before < sizeof(Header) && l.done >= sizeof(Header)) check_header(pr, l, call, p);
         if (l.done == sizeof(Header) + m.n) {
             int id = m.id;
@@ -125,7 +100,7 @@ bool MeshExchange::pull(int fd, Peer &pr, const Call &call, int p, FnRef<void(in
     return moved;
 }
 
-void MeshExchange::check_header(const Peer &pr, const Lane &l, const Call &call, int p) const {
+void Exchange::check_header(const Peer &pr, const Lane &l, const Call &call, int p) const {
     const Header &h = l.hdr;
     const Msg &m = l.msgs[l.next];
     if (h.call.seq != call.seq)
@@ -146,8 +121,8 @@ void MeshExchange::check_header(const Peer &pr, const Lane &l, const Call &call,
                  (call.all_to_all() ? ": the ranks' split sizes disagree" : ""));
 }
 
-void MeshExchange::run(const std::vector<Fd> &socks, const Call &call, Clock::time_point deadline,
-                       std::chrono::microseconds spin, FnRef<void(int, int)> on_recv) {
+void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, std::chrono::microseconds spin,
+                   FnRef<void(int, int)> on_recv) {
     // Whatever happens, the next collective starts with empty queues.
     struct Clear {
         std::vector<Peer> &ps;
@@ -159,24 +134,22 @@ void MeshExchange::run(const std::vector<Fd> &socks, const Call &call, Clock::ti
             }
         }
     } clear{peers_};
-    std::vector<pollfd> fds;
     auto spin_until = Clock::now() + spin;
     for (;;) {
         bool moved = false, pending = false;
         for (size_t p = 0; p < peers_.size(); ++p) {
             Peer &pr = peers_[p];
             if (pr.out.idle() && pr.in.idle()) continue;
-            int fd = socks[p].get();
             try {
-                moved |= push(fd, pr, call, int(p));
+                moved |= push(links, pr, call, int(p));
             } catch (const Error &e) {
-                // The peer reset the connection: what it sent before may say
-                // why (another call, other sizes). Read that first; only a
-                // peer that agreed with this rank is reported as lost.
-                if (e.code() == DISTC_EREMOTE) pull(fd, pr, call, int(p), on_recv);
+                // The peer broke the link: what it sent before may say why
+                // (another call, other sizes). Read that first; only a peer
+                // that agreed with this rank is reported as lost.
+                if (e.code() == DISTC_EREMOTE) pull(links, pr, call, int(p), on_recv);
                 throw;
             }
-            moved |= pull(fd, pr, call, int(p), on_recv);
+            moved |= pull(links, pr, call, int(p), on_recv);
             pending |= !pr.out.idle() || !pr.in.idle();
         }
         if (!pending) return;
@@ -190,16 +163,13 @@ void MeshExchange::run(const std::vector<Fd> &socks, const Call &call, Clock::ti
             sched_yield();
             continue;
         }
-        fds.clear();
+        wants_.clear();
         for (size_t p = 0; p < peers_.size(); ++p) {
-            short ev = short((peers_[p].out.ready() ? POLLOUT : 0) | (peers_[p].in.ready() ? POLLIN : 0));
-            if (ev) fds.push_back(pollfd{socks[p].get(), ev, 0});
+            bool w = peers_[p].out.ready(), r = peers_[p].in.ready();
+            if (w || r) wants_.push_back(Links::Want{int(p), w, r});
         }
-        if (fds.empty()) fail(DISTC_EINTERNAL, "mesh transfers wait on each other (a gate no receive opens)");
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-        int rc = left > 0 ? ::poll(fds.data(), fds.size(), left > 1000000 ? 1000000 : int(left) + 1) : 0;
-        if (rc < 0 && errno != EINTR) fail_errno(DISTC_EIO, "poll", errno);
-        if (rc == 0 && Clock::now() >= deadline) {
+        if (wants_.empty()) fail(DISTC_EINTERNAL, "transfers wait on each other (a gate no receive opens)");
+        if (Clock::now() >= deadline) {
             // Name the peers this rank still waits for.
             std::string who;
             for (size_t p = 0; p < peers_.size(); ++p)
@@ -208,6 +178,7 @@ void MeshExchange::run(const std::vector<Fd> &socks, const Call &call, Clock::ti
             for (auto &pr : peers_) receiving |= !pr.in.idle();
             fail(DISTC_ETIMEOUT, std::string(receiving ? "waiting for " : "sending to ") + who + " timed out");
         }
+        links.wait(wants_, deadline);
     }
 }
 
