@@ -1,11 +1,13 @@
 #include "backends/host/host_backend.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 
 #include "backends/host/transport/gloo/gloo_backend.hpp"
+#include "backends/host/transport/shm/shm_transport.hpp"
 #include "backends/host/transport/tcp/tcp_transport.hpp"
 #include "core/util/error.hpp"
 
@@ -74,11 +76,19 @@ size_t HostBackend::mesh_limit() {
 HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
     rank_(info.rank), size_(info.size), debug_(debug), exec_(info.rank, [this] {
         if (tcp_) tcp_->close();
+        if (shm_) shm_->close();
         if (gloo_) gloo_->abort();
     }) {
     if (size_ > 1 && mesh_limit() > 0) {
         tcp_ = std::make_unique<TcpTransport>(*info.store, rank_, size_, info.timeout);
-        algo_ = std::make_unique<Algorithms>(*tcp_, rank_, size_);
+        Locality loc = find_locality(*info.store, rank_, size_, info.timeout);
+        if (loc.all_local()) {
+            std::string why_not;
+            shm_ = ShmTransport::try_make(*info.store, rank_, size_, loc, info.timeout, why_not);
+            if (!shm_ && std::getenv("DISTC_DEBUG"))
+                std::fprintf(stderr, "distc: rank %d: shared memory not used: %s\n", rank_, why_not.c_str());
+        }
+        algo_ = std::make_unique<Algorithms>(shm_ ? static_cast<Transport &>(*shm_) : *tcp_, rank_, size_);
         p2p_ = &tcp_->p2p();
     }
     // Every rank decides alike (by size and DISTC_MESH_BYTES), so all or none connect Gloo.

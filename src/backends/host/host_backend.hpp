@@ -2,7 +2,8 @@
 // as a plugin (core/pg/async_backend.hpp). It owns how operations run
 // (executor.hpp), packing lists of tensors into one, AVG and PREMUL_SUM, and
 // the choice of path: collectives take the host algorithms over a transport
-// (algorithms.hpp, transport/), by operation and size only so that every rank
+// (algorithms.hpp, transport/: shared memory when every rank shares this
+// host, else the TCP mesh), by operation and size only so that every rank
 // picks the same, and point-to-point takes the TCP transport's own
 // connections. Gloo's pairs (transport/gloo/) are made only for what still
 // needs them: collectives above DISTC_MESH_BYTES (0: all of them, and
@@ -20,6 +21,7 @@
 namespace distc {
 
 class TcpTransport;
+class ShmTransport;
 
 class HostBackend final : public AsyncBackend {
 public:
@@ -79,10 +81,11 @@ private:
     const int rank_, size_;
     const bool debug_;
     std::unique_ptr<TcpTransport> tcp_;
-    std::unique_ptr<Algorithms> algo_;  // over tcp_, when the group has one
-    std::unique_ptr<Backend> gloo_;     // only when something above needs it
-    P2pTransport *p2p_ = nullptr;       // tcp_'s, else gloo_
-    Executor exec_;                     // last: stops its threads before the links go
+    std::unique_ptr<ShmTransport> shm_;  // when every rank shares this host (and DISTC_SHM is not 0)
+    std::unique_ptr<Algorithms> algo_;   // over shm_, else tcp_, when the group has one
+    std::unique_ptr<Backend> gloo_;      // only when something above needs it
+    P2pTransport *p2p_ = nullptr;        // tcp_'s, else gloo_
+    Executor exec_;                      // last: stops its threads before the links go
 };
 
 }  // namespace distc

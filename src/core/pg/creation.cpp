@@ -78,15 +78,16 @@ void ProcessGroup::agree_created(Store &store) {
     // Every rank has now read what it needs of its peers' addresses: the last
     // one here removes them all, so a freed group leaves only its name's
     // attempt counters (one per rank) in the store. The names are the host
-    // backend's (its TCP transport's and Gloo's rendezvous'; test_pg_groups
-    // counts what is left); other backends keep their own keys.
+    // backend's (its TCP and shared-memory transports' and Gloo's rendezvous';
+    // test_pg_groups counts what is left); other backends keep their own keys.
     try {
         if (store.add("connected", 1) < size_) return;
         for (int r = 0; r < size_; ++r)
-            for (const std::string &k : {"created/" + std::to_string(r), "mesh/" + std::to_string(r), std::to_string(r),
-                                         "rank_" + std::to_string(r)})
+            for (const std::string &k :
+                 {"created/" + std::to_string(r), "mesh/" + std::to_string(r), std::to_string(r),
+                  "rank_" + std::to_string(r), "shm/host/" + std::to_string(r), "shm/ok/" + std::to_string(r)})
                 store.delete_key(k);
-        store.delete_key("connected");
+        for (const char *k : {"connected", "shm/seg", "shm/fail"}) store.delete_key(k);
     } catch (const Error &) {
         // A store that fails now leaves the keys behind; the group itself is connected and works.
     }

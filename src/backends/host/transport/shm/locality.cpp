@@ -1,0 +1,77 @@
+#include "backends/host/transport/shm/locality.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "core/util/error.hpp"
+
+namespace distc {
+
+namespace {
+
+std::string first_line(const char *path) {
+    std::ifstream f(path);
+    std::string s;
+    std::getline(f, s);
+    return s;
+}
+
+std::string link_of(const char *path) {
+    char buf[128];
+    ssize_t n = ::readlink(path, buf, sizeof buf);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+}  // namespace
+
+std::string host_identity() {
+    const char *off = std::getenv("DISTC_SHM");
+    if (off && std::string(off) == "0") return "";
+    if (const char *id = std::getenv("DISTC_HOST_ID"); id && *id) return std::string("id:") + id;
+    std::string boot = first_line("/proc/sys/kernel/random/boot_id");
+    std::string ipc = link_of("/proc/self/ns/ipc"), net = link_of("/proc/self/ns/net"),
+                pidns = link_of("/proc/self/ns/pid");
+    // Without a boot id or namespaces to compare, nobody is known to share this host.
+    if (boot.empty() || ipc.empty() || net.empty() || pidns.empty()) return "";
+    return boot + " " + ipc + " " + net + " " + pidns;
+}
+
+std::vector<int> Locality::peers_of(int rank) const {
+    std::vector<int> out;
+    for (size_t r = 0; r < host.size(); ++r)
+        if (host[r] == host[static_cast<size_t>(rank)]) out.push_back(static_cast<int>(r));
+    return out;
+}
+
+bool Locality::all_local() const {
+    for (int h : host)
+        if (h != 0) return false;
+    return true;
+}
+
+Locality find_locality(Store &store, int rank, int size, Millis timeout) {
+    std::string me = std::to_string(::getpid()) + " " + host_identity();
+    store.set("shm/host/" + std::to_string(rank), ByteView(me.data(), me.size()));
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r) keys.push_back("shm/host/" + std::to_string(r));
+    std::vector<Bytes> all = store.multi_get(keys, timeout);
+    Locality loc;
+    std::map<std::string, int> hosts;
+    for (int r = 0; r < size; ++r) {
+        std::string s(all[static_cast<size_t>(r)].begin(), all[static_cast<size_t>(r)].end());
+        auto space = s.find(' ');
+        if (space == std::string::npos) fail(DISTC_EPROTO, "rank " + std::to_string(r) + " published no host identity");
+        loc.pid.push_back(static_cast<pid_t>(std::atol(s.c_str())));
+        std::string id = s.substr(space + 1);
+        // A rank off shared memory is a host of its own.
+        if (id.empty()) id = "alone:" + std::to_string(r);
+        auto it = hosts.emplace(id, static_cast<int>(hosts.size())).first;
+        loc.host.push_back(it->second);
+    }
+    return loc;
+}
+
+}  // namespace distc

@@ -1,0 +1,37 @@
+// One shared memory segment per group's host: an anonymous memfd that the
+// host's first rank creates and hands to the others over an abstract Unix
+// socket (SCM_RIGHTS), so that no name exists anywhere in the file system
+// and nothing outlives the ranks, even when all of them are killed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/store/store.hpp"
+#include "core/util/fn_ref.hpp"
+
+namespace distc {
+
+class Segment {
+public:
+    // `members`: the ranks sharing it, in rank order; members[0] creates it.
+    // Keys (in the group's key space): "shm/seg" (where the socket is, or why
+    // the segment could not be made) and "shm/fail" (a member gave up). The
+    // creator lays the zeroed segment out with `init` before handing it on.
+    Segment(Store &store, int rank, const std::vector<int> &members, size_t bytes, Millis timeout,
+            FnRef<void(uint8_t *)> init);
+    ~Segment();
+    Segment(const Segment &) = delete;
+    Segment &operator=(const Segment &) = delete;
+
+    uint8_t *base() const { return base_; }
+    size_t size() const { return size_; }
+
+private:
+    uint8_t *base_ = nullptr;
+    size_t size_ = 0;
+};
+
+}  // namespace distc

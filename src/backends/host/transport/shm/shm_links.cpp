@@ -1,0 +1,216 @@
+#include "backends/host/transport/shm/shm_links.hpp"
+
+#include <linux/futex.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "core/util/error.hpp"
+
+namespace distc {
+
+namespace {
+
+constexpr uint64_t kMagic = 0x64697374632d736dULL;  // "distc-sm"
+constexpr size_t kHeader = 64;
+// Sleeps last at most this long, to look at the peers' processes in between.
+constexpr Millis kSlice{50};
+
+struct Header {
+    uint64_t magic;
+    uint32_t n;
+    uint32_t pad;
+    uint64_t ring_bytes;
+};
+
+long futex(std::atomic<uint32_t> *word, int op, uint32_t val, const timespec *ts) {
+    // Shared (not FUTEX_PRIVATE): the word is in a segment other processes map.
+    return ::syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op, val, ts, nullptr, 0);
+}
+
+int pidfd_open(pid_t pid) {
+#ifdef SYS_pidfd_open
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+// Copies between the iovecs and a ring's bytes at `pos`..`pos + k` (wrapping).
+size_t total(const iovec *iov, int n) {
+    size_t t = 0;
+    for (int i = 0; i < n; ++i) t += iov[i].iov_len;
+    return t;
+}
+
+template <bool kIn>
+void copy(uint8_t *ring, size_t cap, uint64_t pos, const iovec *iov, int n, size_t k) {
+    for (int i = 0; i < n && k; ++i) {
+        auto *p = static_cast<uint8_t *>(iov[i].iov_base);
+        size_t len = std::min(iov[i].iov_len, k);
+        k -= len;
+        while (len) {
+            size_t at = static_cast<size_t>(pos & (cap - 1)), run = std::min(len, cap - at);
+            if (kIn)
+                std::memcpy(ring + at, p, run);
+            else
+                std::memcpy(p, ring + at, run);
+            p += run;
+            pos += run;
+            len -= run;
+        }
+    }
+}
+
+}  // namespace
+
+size_t ShmLinks::segment_bytes(int n, size_t ring_bytes) {
+    size_t nn = static_cast<size_t>(n) * static_cast<size_t>(n);
+    return kHeader + static_cast<size_t>(n) * sizeof(Bell) + nn * sizeof(Ring) + nn * ring_bytes;
+}
+
+void ShmLinks::init(uint8_t *base, int n, size_t ring_bytes) {
+    // The memfd starts zeroed: every counter and flag is 0 already.
+    Header h{kMagic, static_cast<uint32_t>(n), 0, ring_bytes};
+    std::memcpy(base, &h, sizeof h);
+}
+
+ShmLinks::ShmLinks(uint8_t *base, int me, size_t ring_bytes, std::vector<int> ranks, const std::vector<pid_t> &pids) :
+    n_(static_cast<int>(ranks.size())), me_(me), cap_(ring_bytes), ranks_(std::move(ranks)), pids_(pids),
+    pidfds_(ranks_.size()) {
+    Header h;
+    std::memcpy(&h, base, sizeof h);
+    if (h.magic != kMagic || h.n != static_cast<uint32_t>(n_) || h.ring_bytes != ring_bytes)
+        fail(DISTC_EPROTO, "the shared memory segment is not laid out as this rank expects");
+    bells_ = reinterpret_cast<Bell *>(base + kHeader);
+    rings_ = reinterpret_cast<Ring *>(base + kHeader + static_cast<size_t>(n_) * sizeof(Bell));
+    data_ = reinterpret_cast<uint8_t *>(rings_ + static_cast<size_t>(n_) * static_cast<size_t>(n_));
+    for (int p = 0; p < n_; ++p)
+        if (p != me_ && pids_[size_t(p)] != ::getpid()) pidfds_[size_t(p)] = Fd(pidfd_open(pids_[size_t(p)]));
+}
+
+std::string ShmLinks::name(int peer) const {
+    return "rank " + std::to_string(ranks_[size_t(peer)]) + " (pid " + std::to_string(pids_[size_t(peer)]) + ")";
+}
+
+void ShmLinks::ring_bell(int who) {
+    Bell &b = bells_[who];
+    // Pairs with the fence in wait(): either the sleeper sees what we
+    // published, or we see it sleeping and wake it.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (b.sleeping.load(std::memory_order_relaxed)) {
+        b.seq.fetch_add(1, std::memory_order_relaxed);
+        futex(&b.seq, FUTEX_WAKE, INT_MAX, nullptr);
+    }
+}
+
+void ShmLinks::check_self() const {
+    if (closed_.load(std::memory_order_relaxed)) fail(DISTC_EREMOTE, "this rank closed its shared memory links");
+}
+
+void ShmLinks::peer_gone(int peer, bool died) const {
+    fail(DISTC_EREMOTE, name(peer) + (died ? " died" : " closed its shared memory links") +
+                            " (it gave up on the group after a failure there, or died)");
+}
+
+size_t ShmLinks::write(int peer, const iovec *iov, int n) {
+    check_self();
+    if (bells_[peer].closed.load(std::memory_order_acquire)) peer_gone(peer, false);
+    Ring &r = ring(me_, peer);
+    uint64_t h = r.head.load(std::memory_order_relaxed), t = r.tail.load(std::memory_order_acquire);
+    size_t k = std::min(total(iov, n), cap_ - static_cast<size_t>(h - t));
+    if (k == 0) return 0;
+    copy<true>(data(me_, peer), cap_, h, iov, n, k);
+    r.head.store(h + k, std::memory_order_release);
+    ring_bell(peer);
+    return k;
+}
+
+size_t ShmLinks::read(int peer, const iovec *iov, int n) {
+    check_self();
+    Ring &r = ring(peer, me_);
+    uint64_t t = r.tail.load(std::memory_order_relaxed), h = r.head.load(std::memory_order_acquire);
+    if (h == t) {
+        // What it wrote before it closed is still read; only then is it gone.
+        if (!bells_[peer].closed.load(std::memory_order_acquire)) return 0;
+        if (r.head.load(std::memory_order_acquire) == t) peer_gone(peer, false);
+        return read(peer, iov, n);
+    }
+    size_t k = std::min(total(iov, n), static_cast<size_t>(h - t));
+    copy<false>(data(peer, me_), cap_, t, iov, n, k);
+    r.tail.store(t + k, std::memory_order_release);
+    ring_bell(peer);
+    return k;
+}
+
+bool ShmLinks::ready(const Want &w) const {
+    if (bells_[w.peer].closed.load(std::memory_order_acquire)) return true;  // the next move throws
+    if (w.write) {
+        const Ring &r = ring(me_, w.peer);
+        if (r.head.load(std::memory_order_relaxed) - r.tail.load(std::memory_order_acquire) < cap_) return true;
+    }
+    if (w.read) {
+        const Ring &r = ring(w.peer, me_);
+        if (r.head.load(std::memory_order_acquire) != r.tail.load(std::memory_order_relaxed)) return true;
+    }
+    return false;
+}
+
+void ShmLinks::check_alive(const std::vector<Want> &wants) const {
+    for (const Want &w : wants) {
+        const Fd &pf = pidfds_[size_t(w.peer)];
+        bool dead;
+        if (pf.valid()) {
+            pollfd p{pf.get(), POLLIN, 0};
+            dead = ::poll(&p, 1, 0) > 0;  // a pidfd reads as ready once its process exited
+        } else {
+            pid_t pid = pids_[size_t(w.peer)];
+            dead = pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
+        }
+        if (dead) peer_gone(w.peer, true);
+    }
+}
+
+void ShmLinks::wait(const std::vector<Want> &wants, Clock::time_point deadline) {
+    Bell &me = bells_[me_];
+    me.sleeping.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    uint32_t seq = me.seq.load(std::memory_order_acquire);
+    bool any = closed_.load(std::memory_order_relaxed) ||
+               std::any_of(wants.begin(), wants.end(), [&](const Want &w) { return ready(w); });
+    if (!any) {
+        auto left = std::min(std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()),
+                             std::chrono::nanoseconds(kSlice));
+        if (left.count() > 0) {
+            timespec ts{static_cast<time_t>(left.count() / 1000000000), static_cast<long>(left.count() % 1000000000)};
+            long rc = futex(&me.seq, FUTEX_WAIT, seq, &ts);
+            if (rc != 0 && errno == ETIMEDOUT) {
+                me.sleeping.store(0, std::memory_order_relaxed);
+                check_alive(wants);
+                return;
+            }
+        }
+    }
+    me.sleeping.store(0, std::memory_order_relaxed);
+}
+
+void ShmLinks::close() noexcept {
+    closed_.store(true, std::memory_order_relaxed);
+    bells_[me_].closed.store(1, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (int p = 0; p < n_; ++p) {
+        // Unconditionally: the waiter may be between its check and its sleep.
+        bells_[p].seq.fetch_add(1, std::memory_order_relaxed);
+        futex(&bells_[p].seq, FUTEX_WAKE, INT_MAX, nullptr);
+    }
+}
+
+}  // namespace distc

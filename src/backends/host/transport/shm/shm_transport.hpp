@@ -1,0 +1,53 @@
+// The shared-memory transport: a group whose ranks all share one host
+// (locality.hpp) moves its collectives through one segment (segment.hpp) of
+// byte rings (shm_links.hpp), with the same framing and checks as the TCP
+// mesh (exchange.hpp). The calling thread moves the bytes, spinning for
+// DISTC_SHM_SPIN_US after its last progress before it sleeps on a futex.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/host/transport/exchange.hpp"
+#include "backends/host/transport/shm/locality.hpp"
+#include "backends/host/transport/shm/segment.hpp"
+#include "backends/host/transport/shm/shm_links.hpp"
+#include "backends/host/transport/transport.hpp"
+#include "core/store/store.hpp"
+
+namespace distc {
+
+class ShmTransport final : public Transport {
+public:
+    // Every rank of the group must be local (loc.all_local()). Throws when
+    // the segment cannot be made; see try_make for a group's agreed fallback.
+    ShmTransport(Store &store, int rank, int size, const Locality &loc, Millis timeout);
+    // Every rank calls it: the transport where every rank made it, else null
+    // on every rank (each says whether it succeeded through the store).
+    static std::unique_ptr<ShmTransport> try_make(Store &store, int rank, int size, const Locality &loc, Millis timeout,
+                                                  std::string &why_not);
+    // Bytes of each ring: DISTC_SHM_RING_BYTES, else by the number of ranks
+    // (1 MiB for up to 8, less beyond, at least 64 KiB); a power of two.
+    static size_t ring_bytes(int n);
+
+    const char *name() const override { return "shm"; }
+    void send(int peer, const void *p, size_t n, const bool *gate) override { x_.send(peer, p, n, gate); }
+    void recv(int peer, void *p, size_t n, int id, const bool *gate) override { x_.recv(peer, p, n, id, gate); }
+    void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override {
+        x_.run(*links_, call, deadline, spin_, on_recv);
+    }
+    void close() noexcept override { links_->close(); }
+    std::string describe(int peer) const override;
+    size_t segment_bytes() const { return seg_.size(); }
+
+private:
+    std::vector<pid_t> pids_;
+    std::chrono::microseconds spin_;
+    Segment seg_;
+    std::unique_ptr<ShmLinks> links_;
+    Exchange x_;
+};
+
+}  // namespace distc
