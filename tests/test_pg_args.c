@@ -443,6 +443,21 @@ static void rank_queries(distc_pg *pg, int rank, int size, void *arg) {
     RK_ERR2(distc_pg_backend(NULL, pg), DISTC_EINVAL, "distc_pg_backend", "out");
     RK_ERR2(distc_pg_name(NULL, pg), DISTC_EINVAL, "distc_pg_name", "out");
     RK_ERR2(distc_pg_timeout(NULL, pg), DISTC_EINVAL, "distc_pg_timeout", "out");
+    const char *tr = NULL;
+    if (RK_OK(distc_pg_transport(&tr, pg, rank))) RK_EQ_STR(tr, "self");
+    if (size > 1 && RK_OK(distc_pg_transport(&tr, pg, (rank + 1) % size))) {
+        /* The ranks share this host: shared memory on the built-in backend, unless turned off. */
+        const char *off = getenv("DISTC_SHM"), *mesh = getenv("DISTC_MESH_BYTES");
+        const char *want = strcmp(dt_backend(), "gloo") != 0 ? dt_backend()
+                           : mesh && strcmp(mesh, "0") == 0  ? "gloo"
+                           : off && strcmp(off, "0") == 0    ? "tcp"
+                                                             : "shm";
+        if (!mesh || strcmp(mesh, "0") == 0) RK_EQ_STR(tr, want);
+    }
+    RK_ERR2(distc_pg_transport(NULL, pg, 0), DISTC_EINVAL, "distc_pg_transport", "out");
+    RK_ERR2(distc_pg_transport(&tr, pg, -1), DISTC_EINVAL, "distc_pg_transport", "peer -1 is not a rank");
+    RK_ERR2(distc_pg_transport(&tr, pg, size), DISTC_EINVAL, "distc_pg_transport", "not a rank of the group");
+    RK_ERR2(distc_pg_transport(&tr, NULL, 0), DISTC_EINVAL, "distc_pg_transport", "pg");
 }
 
 static void test_queries(void **state) {

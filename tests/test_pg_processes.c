@@ -15,7 +15,9 @@
 struct job {
     int port;
     int64_t timeout_ms;
-    int victim; /* the rank that misbehaves, or -1 */
+    int victim;     /* the rank that misbehaves, or -1 */
+    int fake_hosts; /* ranks per fake host (DISTC_HOST_ID), or 0 */
+    int shm_off;    /* the rank that sets DISTC_SHM=0, or -1 */
 };
 
 static DLTensor f32(float *p, int64_t *shape) {
@@ -40,7 +42,23 @@ static DLTensor f32(float *p, int64_t *shape) {
         }                                 \
     } while (0)
 
+/* What every rank's collectives must take: shared memory when every rank is
+ * on one host and none turned it off, else the TCP mesh. */
+static const char *expected_transport(int n, const struct job *j) {
+    const char *off = getenv("DISTC_SHM"), *mesh = getenv("DISTC_MESH_BYTES");
+    if (mesh && strcmp(mesh, "0") == 0) return "gloo";
+    if (off && strcmp(off, "0") == 0) return "tcp";
+    if (j->shm_off >= 0 || (j->fake_hosts > 0 && j->fake_hosts < n)) return "tcp";
+    return "shm";
+}
+
 static distc_pg *join(int rank, int n, const struct job *j) {
+    if (j->fake_hosts > 0) {
+        char id[32];
+        snprintf(id, sizeof id, "host-%d", rank / j->fake_hosts);
+        setenv("DISTC_HOST_ID", id, 1);
+    }
+    if (rank == j->shm_off) setenv("DISTC_SHM", "0", 1);
     char url[128];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d?rank=%d&world_size=%d", j->port, rank, n);
     distc_pg_options o = DISTC_PG_OPTIONS_INIT;
@@ -52,7 +70,30 @@ static distc_pg *join(int rank, int n, const struct job *j) {
         fprintf(stderr, "rank %d: %s\n", rank, distc_error_last());
         return NULL;
     }
+    const char *want = expected_transport(n, j), *self = NULL, *peer = NULL;
+    if (distc_pg_transport(&self, pg, rank) != 0 || distc_pg_transport(&peer, pg, (rank + 1) % n) != 0 ||
+        strcmp(self, "self") != 0 || strcmp(peer, want) != 0) {
+        fprintf(stderr, "rank %d: transports %s (self), %s (peer), expected %s\n", rank, self ? self : "?",
+                peer ? peer : "?", want);
+        distc_pg_free(pg);
+        return NULL;
+    }
     return pg;
+}
+
+/* Nothing the library made is left under /dev/shm (its segments are memfds). */
+static int dev_shm_clean(void) {
+    DIR *d = opendir("/dev/shm");
+    if (!d) return 1;
+    int clean = 1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strstr(e->d_name, "distc")) {
+            fprintf(stderr, "left in /dev/shm: %s\n", e->d_name);
+            clean = 0;
+        }
+    closedir(d);
+    return clean;
 }
 
 static int collectives_child(int rank, int n, void *arg) {
@@ -99,8 +140,18 @@ static int collectives_child(int rank, int n, void *arg) {
 }
 
 static void run_collectives(int n) {
-    struct job j = {dt_free_port(), 20000, -1};
+    struct job j = {dt_free_port(), 20000, -1, 0, -1};
     assert_int_equal(dt_run_procs(n, collectives_child, &j, 60), 0);
+}
+
+/* Ranks on two (fake) hosts, and one rank off shared memory: every rank
+ * agrees on the TCP mesh and the results are the same. */
+static void test_mixed_hosts(void **state) {
+    (void)state;
+    struct job j = {dt_free_port(), 20000, -1, 2, -1};
+    assert_int_equal(dt_run_procs(4, collectives_child, &j, 60), 0);
+    struct job k = {dt_free_port(), 20000, -1, 0, 1};
+    assert_int_equal(dt_run_procs(3, collectives_child, &k, 60), 0);
 }
 
 static void test_two_processes(void **state) {
@@ -132,7 +183,7 @@ static int dead_peer_child(int rank, int n, void *arg) {
                 rc, distc_error_last());
     CHILD_CHECK(strstr(distc_error_last(), "allreduce #2") != NULL, "rank %d: message lacks the op and seq: %s", rank,
                 distc_error_last());
-    CHILD_CHECK(took < j->timeout_ms + 3000, "rank %d: the error took %lld ms", rank, (long long)took);
+    CHILD_CHECK(took < j->timeout_ms + 1000, "rank %d: the error took %lld ms", rank, (long long)took);
     /* Later operations fail too (promptly or within the timeout), and nothing hangs. */
     rc = distc_barrier(NULL, pg, NULL);
     CHILD_CHECK(rc != 0, "rank %d: barrier with a dead peer succeeded", rank);
@@ -142,9 +193,10 @@ static int dead_peer_child(int rank, int n, void *arg) {
 
 static void test_killed_rank(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 3000, 2};
+    struct job j = {dt_free_port(), 3000, 2, 0, -1};
     /* The victim exits by signal: exactly one failed child. */
     assert_int_equal(dt_run_procs(3, dead_peer_child, &j, 60), 1);
+    assert_true(dev_shm_clean());
 }
 
 /* The victim dies (SIGKILL from a thread) while 16 MiB allreduces are on the
@@ -179,7 +231,7 @@ static int midway_child(int rank, int n, void *arg) {
                 "rank %d: allreduce with a peer killed midway gave %d (%s)", rank, rc, distc_error_last());
     CHILD_CHECK(strstr(distc_error_last(), "allreduce #") != NULL, "rank %d: message lacks the op: %s", rank,
                 distc_error_last());
-    CHILD_CHECK(took < j->timeout_ms + 3000, "rank %d: the error took %lld ms", rank, (long long)took);
+    CHILD_CHECK(took < j->timeout_ms + 1000, "rank %d: the error took %lld ms", rank, (long long)took);
     distc_pg_free(pg);
     free(x);
     return 0;
@@ -187,8 +239,9 @@ static int midway_child(int rank, int n, void *arg) {
 
 static void test_rank_killed_mid_message(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 3000, 1};
+    struct job j = {dt_free_port(), 3000, 1, 0, -1};
     assert_int_equal(dt_run_procs(3, midway_child, &j, 60), 1);
+    assert_true(dev_shm_clean());
 }
 
 /* The victim stays alive but stops calling: the others time out. */
@@ -214,7 +267,7 @@ static int stalled_peer_child(int rank, int n, void *arg) {
 
 static void test_stalled_rank(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 1500, 1};
+    struct job j = {dt_free_port(), 1500, 1, 0, -1};
     assert_int_equal(dt_run_procs(3, stalled_peer_child, &j, 60), 0);
 }
 
@@ -255,7 +308,7 @@ static int abort_child(int rank, int n, void *arg) {
 
 static void test_abort_wakes_blocked_collective(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 60000, -1};
+    struct job j = {dt_free_port(), 60000, -1, 0, -1};
     assert_int_equal(dt_run_procs(2, abort_child, &j, 60), 0);
 }
 
@@ -322,7 +375,7 @@ static int sigpipe_child(int rank, int n, void *arg) {
 
 static void test_library_threads_block_sigpipe(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 20000, -1};
+    struct job j = {dt_free_port(), 20000, -1, 0, -1};
     assert_int_equal(dt_run_procs(2, sigpipe_child, &j, 60), 0);
 }
 
@@ -330,6 +383,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_processes),
         cmocka_unit_test(test_four_processes),
+        cmocka_unit_test(test_mixed_hosts),
         cmocka_unit_test(test_killed_rank),
         cmocka_unit_test(test_rank_killed_mid_message),
         cmocka_unit_test(test_stalled_rank),

@@ -190,6 +190,18 @@ DISTC_EXTERN(int) distc_pg_backend(const char **out, const distc_pg *pg) {
     });
 }
 
+DISTC_EXTERN(int) distc_pg_transport(const char **out, const distc_pg *pg, int32_t peer) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        const ProcessGroup &g = pg_arg(pg);
+        if (peer < 0 || peer >= g.size())
+            fail(DISTC_EINVAL, "peer " + std::to_string(peer) + " is not a rank of the group (size " +
+                                   std::to_string(g.size()) + ")");
+        *out = g.transport(peer);
+        return 0;
+    });
+}
+
 DISTC_EXTERN(int) distc_pg_name(const char **out, const distc_pg *pg) {
     return guard(__func__, [&] {
         require_ptr(out, "out");

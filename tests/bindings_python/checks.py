@@ -101,6 +101,19 @@ def close(got, want, dtype, what):
     assert ok, f"{what}: got {got.tolist()}, want {want.tolist()}"
 
 
+def check_transport(pg):
+    r, size = pg.rank(), pg.size()
+    assert pg.transport(r) == "self"
+    if size > 1:  # ranks on one host: shared memory
+        assert pg.transport((r + 1) % size) == "shm"
+    try:
+        pg.transport(size)
+    except distc.DistcInvalidArgument as e:
+        assert "not a rank" in str(e), str(e)
+    else:
+        raise AssertionError("transport(size) should be refused")
+
+
 def check_allreduce_every_dtype_and_op(pg):
     r, size = pg.rank(), pg.size()
     for dtype in NUMPY_DTYPES:
@@ -320,7 +333,7 @@ def check_subgroups(pg):
         none.close()
 
 
-ALL = [check_allreduce_every_dtype_and_op, check_allreduce_torch_tensors, check_allreduce_coalesced,
+ALL = [check_transport, check_allreduce_every_dtype_and_op, check_allreduce_torch_tensors, check_allreduce_coalesced,
        check_broadcast_and_reduce, check_gathers, check_reduce_scatter, check_alltoall,
        check_all_to_all_single_torch_example, check_point_to_point, check_async_collectives,
        check_bytes_and_objects, check_subgroups]

@@ -164,6 +164,10 @@ class ProcessGroup(Owned):
     def backend(self):
         return self._call(_distc.distc_pg_backend)
 
+    def transport(self, peer):
+        """How collectives reach rank `peer`: "shm", "tcp", "gloo", "self", or the backend's name."""
+        return self._call(_distc.distc_pg_transport, int(peer))
+
     def name(self):
         return self._call(_distc.distc_pg_name)
 

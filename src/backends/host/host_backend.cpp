@@ -100,6 +100,12 @@ HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
 
 HostBackend::~HostBackend() = default;
 
+const char *HostBackend::transport(int) const {
+    if (!algo_) return "gloo";
+    if (mesh_limit() < static_cast<size_t>(kEverySize)) return shm_ ? "shm+gloo" : "tcp+gloo";
+    return shm_ ? "shm" : "tcp";
+}
+
 template <typename F>
 void HostBackend::submit(const WorkPtr &w, const AsyncArgs &a, bool collective, F &&body) {
     Executor::Op op{a.op, a.seq, *a.label, collective};

@@ -33,6 +33,7 @@ public:
     const char *name() const override { return "gloo"; }
     uint64_t device_types() const override { return (uint64_t{1} << 1) | (uint64_t{1} << 3); }  // kDLCPU, kDLCUDAHost
     bool stream_ordered() const override { return false; }
+    const char *transport(int peer) const override;
 
     void allreduce(const WorkPtr &w, const Tensor *ts, size_t n, ReduceOp op, const AsyncArgs &a) override;
     void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) override;

@@ -61,6 +61,12 @@ public:
     using WorkPtr = std::shared_ptr<Work>;
     virtual ~AsyncBackend() = default;
     virtual const char *name() const = 0;
+    // How collectives reach `peer` (never this rank): a static string; by
+    // default the backend's name (distc_pg_transport).
+    virtual const char *transport(int peer) const {
+        (void)peer;
+        return name();
+    }
     virtual uint64_t device_types() const = 0;  // bit (1 << DLDeviceType) per memory kind taken
     // Blocking calls return once the operation is enqueued (device streams).
     virtual bool stream_ordered() const = 0;

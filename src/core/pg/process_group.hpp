@@ -61,6 +61,7 @@ public:
     const std::string &name() const { return name_; }
     const std::string &store_prefix() const { return prefix_; }
     const char *backend_name() const { return backend_->name(); }
+    const char *transport(int peer) const { return peer == rank_ ? "self" : backend_->transport(peer); }
     // Bit (1 << DLDeviceType) per memory kind the backend takes.
     uint64_t device_types() const { return device_types_; }
     // The backend's device memory (async_backend.hpp), or nullptr (host backends, or none kept).

@@ -20,7 +20,7 @@ using .LibDistc
 const L = LibDistc
 
 export DistcError, Store, HashStore, FileStore, TCPStore, PrefixStore, ProcessGroup, Reducer
-export rank, nranks, backend, allreduce!, bcast!, reduce!, allgather!, reducescatter!, alltoall!,
+export rank, nranks, backend, transport, allreduce!, bcast!, reduce!, allgather!, reducescatter!, alltoall!,
        barrier, send, recv!, allgather_bytes, new_subgroup, split_group, abort!, setkey!, getkey, addkey!,
        waitkeys, checkkeys, deletekey!, numkeys, prepare!, mark_ready!, finalize!
 const DistcError = L.DistcError
@@ -207,6 +207,13 @@ nranks(pg::ProcessGroup) = Int(query(L.distc_pg_size, Int32, pg))
 function backend(pg::ProcessGroup)
     p = Ref{Ptr{Cchar}}(C_NULL)
     L.distc_pg_backend(p, pg)
+    return unsafe_string(p[])
+end
+
+"""How collectives reach rank `peer`: "shm", "tcp", "gloo", "self", or the backend's name."""
+function transport(pg::ProcessGroup, peer::Integer)
+    p = Ref{Ptr{Cchar}}(C_NULL)
+    L.distc_pg_transport(p, pg, Int32(peer))
     return unsafe_string(p[])
 end
 

@@ -148,6 +148,13 @@ impl ProcessGroup {
         if p.is_null() { String::new() } else { unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned() }
     }
 
+    /// How collectives reach rank `peer`: "shm", "tcp", "gloo", "self", or the backend's name.
+    pub fn transport(&self, peer: i32) -> Result<String> {
+        let mut p = ptr::null();
+        check(unsafe { sys::distc_pg_transport(&mut p, self.as_ptr(), peer) })?;
+        Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
     pub fn name(&self) -> String {
         let mut p = ptr::null();
         unsafe { sys::distc_pg_name(&mut p, self.as_ptr()) };

@@ -77,6 +77,11 @@ fn collectives_on_every_element_type() {
         ranks(size, move |pg| {
             let r = pg.rank();
             let n = pg.size();
+            assert_eq!(pg.transport(r).unwrap(), "self");
+            if n > 1 {
+                assert_eq!(pg.transport((r + 1) % n).unwrap(), "shm");
+            }
+            assert!(pg.transport(n).is_err());
             let tri = n * (n + 1) / 2;
             let mut f = vec![(r + 1) as f32; 5];
             pg.all_reduce(&mut f, ReduceOp::Sum).unwrap();

@@ -118,6 +118,18 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " How this rank's collectives reach `peer` (a rank of the group): \"shm\""]
+    #[doc = " (shared memory: every rank of the group on this host), \"tcp\" (the TCP"]
+    #[doc = " mesh), \"gloo\" (Gloo's pairs), \"self\" for this rank; with DISTC_MESH_BYTES"]
+    #[doc = " set, the two paths joined (\"shm+gloo\": small ones, then large ones). Other"]
+    #[doc = " backends answer their own name (\"mpi\", \"nccl\"). A static string."]
+    pub fn distc_pg_transport(
+        out: *mut *const ::std::os::raw::c_char,
+        pg: *const distc_pg,
+        peer: i32,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
     #[doc = " The group's name. Valid as long as the handle."]
     pub fn distc_pg_name(
         out: *mut *const ::std::os::raw::c_char,
