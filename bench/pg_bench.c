@@ -1,7 +1,7 @@
 /* distc-pg-bench: one rank of a collective benchmark over a distc process group.
  *
  *   distc-pg-bench [--rank R --size N --port P [--host ADDR]]
- *                  [-o allreduce|broadcast|allgather|barrier|all[,...]]
+ *                  [-o allreduce|broadcast|allgather|reduce_scatter|alltoall|barrier|all[,...]]
  *                  [-b 8] [-e 64M] [-f 2] [--iters N] [--warmup N]
  *                  [--time-ms T] [--min-iters N] [--reps R] [--timeout-ms MS] [--json]
  *
@@ -15,9 +15,10 @@
  *
  * Sizes go from -b to -e (K, M, G: powers of 1024), times -f each step, and
  * -e itself when the steps miss it. Data is float32; as in nccl-tests, the
- * size of allgather is the gathered output (size / ranks from each rank),
- * rounded down to whole floats per rank (at least one), and sizes that round
- * to the one before are skipped. broadcast's root is rank 0. Every call is
+ * size of allgather is the gathered output (size / ranks from each rank), of
+ * reduce_scatter the input (size / ranks to each rank), of alltoall what
+ * each rank sends in all, rounded down to whole floats per rank (at least
+ * one), and sizes that round to the one before are skipped. broadcast's root is rank 0. Every call is
  * blocking (out == NULL): the operation runs on the calling thread. Collectives
  * up to DISTC_MESH_BYTES (a library setting, every size by default; 0 turns
  * it off) take distc's own TCP mesh, larger ones Gloo's algorithms; the
@@ -36,7 +37,8 @@
  *      of every rank's own average; time_us_min is the fastest rank's).
  * The timed loops run on zeroed buffers (nothing to overflow or denormalise).
  * algbw = size / time, busbw = algbw x nccl-tests' factor: allreduce
- * 2(n-1)/n, allgather (n-1)/n, broadcast 1 (GB = 1e9 bytes). barrier has one
+ * 2(n-1)/n, allgather, reduce_scatter and alltoall (n-1)/n, broadcast 1
+ * (GB = 1e9 bytes). barrier has one
  * row of size 0 and no bandwidth.
  *
  * Rank 0 prints the rows (nccl-tests-like columns, or one JSON object per row
@@ -66,8 +68,11 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OP_ALLREDUCE = 0, OP_BROADCAST = 1, OP_ALLGATHER = 2, OP_BARRIER = 3, N_OPS = 4 };
-static const char *const op_names[N_OPS] = {"allreduce", "broadcast", "allgather", "barrier"};
+enum { OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHER, OP_REDUCE_SCATTER, OP_ALLTOALL, OP_BARRIER, N_OPS };
+static const char *const op_names[N_OPS] = {"allreduce",      "broadcast", "allgather",
+                                            "reduce_scatter", "alltoall",  "barrier"};
+/* Sized by what every rank holds in all (its output, or its input): `count` floats per peer. */
+static int per_peer(int op) { return op == OP_ALLGATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL; }
 
 typedef struct config {
     int32_t rank, size, port; /* -1: from the environment */
@@ -80,6 +85,7 @@ typedef struct config {
     double time_ms;
     int64_t timeout_ms;
     int json;
+    int memcpy_only; /* --memcpy: time memcpy of each size instead, one process */
 } config;
 
 static double now_s(void) {
@@ -110,8 +116,8 @@ typedef struct bench {
     const config *cfg;
     distc_pg *pg;
     int32_t rank, size;
-    float *buf; /* allreduce/broadcast tensor, allgather input */
-    float *out; /* allgather output: `size` consecutive blocks */
+    float *buf; /* allreduce/broadcast tensor, allgather input, reduce_scatter and alltoall output */
+    float *out; /* allgather output, reduce_scatter and alltoall input: `size` consecutive blocks */
     size_t cap_buf, cap_out;
     DLTensor *views; /* allgather outputs: views of `out` */
     DLTensor **view_ptrs;
@@ -155,6 +161,10 @@ static int one(bench *b, int op, int64_t count) {
         case OP_BROADCAST: return MPI_Bcast(b->buf, c, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
         case OP_ALLGATHER:
             return MPI_Allgather(b->buf, c, MPI_FLOAT, b->out, c, MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS;
+        case OP_REDUCE_SCATTER:
+            return MPI_Reduce_scatter_block(b->out, b->buf, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS;
+        case OP_ALLTOALL:
+            return MPI_Alltoall(b->out, c, MPI_FLOAT, b->buf, c, MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS;
         default: return MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS;
     }
 #endif
@@ -179,12 +189,31 @@ static int one(bench *b, int op, int64_t count) {
             }
             return distc_allgather(NULL, b->pg, b->view_ptrs, &in, NULL);
         }
+        case OP_REDUCE_SCATTER: {
+            b->shape = count;
+            b->view_shape = count * b->size;
+            DLTensor out = tensor_f32(b->buf, &b->shape), in = tensor_f32(b->out, &b->view_shape);
+            return distc_reduce_scatter_tensor(NULL, b->pg, &out, &in, DISTC_SUM, NULL);
+        }
+        case OP_ALLTOALL: {
+            b->shape = count * b->size;
+            DLTensor out = tensor_f32(b->buf, &b->shape), in = tensor_f32(b->out, &b->shape);
+            return distc_alltoall_single(NULL, b->pg, &out, &in, NULL, NULL, NULL);
+        }
         default: return distc_barrier(NULL, b->pg, NULL);
     }
 }
 
 /* Rank-dependent inputs of the check call. Small integers: exact in float. */
 static void fill_check(bench *b, int op, int64_t count) {
+    if (op == OP_REDUCE_SCATTER || op == OP_ALLTOALL) {
+        for (int64_t j = 0; j < count * b->size; ++j) {
+            b->out[j] =
+                op == OP_ALLTOALL ? (float)(b->rank * 1000) + (float)(j % 13) : (float)(b->rank + 1) + (float)(j % 7);
+            if (op == OP_ALLTOALL) b->buf[j] = -1.0f;
+        }
+        return;
+    }
     float *x = b->buf;
     for (int64_t i = 0; i < count; ++i) {
         switch (op) {
@@ -200,7 +229,7 @@ static void fill_check(bench *b, int op, int64_t count) {
 
 static int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
     int64_t n = b->size;
-    for (int64_t i = 0; i < (op == OP_ALLGATHER ? count * n : count); ++i) {
+    for (int64_t i = 0; i < (op == OP_ALLGATHER || op == OP_ALLTOALL ? count * n : count); ++i) {
         float got, want;
         switch (op) {
             case OP_ALLREDUCE:
@@ -214,6 +243,14 @@ static int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
             case OP_ALLGATHER:
                 got = b->out[i];
                 want = (float)((i / count) * 1000) + (float)((i % count) % 13);
+                break;
+            case OP_REDUCE_SCATTER: /* element i of this rank's block of the input */
+                got = b->buf[i];
+                want = (float)(n * (n + 1) / 2) + (float)(n * ((b->rank * count + i) % 7));
+                break;
+            case OP_ALLTOALL: /* from rank i / count: its block for this rank */
+                got = b->buf[i];
+                want = (float)((i / count) * 1000) + (float)((b->rank * count + i % count) % 13);
                 break;
             default: return 0;
         }
@@ -296,7 +333,8 @@ static int64_t clamp64(double x, int64_t lo, int64_t hi) {
 static int run_one(bench *b, int op, int64_t count, int64_t size_bytes, result *r) {
     const config *cfg = b->cfg;
     int64_t n = b->size;
-    if (op != OP_BARRIER && reserve(b, (size_t)count, op == OP_ALLGATHER ? (size_t)(count * n) : 0)) return 1;
+    size_t all = (size_t)(count * n);
+    if (op != OP_BARRIER && reserve(b, op == OP_ALLTOALL ? all : (size_t)count, per_peer(op) ? all : 0)) return 1;
 
     /* 1. check */
     fill_check(b, op, count);
@@ -305,8 +343,8 @@ static int run_one(bench *b, int op, int64_t count, int64_t size_bytes, result *
     if (bad) return bad;
 
     /* The timed calls work on zeros. */
-    if (op != OP_BARRIER) memset(b->buf, 0, (size_t)count * sizeof(float));
-    if (op == OP_ALLGATHER) memset(b->out, 0, (size_t)(count * n) * sizeof(float));
+    if (op != OP_BARRIER) memset(b->buf, 0, (op == OP_ALLTOALL ? all : (size_t)count) * sizeof(float));
+    if (per_peer(op)) memset(b->out, 0, all * sizeof(float));
 
     /* 2. probe (after a barrier: rank 0 must not time its peers' checking) */
     CHECK(barrier(b));
@@ -350,14 +388,14 @@ static int run_one(bench *b, int op, int64_t count, int64_t size_bytes, result *
     if (max_min(b, mm)) return 1;
 
     r->size_bytes = size_bytes;
-    r->count = op == OP_ALLGATHER ? count * n : (op == OP_BARRIER ? 0 : count);
+    r->count = per_peer(op) ? count * n : (op == OP_BARRIER ? 0 : count);
     r->iters = iters;
     r->warmup = warmup;
     r->time_us = mm[0] * 1e6;
     r->time_us_min = mm[1] * 1e6;
-    double factor = op == OP_ALLREDUCE   ? 2.0 * (double)(n - 1) / (double)n
-                    : op == OP_ALLGATHER ? (double)(n - 1) / (double)n
-                                         : 1.0;
+    double factor = op == OP_ALLREDUCE ? 2.0 * (double)(n - 1) / (double)n
+                    : per_peer(op)     ? (double)(n - 1) / (double)n
+                                       : 1.0;
     r->algbw = op == OP_BARRIER ? 0.0 : (double)size_bytes / mm[0] / 1e9;
     r->busbw = r->algbw * factor;
     return 0;
@@ -406,8 +444,10 @@ static void usage(const char *argv0, FILE *f) {
     fprintf(f,
             "usage: %s [--rank R --size N --port P [--host ADDR]] [-o OPS] [-b MIN] [-e MAX] [-f FACTOR]\n"
             "          [--iters N] [--warmup N] [--min-iters N] [--reps R] [--time-ms T] [--timeout-ms MS] [--json]\n"
+            "          [--memcpy]  (one process: memcpy of each size, the bandwidth anchor)\n"
             "  One rank of a collective benchmark; without --rank/--size/--port: env:// (RANK, WORLD_SIZE,\n"
-            "  MASTER_ADDR, MASTER_PORT). OPS: allreduce,broadcast,allgather,barrier or all (default all).\n"
+            "  MASTER_ADDR, MASTER_PORT). OPS: allreduce,broadcast,allgather,reduce_scatter,alltoall,\n"
+            "  barrier or all (default all).\n"
             "  Sizes -b 8 to -e 64M (K/M/G = 1024^n), x -f 2 each step. Per size: one checked call, one probe,\n"
             "  then up to --warmup (5) and --iters (1000) calls within --time-ms (100; 0: no time box),\n"
             "  at least --min-iters (2) timed.\n",
@@ -441,6 +481,10 @@ static int parse_args(config *cfg, int argc, char **argv) {
         }
         if (!strcmp(a, "--json")) {
             cfg->json = 1;
+            continue;
+        }
+        if (!strcmp(a, "--memcpy")) {
+            cfg->memcpy_only = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -508,12 +552,68 @@ static int parse_args(config *cfg, int argc, char **argv) {
     return 0;
 }
 
+/* ------------------------------------------------------------------ memcpy */
+
+/* The anchor for bandwidth: one core's memcpy of each size, between two
+ * buffers touched before (no page faults), timed as the collectives are
+ * (a probe, then the median of --reps windows of calls within --time-ms). */
+static volatile unsigned char g_sink;
+
+static int memcpy_rows(const config *cfg) {
+    size_t max = (size_t)cfg->max_bytes;
+    unsigned char *src = malloc(max), *dst = malloc(max);
+    if (!src || !dst) return 1;
+    memset(src, 1, max);
+    memset(dst, 0, max);
+    for (int64_t s = cfg->min_bytes;;) {
+        size_t n = (size_t)s;
+        double t0 = now_s();
+        memcpy(dst, src, n);
+        double probe = now_s() - t0;
+        if (probe < 1e-8) probe = 1e-8;
+        int64_t iters = cfg->time_ms > 0 ? clamp64(cfg->time_ms / 1e3 / probe, cfg->min_iters, cfg->iters) : cfg->iters;
+        double win[16];
+        for (int64_t w = 0; w < cfg->reps; ++w) {
+            t0 = now_s();
+            for (int64_t i = 0; i < iters; ++i) {
+                memcpy(dst, src, n);
+                g_sink = dst[i % (int64_t)n]; /* the copy must happen */
+            }
+            win[w] = (now_s() - t0) / (double)iters;
+        }
+        for (int64_t i = 1; i < cfg->reps; ++i)
+            for (int64_t j = i; j > 0 && win[j - 1] > win[j]; --j) {
+                double tmp = win[j];
+                win[j] = win[j - 1];
+                win[j - 1] = tmp;
+            }
+        double t = win[cfg->reps / 2];
+        if (cfg->json)
+            printf(
+                "{\"impl\": \"memcpy\", \"op\": \"memcpy\", \"size_bytes\": %lld, \"count\": %lld, \"ranks\": 1, "
+                "\"iters\": %lld, \"time_us\": %.4f, \"time_us_min\": %.4f, \"algbw_gbps\": %.6f, "
+                "\"busbw_gbps\": %.6f}\n",
+                (long long)s, (long long)(s / 4), (long long)iters, t * 1e6, t * 1e6, (double)s / t / 1e9,
+                (double)s / t / 1e9);
+        else
+            printf("%-9s %12lld %12lld %8lld %11.3f %11s %9.4f\n", "memcpy", (long long)s, (long long)(s / 4),
+                   (long long)iters, t * 1e6, "", (double)s / t / 1e9);
+        fflush(stdout);
+        if (s >= cfg->max_bytes) break;
+        s = s > cfg->max_bytes / cfg->factor ? cfg->max_bytes : s * cfg->factor;
+    }
+    free(src);
+    free(dst);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
     config cfg;
     int rc = parse_args(&cfg, argc, argv);
     if (rc) return rc == 1 ? 0 : rc;
+    if (cfg.memcpy_only) return memcpy_rows(&cfg);
 
     bench bs;
     bench *b = &bs;
@@ -556,6 +656,8 @@ int main(int argc, char **argv) {
     snprintf(impl_buf, sizeof impl_buf, strcmp(cfg.backend, "gloo") ? "distc-%s" : "distc", cfg.backend);
     const char *impl = impl_buf;
     const char *version = distc_version();
+    const char *transport = "";
+    CHECK(distc_pg_transport(&transport, b->pg, (b->rank + 1) % b->size));
 #endif
     t_join = now_s() - t_join;
     b->views = (DLTensor *)calloc((size_t)b->size, sizeof *b->views);
@@ -565,8 +667,11 @@ int main(int argc, char **argv) {
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     int leader = b->rank == 0;
     if (leader && !cfg.json) {
-        printf("# " BENCH_NAME " %s: %d ranks (%s, %s), joined in %.0f ms; nproc %ld\n", version, (int)b->size, impl,
-               url, t_join * 1e3, nproc);
+#ifdef PG_BENCH_MPI
+        const char *transport = "mpi";
+#endif
+        printf("# " BENCH_NAME " %s: %d ranks (%s, %s, transport %s), joined in %.0f ms; nproc %ld\n", version,
+               (int)b->size, impl, url, transport, t_join * 1e3, nproc);
         printf(
             "# float32 sum; broadcast root 0; allgather size = gathered output; time = slowest rank's mean per "
             "call; up to %lld warm-up and %lld timed calls within %.0f ms per size (at least %lld)\n",
@@ -586,7 +691,7 @@ int main(int argc, char **argv) {
             int64_t size = s, count;
             if (op == OP_BARRIER) {
                 count = 0, size = 0;
-            } else if (op == OP_ALLGATHER) {
+            } else if (per_peer(op)) {
                 count = size / (4 * (int64_t)b->size); /* per rank */
                 if (count < 1) count = 1;
                 size = count * 4 * b->size;

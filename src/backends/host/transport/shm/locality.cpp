@@ -27,6 +27,8 @@ std::string link_of(const char *path) {
 
 }  // namespace
 
+const uint64_t kProbe = 0x70726f62652d6463ULL;
+
 std::string host_identity() {
     const char *off = std::getenv("DISTC_SHM");
     if (off && std::string(off) == "0") return "";
@@ -53,7 +55,8 @@ bool Locality::all_local() const {
 }
 
 Locality find_locality(Store &store, int rank, int size, Millis timeout) {
-    std::string me = std::to_string(::getpid()) + " " + host_identity();
+    std::string me =
+        std::to_string(::getpid()) + " " + std::to_string(reinterpret_cast<uintptr_t>(&kProbe)) + " " + host_identity();
     store.set("shm/host/" + std::to_string(rank), ByteView(me.data(), me.size()));
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back("shm/host/" + std::to_string(r));
@@ -62,10 +65,12 @@ Locality find_locality(Store &store, int rank, int size, Millis timeout) {
     std::map<std::string, int> hosts;
     for (int r = 0; r < size; ++r) {
         std::string s(all[static_cast<size_t>(r)].begin(), all[static_cast<size_t>(r)].end());
-        auto space = s.find(' ');
-        if (space == std::string::npos) fail(DISTC_EPROTO, "rank " + std::to_string(r) + " published no host identity");
+        auto space = s.find(' '), second = space == std::string::npos ? space : s.find(' ', space + 1);
+        if (second == std::string::npos)
+            fail(DISTC_EPROTO, "rank " + std::to_string(r) + " published no host identity");
         loc.pid.push_back(static_cast<pid_t>(std::atol(s.c_str())));
-        std::string id = s.substr(space + 1);
+        loc.probe.push_back(std::strtoull(s.c_str() + space + 1, nullptr, 10));
+        std::string id = s.substr(second + 1);
         // A rank off shared memory is a host of its own.
         if (id.empty()) id = "alone:" + std::to_string(r);
         auto it = hosts.emplace(id, static_cast<int>(hosts.size())).first;

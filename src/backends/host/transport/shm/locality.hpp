@@ -16,12 +16,17 @@
 namespace distc {
 
 struct Locality {
-    std::vector<int> host;   // by rank: an index shared by the ranks of one host, in order of first rank
-    std::vector<pid_t> pid;  // by rank
+    std::vector<int> host;        // by rank: an index shared by the ranks of one host, in order of first rank
+    std::vector<pid_t> pid;       // by rank
+    std::vector<uint64_t> probe;  // by rank: where its process keeps kProbe, to test reading its memory
     // The ranks sharing `rank`'s host, in rank order (only itself when it is off shared memory).
     std::vector<int> peers_of(int rank) const;
     bool all_local() const;  // one host for the whole group
 };
+
+// A value every process keeps at a known address, which a peer reads to
+// learn whether it may read this process's memory (process_vm_readv).
+extern const uint64_t kProbe;
 
 // This process's identity: "" when DISTC_SHM=0.
 std::string host_identity();

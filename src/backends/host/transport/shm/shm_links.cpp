@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,13 +45,13 @@ int pidfd_open(pid_t pid) {
 #endif
 }
 
-// Copies between the iovecs and a ring's bytes at `pos`..`pos + k` (wrapping).
 size_t total(const iovec *iov, int n) {
     size_t t = 0;
     for (int i = 0; i < n; ++i) t += iov[i].iov_len;
     return t;
 }
 
+// Copies between the iovecs and a ring's bytes at `pos`..`pos + k` (wrapping).
 template <bool kIn>
 void copy(uint8_t *ring, size_t cap, uint64_t pos, const iovec *iov, int n, size_t k) {
     for (int i = 0; i < n && k; ++i) {
@@ -85,7 +86,7 @@ void ShmLinks::init(uint8_t *base, int n, size_t ring_bytes) {
 
 ShmLinks::ShmLinks(uint8_t *base, int me, size_t ring_bytes, std::vector<int> ranks, const std::vector<pid_t> &pids) :
     n_(static_cast<int>(ranks.size())), me_(me), cap_(ring_bytes), ranks_(std::move(ranks)), pids_(pids),
-    pidfds_(ranks_.size()) {
+    pidfds_(ranks_.size()), out_(ranks_.size()), in_(ranks_.size()) {
     Header h;
     std::memcpy(&h, base, sizeof h);
     if (h.magic != kMagic || h.n != static_cast<uint32_t>(n_) || h.ring_bytes != ring_bytes)
@@ -125,37 +126,116 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n) {
     check_self();
     if (bells_[peer].closed.load(std::memory_order_acquire)) peer_gone(peer, false);
     Ring &r = ring(me_, peer);
+    Out &o = out_[size_t(peer)];
+    if (o.pending) {  // done once the reader moved past it
+        if (r.tail.load(std::memory_order_acquire) < o.until) return 0;
+        o.pending = false;
+        return o.len;
+    }
     uint64_t h = r.head.load(std::memory_order_relaxed), t = r.tail.load(std::memory_order_acquire);
-    size_t k = std::min(total(iov, n), cap_ - static_cast<size_t>(h - t));
+    size_t room = cap_ - static_cast<size_t>(h - t);
+    if (room <= sizeof(ChunkHeader)) return 0;
+    uint8_t *d = data(me_, peer);
+    if (cma_min_ && iov[0].iov_len >= cma_min_) {
+        ChunkHeader c{iov[0].iov_len, reinterpret_cast<uint64_t>(iov[0].iov_base)};
+        iovec ci{&c, sizeof c};
+        copy<true>(d, cap_, h, &ci, 1, sizeof c);
+        r.head.store(h + sizeof c, std::memory_order_release);
+        ring_bell(peer);
+        o = Out{true, h + sizeof c, c.len};
+        return 0;
+    }
+    // Inline: what fits, up to the next piece that goes in place.
+    int m = 0;
+    size_t k = 0;
+    for (; m < n && !(cma_min_ && m > 0 && iov[m].iov_len >= cma_min_); ++m) k += iov[m].iov_len;
+    k = std::min(k, room - sizeof(ChunkHeader));
     if (k == 0) return 0;
-    copy<true>(data(me_, peer), cap_, h, iov, n, k);
-    r.head.store(h + k, std::memory_order_release);
+    ChunkHeader c{k, 0};
+    iovec ci{&c, sizeof c};
+    copy<true>(d, cap_, h, &ci, 1, sizeof c);
+    copy<true>(d, cap_, h + sizeof c, iov, m, k);
+    r.head.store(h + sizeof c + k, std::memory_order_release);
     ring_bell(peer);
     return k;
+}
+
+size_t ShmLinks::read_in_place(int peer, const iovec *iov, int n, size_t k, uint64_t from) {
+    if (pids_[size_t(peer)] == ::getpid()) {  // a rank in this process: its buffer is ours to read
+        size_t left = k;
+        auto *p = reinterpret_cast<const uint8_t *>(from);
+        for (int i = 0; i < n && left; ++i) {
+            size_t len = std::min(iov[i].iov_len, left);
+            std::memcpy(iov[i].iov_base, p, len);
+            p += len;
+            left -= len;
+        }
+        return k;
+    }
+    iovec local[4];
+    int m = 0;
+    for (size_t left = k; m < n && m < 4 && left; ++m) {
+        local[m] = {iov[m].iov_base, std::min(iov[m].iov_len, left)};
+        left -= local[m].iov_len;
+    }
+    iovec remote{reinterpret_cast<void *>(from), k};
+    for (;;) {
+        ssize_t got = ::process_vm_readv(pids_[size_t(peer)], local, static_cast<unsigned long>(m), &remote, 1, 0);
+        if (got > 0) return static_cast<size_t>(got);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 && errno == ESRCH) peer_gone(peer, true);
+        fail_errno(DISTC_EREMOTE, "reading " + name(peer) + "'s buffer in place (process_vm_readv)",
+                   got < 0 ? errno : EFAULT);
+    }
 }
 
 size_t ShmLinks::read(int peer, const iovec *iov, int n) {
     check_self();
     Ring &r = ring(peer, me_);
-    uint64_t t = r.tail.load(std::memory_order_relaxed), h = r.head.load(std::memory_order_acquire);
-    if (h == t) {
-        // What it wrote before it closed is still read; only then is it gone.
-        if (!bells_[peer].closed.load(std::memory_order_acquire)) return 0;
-        if (r.head.load(std::memory_order_acquire) == t) peer_gone(peer, false);
-        return read(peer, iov, n);
+    In &s = in_[size_t(peer)];
+    uint64_t t = r.tail.load(std::memory_order_relaxed);
+    if (!s.open) {
+        // A chunk's header is published with its inline bytes: all or nothing.
+        if (r.head.load(std::memory_order_acquire) == t) {
+            // What it wrote before it closed is still read; only then is it gone.
+            if (!bells_[peer].closed.load(std::memory_order_acquire)) return 0;
+            if (r.head.load(std::memory_order_acquire) == t) peer_gone(peer, false);
+        }
+        iovec ci{&s.hdr, sizeof s.hdr};
+        copy<false>(data(peer, me_), cap_, t, &ci, 1, sizeof s.hdr);
+        s.open = true;
+        s.off = 0;
     }
-    size_t k = std::min(total(iov, n), static_cast<size_t>(h - t));
-    copy<false>(data(peer, me_), cap_, t, iov, n, k);
-    r.tail.store(t + k, std::memory_order_release);
-    ring_bell(peer);
+    size_t k = std::min(total(iov, n), static_cast<size_t>(s.hdr.len) - s.off);
+    if (k == 0) return 0;
+    if (s.hdr.addr == 0)
+        copy<false>(data(peer, me_), cap_, t + sizeof s.hdr + s.off, iov, n, k);
+    else
+        k = read_in_place(peer, iov, n, k, s.hdr.addr + s.off);
+    s.off += k;
+    if (s.off == s.hdr.len) {
+        s.open = false;
+        r.tail.store(t + sizeof s.hdr + (s.hdr.addr ? 0 : s.hdr.len), std::memory_order_release);
+        ring_bell(peer);
+    }
     return k;
+}
+
+bool ShmLinks::can_read(pid_t pid, const void *addr, uint64_t expect) {
+    if (pid == ::getpid()) return true;
+    uint64_t got = 0;
+    iovec local{&got, sizeof got}, remote{const_cast<void *>(addr), sizeof got};
+    return ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof got) && got == expect;
 }
 
 bool ShmLinks::ready(const Want &w) const {
     if (bells_[w.peer].closed.load(std::memory_order_acquire)) return true;  // the next move throws
     if (w.write) {
         const Ring &r = ring(me_, w.peer);
-        if (r.head.load(std::memory_order_relaxed) - r.tail.load(std::memory_order_acquire) < cap_) return true;
+        const Out &o = out_[size_t(w.peer)];
+        uint64_t t = r.tail.load(std::memory_order_acquire);
+        if (o.pending ? t >= o.until : r.head.load(std::memory_order_relaxed) - t + sizeof(ChunkHeader) < cap_)
+            return true;
     }
     if (w.read) {
         const Ring &r = ring(w.peer, me_);

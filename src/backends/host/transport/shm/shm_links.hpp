@@ -6,6 +6,13 @@
 // do sleeps on its doorbell (a futex in the segment), and whoever moves a
 // ring it waits on rings it, only when it sleeps. Sleeps come in slices, so
 // a peer that died (its pidfd says so) or closed its end is noticed.
+//
+// A ring carries chunks: a 16-byte chunk header, then its bytes inline, or
+// (single copy, for pieces of at least cma_min bytes) only the address of
+// the writer's own buffer, which the reader copies from in place with
+// process_vm_readv (memcpy within one process). The reader moves its tail
+// past a chunk only once it has all of it, so a writer knows an in-place
+// chunk was read, and its buffer free again, when the tail passes it.
 #pragma once
 
 #include <sys/types.h>
@@ -35,6 +42,12 @@ public:
     size_t read(int peer, const iovec *iov, int n) override;
     void wait(const std::vector<Want> &wants, Clock::time_point deadline) override;
 
+    // Pieces of at least `bytes` go in place (0: never). Every rank of the
+    // group must agree, and be able to read the others' memory.
+    void set_single_copy(size_t bytes) { cma_min_ = bytes; }
+    // Whether this process can read `pid`'s memory at `addr`, where `expect` is.
+    static bool can_read(pid_t pid, const void *addr, uint64_t expect);
+
     // Marks this rank's end closed and wakes every rank, this one's waiter too:
     // peers fail at once, and a wait here returns and throws. Any thread.
     void close() noexcept;
@@ -52,7 +65,22 @@ private:
         std::atomic<uint64_t> tail;  // bytes ever read (the consumer's)
         char pad1[56];
     };
+    struct ChunkHeader {
+        uint64_t len;   // the chunk's bytes
+        uint64_t addr;  // 0: they follow inline; else where they are in the writer's process
+    };
+    struct Out {  // an in-place chunk written and not yet read
+        bool pending = false;
+        uint64_t until = 0;  // read once the tail reaches this
+        size_t len = 0;
+    };
+    struct In {  // the chunk being read
+        bool open = false;
+        ChunkHeader hdr{};
+        size_t off = 0;
+    };
     Ring &ring(int from, int to) const { return rings_[from * n_ + to]; }
+    size_t read_in_place(int peer, const iovec *iov, int n, size_t k, uint64_t from);
     uint8_t *data(int from, int to) const { return data_ + static_cast<size_t>(from * n_ + to) * cap_; }
     void ring_bell(int who);
     bool ready(const Want &w) const;
@@ -69,6 +97,9 @@ private:
     std::vector<int> ranks_;
     std::vector<pid_t> pids_;
     std::vector<Fd> pidfds_;  // by local rank, for peers in other processes
+    std::vector<Out> out_;
+    std::vector<In> in_;
+    size_t cma_min_ = 0;
     std::atomic<bool> closed_{false};
 };
 

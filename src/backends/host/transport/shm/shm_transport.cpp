@@ -15,6 +15,11 @@ std::chrono::microseconds spin_from_env() {
 
 }  // namespace
 
+size_t ShmTransport::single_copy_bytes() {
+    const char *e = std::getenv("DISTC_SHM_CMA_BYTES");
+    return e && *e ? static_cast<size_t>(std::atoll(e)) : size_t(4) << 20;
+}
+
 size_t ShmTransport::ring_bytes(int n) {
     if (const char *e = std::getenv("DISTC_SHM_RING_BYTES"); e && *e) {
         size_t v = static_cast<size_t>(std::atoll(e)), p = 4096;
@@ -42,17 +47,29 @@ std::unique_ptr<ShmTransport> ShmTransport::try_make(Store &store, int rank, int
     std::string mine = "1";
     try {
         t = std::make_unique<ShmTransport>(store, rank, size, loc, timeout);
+        // Single copy where this rank can read every other's memory (a
+        // container or ptrace policy may forbid it).
+        bool readable = true;
+        for (int r = 0; r < size; ++r)
+            readable = readable && ShmLinks::can_read(loc.pid[size_t(r)],
+                                                      reinterpret_cast<const void *>(loc.probe[size_t(r)]), kProbe);
+        mine += readable ? "c" : "n";
     } catch (const Error &e) {
         mine = std::string("0rank ") + std::to_string(rank) + ": " + e.what();
     }
     store.set("shm/ok/" + std::to_string(rank), ByteView(mine.data(), mine.size()));
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back("shm/ok/" + std::to_string(r));
-    for (const Bytes &b : store.multi_get(keys, timeout))
+    bool single_copy = single_copy_bytes() > 0;
+    for (const Bytes &b : store.multi_get(keys, timeout)) {
         if (b.empty() || b[0] != '1') {
             why_not = b.empty() ? "a rank said nothing" : std::string(b.begin() + 1, b.end());
             return nullptr;
         }
+        single_copy = single_copy && b.size() > 1 && b[1] == 'c';
+    }
+    t->single_copy_ = single_copy;
+    t->links_->set_single_copy(single_copy ? single_copy_bytes() : 0);
     return t;
 }
 

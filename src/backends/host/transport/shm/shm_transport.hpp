@@ -28,6 +28,11 @@ public:
     // on every rank (each says whether it succeeded through the store).
     static std::unique_ptr<ShmTransport> try_make(Store &store, int rank, int size, const Locality &loc, Millis timeout,
                                                   std::string &why_not);
+    // Pieces from this size on are copied once, in place (DISTC_SHM_CMA_BYTES,
+    // default 4 MiB; 0: never), where every rank can read the others' memory.
+    // Below it the ring's two copies, writer and reader at once, finish
+    // sooner: in place, the writer waits for the reader's copy.
+    static size_t single_copy_bytes();
     // Bytes of each ring: DISTC_SHM_RING_BYTES, else by the number of ranks
     // (1 MiB for up to 8, less beyond, at least 64 KiB); a power of two.
     static size_t ring_bytes(int n);
@@ -41,12 +46,14 @@ public:
     void close() noexcept override { links_->close(); }
     std::string describe(int peer) const override;
     size_t segment_bytes() const { return seg_.size(); }
+    bool single_copy() const { return single_copy_; }
 
 private:
     std::vector<pid_t> pids_;
     std::chrono::microseconds spin_;
     Segment seg_;
     std::unique_ptr<ShmLinks> links_;
+    bool single_copy_ = false;
     Exchange x_;
 };
 
