@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int got = 0;
     try {
         distc::Call call = distc::make_call("allreduce", 2 /* uint8 */, 0 /* SUM */, -1, 16, seq);
-        x.run(links, call, distc::Clock::now() + std::chrono::milliseconds(200), std::chrono::microseconds(0),
+        x.run(links, call, distc::Clock::now() + std::chrono::milliseconds(200), std::chrono::microseconds(0), 0,
               [&](int peer, int id) {
                   if (peer != 1 || id != got) std::abort();  // in order, each once
                   ++got;

@@ -122,7 +122,7 @@ void Exchange::check_header(const Peer &pr, const Lane &l, const Call &call, int
 }
 
 void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, std::chrono::microseconds spin,
-                   FnRef<void(int, int)> on_recv) {
+                   unsigned polls, FnRef<void(int, int)> on_recv) {
     // Whatever happens, the next collective starts with empty queues.
     struct Clear {
         std::vector<Peer> &ps;
@@ -134,7 +134,9 @@ void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, s
             }
         }
     } clear{peers_};
-    auto spin_until = Clock::now() + spin;
+    // The spin starts once polling found nothing: a clock read only then.
+    Clock::time_point spin_until{};
+    unsigned idle = 0;
     for (;;) {
         bool moved = false, pending = false;
         for (size_t p = 0; p < peers_.size(); ++p) {
@@ -154,9 +156,16 @@ void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, s
         }
         if (!pending) return;
         if (moved) {
-            spin_until = Clock::now() + spin;
+            idle = 0;
             continue;
         }
+        if (++idle <= polls) {  // links cheap to look at: poll again before anything costs a system call
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            continue;
+        }
+        if (idle == polls + 1) spin_until = Clock::now() + spin;
         if (Clock::now() < spin_until) {
             // Yield while spinning: when ranks outnumber cores, the peer we wait
             // for may need this core; when they do not, this returns at once.

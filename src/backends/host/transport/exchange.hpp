@@ -56,9 +56,9 @@ public:
     // all: a peer out of step is DISTC_EPROTO; one running another call, or
     // an all-to-all whose split sizes disagree with this rank's, is
     // DISTC_EINVAL naming both sides, found before its bytes are read. Waiting
-    // spins (yielding) for `spin` after the last progress, then sleeps in
-    // links.wait().
-    void run(Links &links, const Call &call, Clock::time_point deadline, std::chrono::microseconds spin,
+    // polls the links `polls` times more, then spins (yielding) for `spin`
+    // after the last progress, then sleeps in links.wait().
+    void run(Links &links, const Call &call, Clock::time_point deadline, std::chrono::microseconds spin, unsigned polls,
              FnRef<void(int peer, int id)> on_recv);
 
 private:
