@@ -41,7 +41,7 @@ public:
     void send(int peer, const void *p, size_t n, const bool *gate) override { x_.send(peer, p, n, gate); }
     void recv(int peer, void *p, size_t n, int id, const bool *gate) override { x_.recv(peer, p, n, id, gate); }
     void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override {
-        x_.run(*links_, call, deadline, spin_, kPolls, on_recv);
+        x_.run(*links_, call, deadline, spin_, polls_, on_recv);
     }
     void close() noexcept override { links_->close(); }
     std::string describe(int peer) const override;
@@ -49,11 +49,9 @@ public:
     bool single_copy() const { return single_copy_; }
 
 private:
-    // Looking at the rings costs a few loads: this many looks before the
-    // first yield (a system call) keep a reply that is on its way cheap.
-    static constexpr unsigned kPolls = 256;
     std::vector<pid_t> pids_;
     std::chrono::microseconds spin_;
+    unsigned polls_;  // looks at the rings before the first yield (DISTC_SHM_POLLS; 0 when oversubscribed)
     Segment seg_;
     std::unique_ptr<ShmLinks> links_;
     bool single_copy_ = false;
