@@ -61,11 +61,14 @@ void Algorithms::reduce_direct(Tensor &t, ReduceOp op, int to, const Call &call,
     for (int p = 0; p < size_; ++p)
         if (p != rank_) t_.recv(p, all + n * static_cast<size_t>(p), n);
     run(call, deadline);
-    if (n) std::memcpy(all + n * static_cast<size_t>(rank_), t.data, n);
-    // In rank order on every rank: the same bits everywhere.
+    // In rank order on every rank: the same bits everywhere. Our own part is
+    // read in place; the partial sums go to its (unused) slot of `all`, and
+    // only the last step writes `t`, after it was read.
+    auto in = [&](int r) -> const void * { return r == rank_ ? t.data : all + n * static_cast<size_t>(r); };
     ReduceFn fn = reduce_fn(t.dtype, op);
-    fn(t.data, all, all + n, t.numel);
-    for (int p = 2; p < size_; ++p) fn(t.data, t.data, all + n * static_cast<size_t>(p), t.numel);
+    uint8_t *acc = size_ == 2 ? t.bytes() : all + n * static_cast<size_t>(rank_);
+    fn(acc, in(0), in(1), t.numel);
+    for (int p = 2; p < size_; ++p) fn(p == size_ - 1 ? t.data : acc, acc, in(p), t.numel);
 }
 
 void Algorithms::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline) {
