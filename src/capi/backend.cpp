@@ -20,8 +20,11 @@ namespace {
 // Completes what the backend's handle stands for. An async work's handle is
 // freed then: the backend must not touch it afterwards.
 void complete(distc_work *work, int code, const char *message, int32_t source_rank) {
+    // Read first: a blocking call's handle is its thread's again the moment
+    // the call completes, to reuse or free (test_backend_plugin races it).
+    const bool async = work->impl != nullptr;
     if (!work->completion->complete_by_backend(code, message, source_rank)) fail_completed();
-    if (work->impl) delete work;
+    if (async) delete work;
 }
 
 DType dtype_value(int32_t dtype) {

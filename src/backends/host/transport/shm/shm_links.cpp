@@ -104,11 +104,11 @@ std::string ShmLinks::name(int peer) const {
 
 void ShmLinks::ring_bell(int who) {
     Bell &b = bells_[who];
-    // Pairs with the fence in wait(): either the sleeper sees what we
-    // published, or we see it sleeping and wake it.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (b.sleeping.load(std::memory_order_relaxed)) {
-        b.seq.fetch_add(1, std::memory_order_relaxed);
+    // After a sequentially consistent store of a head or tail, which pairs
+    // with wait()'s store of `sleeping` and its loads: either the sleeper
+    // sees what we published, or we see it sleeping and wake it.
+    if (b.sleeping.load(std::memory_order_seq_cst)) {
+        b.seq.fetch_add(1, std::memory_order_seq_cst);
         futex(&b.seq, FUTEX_WAKE, INT_MAX, nullptr);
     }
 }
@@ -140,7 +140,7 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n) {
         ChunkHeader c{iov[0].iov_len, reinterpret_cast<uint64_t>(iov[0].iov_base)};
         iovec ci{&c, sizeof c};
         copy<true>(d, cap_, h, &ci, 1, sizeof c);
-        r.head.store(h + sizeof c, std::memory_order_release);
+        r.head.store(h + sizeof c, std::memory_order_seq_cst);
         ring_bell(peer);
         o = Out{true, h + sizeof c, c.len};
         return 0;
@@ -155,7 +155,7 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n) {
     iovec ci{&c, sizeof c};
     copy<true>(d, cap_, h, &ci, 1, sizeof c);
     copy<true>(d, cap_, h + sizeof c, iov, m, k);
-    r.head.store(h + sizeof c + k, std::memory_order_release);
+    r.head.store(h + sizeof c + k, std::memory_order_seq_cst);
     ring_bell(peer);
     return k;
 }
@@ -215,7 +215,7 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
     s.off += k;
     if (s.off == s.hdr.len) {
         s.open = false;
-        r.tail.store(t + sizeof s.hdr + (s.hdr.addr ? 0 : s.hdr.len), std::memory_order_release);
+        r.tail.store(t + sizeof s.hdr + (s.hdr.addr ? 0 : s.hdr.len), std::memory_order_seq_cst);
         ring_bell(peer);
     }
     return k;
@@ -229,17 +229,17 @@ bool ShmLinks::can_read(pid_t pid, const void *addr, uint64_t expect) {
 }
 
 bool ShmLinks::ready(const Want &w) const {
-    if (bells_[w.peer].closed.load(std::memory_order_acquire)) return true;  // the next move throws
+    if (bells_[w.peer].closed.load(std::memory_order_seq_cst)) return true;  // the next move throws
     if (w.write) {
         const Ring &r = ring(me_, w.peer);
         const Out &o = out_[size_t(w.peer)];
-        uint64_t t = r.tail.load(std::memory_order_acquire);
-        if (o.pending ? t >= o.until : r.head.load(std::memory_order_relaxed) - t + sizeof(ChunkHeader) < cap_)
+        uint64_t t = r.tail.load(std::memory_order_seq_cst);
+        if (o.pending ? t >= o.until : r.head.load(std::memory_order_seq_cst) - t + sizeof(ChunkHeader) < cap_)
             return true;
     }
     if (w.read) {
         const Ring &r = ring(w.peer, me_);
-        if (r.head.load(std::memory_order_acquire) != r.tail.load(std::memory_order_relaxed)) return true;
+        if (r.head.load(std::memory_order_seq_cst) != r.tail.load(std::memory_order_seq_cst)) return true;
     }
     return false;
 }
@@ -261,10 +261,9 @@ void ShmLinks::check_alive(const std::vector<Want> &wants) const {
 
 void ShmLinks::wait(const std::vector<Want> &wants, Clock::time_point deadline) {
     Bell &me = bells_[me_];
-    me.sleeping.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    uint32_t seq = me.seq.load(std::memory_order_acquire);
-    bool any = closed_.load(std::memory_order_relaxed) ||
+    me.sleeping.store(1, std::memory_order_seq_cst);
+    uint32_t seq = me.seq.load(std::memory_order_seq_cst);
+    bool any = closed_.load(std::memory_order_seq_cst) ||
                std::any_of(wants.begin(), wants.end(), [&](const Want &w) { return ready(w); });
     if (!any) {
         auto left = std::min(std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()),
@@ -283,12 +282,11 @@ void ShmLinks::wait(const std::vector<Want> &wants, Clock::time_point deadline) 
 }
 
 void ShmLinks::close() noexcept {
-    closed_.store(true, std::memory_order_relaxed);
-    bells_[me_].closed.store(1, std::memory_order_release);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    closed_.store(true, std::memory_order_seq_cst);
+    bells_[me_].closed.store(1, std::memory_order_seq_cst);
     for (int p = 0; p < n_; ++p) {
         // Unconditionally: the waiter may be between its check and its sleep.
-        bells_[p].seq.fetch_add(1, std::memory_order_relaxed);
+        bells_[p].seq.fetch_add(1, std::memory_order_seq_cst);
         futex(&bells_[p].seq, FUTEX_WAKE, INT_MAX, nullptr);
     }
 }
