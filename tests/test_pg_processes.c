@@ -42,14 +42,24 @@ static DLTensor f32(float *p, int64_t *shape) {
         }                                 \
     } while (0)
 
-/* What every rank's collectives must take: shared memory when every rank is
- * on one host and none turned it off, else the TCP mesh. */
-static const char *expected_transport(int n, const struct job *j) {
+/* Which host a rank is on in this job: fake hosts of `fake_hosts` ranks, or
+ * one host with the `shm_off` rank apart. */
+static int host_of(int rank, const struct job *j) {
+    if (j->fake_hosts > 0) return rank / j->fake_hosts;
+    return rank == j->shm_off ? -1 : 0;
+}
+
+/* What a rank's collectives must take to `peer`: shared memory to a peer on
+ * its host (when any host has two ranks and none turned it all off), else
+ * the TCP mesh. */
+static const char *expected_transport(int rank, int peer, int n, const struct job *j) {
     const char *off = getenv("DISTC_SHM"), *mesh = getenv("DISTC_MESH_BYTES");
     if (mesh && strcmp(mesh, "0") == 0) return "gloo";
     if (off && strcmp(off, "0") == 0) return "tcp";
-    if (j->shm_off >= 0 || (j->fake_hosts > 0 && j->fake_hosts < n)) return "tcp";
-    return "shm";
+    int sharing = 0;
+    for (int a = 0; a < n; ++a)
+        for (int b = a + 1; b < n; ++b) sharing |= host_of(a, j) == host_of(b, j) && host_of(a, j) >= 0;
+    return sharing && host_of(rank, j) == host_of(peer, j) && host_of(rank, j) >= 0 ? "shm" : "tcp";
 }
 
 static distc_pg *join(int rank, int n, const struct job *j) {
@@ -70,7 +80,7 @@ static distc_pg *join(int rank, int n, const struct job *j) {
         fprintf(stderr, "rank %d: %s\n", rank, distc_error_last());
         return NULL;
     }
-    const char *want = expected_transport(n, j), *self = NULL, *peer = NULL;
+    const char *want = expected_transport(rank, (rank + 1) % n, n, j), *self = NULL, *peer = NULL;
     if (distc_pg_transport(&self, pg, rank) != 0 || distc_pg_transport(&peer, pg, (rank + 1) % n) != 0 ||
         strcmp(self, "self") != 0 || strcmp(peer, want) != 0) {
         fprintf(stderr, "rank %d: transports %s (self), %s (peer), expected %s\n", rank, self ? self : "?",
@@ -104,7 +114,7 @@ static int collectives_child(int rank, int n, void *arg) {
     distc_pg_size(&s, pg);
     CHILD_CHECK(r == rank && s == n, "rank %d: pg says %d/%d", rank, r, s);
     enum { M = 1000 };
-    float x[M], all[4 * M];
+    float x[M], all[8 * M];
     int64_t shape[1] = {M}, ashape[1] = {(int64_t)n * M};
     for (int i = 0; i < M; ++i) x[i] = (float)(rank + i);
     DLTensor t = f32(x, shape), a = f32(all, ashape);
@@ -144,12 +154,16 @@ static void run_collectives(int n) {
     assert_int_equal(dt_run_procs(n, collectives_child, &j, 60), 0);
 }
 
-/* Ranks on two (fake) hosts, and one rank off shared memory: every rank
- * agrees on the TCP mesh and the results are the same. */
+/* Ranks on several (fake) hosts: allreduce, broadcast (from a root that is
+ * not its host's first rank) and barrier go hierarchically, shared memory
+ * inside each host and the mesh between them; the rest over the mesh. Then
+ * one rank off shared memory, a host of its own. */
 static void test_mixed_hosts(void **state) {
     (void)state;
     struct job j = {dt_free_port(), 20000, -1, 2, -1};
     assert_int_equal(dt_run_procs(4, collectives_child, &j, 60), 0);
+    struct job uneven = {dt_free_port(), 20000, -1, 2, -1}; /* hosts of 2, 2 and 1 ranks */
+    assert_int_equal(dt_run_procs(5, collectives_child, &uneven, 60), 0);
     struct job k = {dt_free_port(), 20000, -1, 0, 1};
     assert_int_equal(dt_run_procs(3, collectives_child, &k, 60), 0);
 }
@@ -162,6 +176,71 @@ static void test_two_processes(void **state) {
 static void test_four_processes(void **state) {
     (void)state;
     run_collectives(4);
+}
+
+/* The hierarchical path at sizes that take the chunked algorithms, on
+ * non-integer floats: every rank must hold the same bits (compared through
+ * an allgather of a checksum), close to the exact sum; AVG and a broadcast
+ * from a root that is not its host's first rank; then a rank that calls
+ * another size makes every rank fail, none hang. */
+static uint64_t checksum(const float *x, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *b = (const unsigned char *)x;
+    for (size_t i = 0; i < n * sizeof *x; ++i) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int hierarchy_child(int rank, int n, void *arg) {
+    const struct job *j = arg;
+    distc_pg *pg = join(rank, n, j);
+    CHILD_CHECK(pg, "rank %d could not join", rank);
+    enum { N = 1 << 20 };
+    float *x = malloc(N * sizeof *x);
+    int64_t shape[1] = {N};
+    DLTensor t = f32(x, shape);
+    for (int i = 0; i < N; ++i) x[i] = 0.1f * (float)(rank + 1) + 0.001f * (float)(i % 97);
+    CHILD_CHECK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL) == 0, "allreduce: %s", distc_error_last());
+    for (int i = 0; i < N; i += 4099) {
+        double want = 0.1 * n * (n + 1) / 2 + 0.001 * n * (i % 97);
+        CHILD_CHECK(x[i] > want - 1e-3 && x[i] < want + 1e-3, "rank %d: element %d is %g, not %g", rank, i, x[i], want);
+    }
+    int64_t sums[8] = {0}, mine = (int64_t)checksum(x, N), one = 1, eight = n;
+    DLTensor st = {&mine, {kDLCPU, 0}, 1, {kDLInt, 64, 1}, &one, NULL, 0};
+    DLTensor all = {sums, {kDLCPU, 0}, 1, {kDLInt, 64, 1}, &eight, NULL, 0};
+    CHILD_CHECK(distc_allgather_into_tensor(NULL, pg, &all, &st, NULL) == 0, "allgather: %s", distc_error_last());
+    for (int q = 1; q < n; ++q) CHILD_CHECK(sums[q] == sums[0], "rank %d: rank %d's sum has other bits", rank, q);
+    for (int i = 0; i < N; ++i) x[i] = (float)(2 * rank);
+    CHILD_CHECK(distc_allreduce(NULL, pg, &t, DISTC_AVG, NULL) == 0, "avg: %s", distc_error_last());
+    CHILD_CHECK(x[N - 1] == (float)(n - 1), "rank %d: avg is %g", rank, x[N - 1]);
+    for (int i = 0; i < N; ++i) x[i] = rank == 3 ? (float)(i % 1001) : -1.0f;
+    CHILD_CHECK(distc_broadcast(NULL, pg, &t, 3, NULL) == 0, "broadcast: %s", distc_error_last());
+    CHILD_CHECK(x[1234] == (float)(1234 % 1001) && x[N - 1] == (float)((N - 1) % 1001), "rank %d: broadcast wrong",
+                rank);
+    CHILD_CHECK(distc_barrier(NULL, pg, NULL) == 0, "barrier: %s", distc_error_last());
+    /* Rank 2 (a host's first rank) calls another size: everyone fails
+     * (Gloo's pairs, DISTC_MESH_BYTES=0, carry no call to check). */
+    const char *mesh = getenv("DISTC_MESH_BYTES");
+    if (mesh && strcmp(mesh, "0") == 0) {
+        distc_pg_free(pg);
+        free(x);
+        return 0;
+    }
+    shape[0] = rank == 2 ? 5 : 4;
+    int64_t t0 = dt_now_ms();
+    int rc = distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
+    CHILD_CHECK(rc != 0, "rank %d: an allreduce of mismatched sizes succeeded", rank);
+    CHILD_CHECK(dt_now_ms() - t0 < j->timeout_ms + 1000, "rank %d: the mismatch took too long", rank);
+    distc_pg_free(pg);
+    free(x);
+    return 0;
+}
+
+static void test_hierarchy(void **state) {
+    (void)state;
+    struct job j = {dt_free_port(), 5000, -1, 2, -1};
+    assert_int_equal(dt_run_procs(4, hierarchy_child, &j, 60), 0);
+    struct job uneven = {dt_free_port(), 5000, -1, 2, -1};
+    assert_int_equal(dt_run_procs(5, hierarchy_child, &uneven, 60), 0);
 }
 
 /* The victim dies (SIGKILL) right after joining; the others run an allreduce
@@ -384,6 +463,7 @@ int main(void) {
         cmocka_unit_test(test_two_processes),
         cmocka_unit_test(test_four_processes),
         cmocka_unit_test(test_mixed_hosts),
+        cmocka_unit_test(test_hierarchy),
         cmocka_unit_test(test_killed_rank),
         cmocka_unit_test(test_rank_killed_mid_message),
         cmocka_unit_test(test_stalled_rank),

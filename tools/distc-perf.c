@@ -200,6 +200,26 @@ static int parse(int argc, char **argv, cfg *c) {
 static int g_rank, g_size;
 static distc_pg *g_pg;
 
+/* "# rank 0 reaches ranks 1-3 by shm": the transport to each peer, runs of one transport joined. */
+static void print_transports(void) {
+    printf("# rank 0 reaches");
+    int from = 1;
+    for (int p = 1; p <= g_size; ++p) {
+        const char *a = NULL, *b = NULL;
+        if (p < g_size) distc_pg_transport(&b, g_pg, p);
+        if (from < p) distc_pg_transport(&a, g_pg, from);
+        if (p < g_size && (from == p || (a && b && strcmp(a, b) == 0))) continue;
+        if (from < p) {
+            if (from == p - 1)
+                printf("%s rank %d by %s", from > 1 ? "," : "", from, a ? a : "?");
+            else
+                printf("%s ranks %d-%d by %s", from > 1 ? "," : "", from, p - 1, a ? a : "?");
+        }
+        from = p;
+    }
+    printf(g_size == 1 ? " no peer\n" : "\n");
+}
+
 static DLTensor make_tensor(void *data, DLDataType dt, int64_t *shape, int64_t n) {
     *shape = n;
     DLDevice dev = {g_cuda < 0 ? kDLCPU : kDLCUDA, g_cuda < 0 ? 0 : g_cuda};
@@ -363,6 +383,7 @@ int main(int argc, char **argv) {
         } else {
             printf("# distc-perf: backend %s, %d ranks, %d iterations after %d warm-up, check %s\n", c.backend, g_size,
                    c.iters, c.warmup, c.check ? "on" : "off");
+            print_transports();
         }
     }
     long total_wrong = 0;

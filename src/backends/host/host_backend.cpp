@@ -82,13 +82,16 @@ HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
     if (size_ > 1 && mesh_limit() > 0) {
         tcp_ = std::make_unique<TcpTransport>(*info.store, rank_, size_, info.timeout);
         Locality loc = find_locality(*info.store, rank_, size_, info.timeout);
-        if (loc.all_local()) {
-            std::string why_not;
-            shm_ = ShmTransport::try_make(*info.store, rank_, size_, loc, info.timeout, why_not);
-            if (!shm_ && std::getenv("DISTC_DEBUG"))
-                std::fprintf(stderr, "distc: rank %d: shared memory not used: %s\n", rank_, why_not.c_str());
-        }
-        algo_ = std::make_unique<Algorithms>(shm_ ? static_cast<Transport &>(*shm_) : *tcp_, rank_, size_);
+        std::string why_not;
+        // Every rank agrees whether every host's segment was made (a rank
+        // alone on its host has none to make).
+        bool shared = loc.shares_memory() &&
+                      ShmTransport::make_for_group(*info.store, rank_, size_, loc, info.timeout, shm_, why_not);
+        if (!shared && loc.shares_memory() && std::getenv("DISTC_DEBUG"))
+            std::fprintf(stderr, "distc: rank %d: shared memory not used: %s\n", rank_, why_not.c_str());
+        if (shared && !loc.all_local()) hier_ = std::make_unique<Hierarchy>(rank_, loc.host, shm_.get(), *tcp_);
+        algo_ = std::make_unique<Algorithms>(shared && loc.all_local() ? static_cast<Transport &>(*shm_) : *tcp_, rank_,
+                                             size_);
         p2p_ = &tcp_->p2p();
     }
     // Every rank decides alike (by size and DISTC_MESH_BYTES), so all or none connect Gloo.
@@ -100,10 +103,13 @@ HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
 
 HostBackend::~HostBackend() = default;
 
-const char *HostBackend::transport(int) const {
+const char *HostBackend::transport(int peer) const {
     if (!algo_) return "gloo";
-    if (mesh_limit() < static_cast<size_t>(kEverySize)) return shm_ ? "shm+gloo" : "tcp+gloo";
-    return shm_ ? "shm" : "tcp";
+    // In a group of hosts, a peer on this host is reached by shared memory
+    // in the hierarchical collectives (the others take the mesh).
+    bool shm = shm_ && (!hier_ || hier_->same_host(peer));
+    if (mesh_limit() < static_cast<size_t>(kEverySize)) return shm ? "shm+gloo" : "tcp+gloo";
+    return shm ? "shm" : "tcp";
 }
 
 template <typename F>
@@ -124,7 +130,9 @@ void HostBackend::submit(const WorkPtr &w, const AsyncArgs &a, bool collective, 
 
 void HostBackend::reduce_all(Tensor &t, ReduceOp op, double factor, const OpCtx &c) {
     if (op == ReduceOp::PremulSum) scale_in_place(t.dtype, t.data, t.numel, factor);
-    if (small(t.nbytes()))
+    if (small(t.nbytes()) && hier_)
+        hier_->allreduce(t, op, c.call, c.timeout);
+    else if (small(t.nbytes()))
         algo_->allreduce(t, op, c.call, c.timeout);
     else
         gloo_->allreduce(t, op, c);
@@ -155,7 +163,9 @@ void HostBackend::allreduce(const WorkPtr &w, const Tensor *ts, size_t n, Reduce
 void HostBackend::broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) {
     OpCtx c = ctx(a);
     submit(w, a, true, [this, t = Tensor(t), root, c]() mutable -> int32_t {
-        if (small(t.nbytes()))
+        if (small(t.nbytes()) && hier_)
+            hier_->broadcast(t, root, c.call, c.timeout);
+        else if (small(t.nbytes()))
             algo_->broadcast(t, root, c.call, c.timeout);
         else
             gloo_->broadcast(t, root, c);
@@ -295,7 +305,9 @@ void HostBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs,
 void HostBackend::barrier(const WorkPtr &w, const AsyncArgs &a) {
     OpCtx c = ctx(a);
     submit(w, a, true, [this, c]() -> int32_t {
-        if (algo_)
+        if (hier_)
+            hier_->barrier(c.call, c.timeout);
+        else if (algo_)
             algo_->barrier(c.call, c.timeout);
         else
             gloo_->barrier(c);

@@ -3,8 +3,9 @@
 // (executor.hpp), packing lists of tensors into one, AVG and PREMUL_SUM, and
 // the choice of path: collectives take the host algorithms over a transport
 // (algorithms.hpp, transport/: shared memory when every rank shares this
-// host, else the TCP mesh), by operation and size only so that every rank
-// picks the same, and point-to-point takes the TCP transport's own
+// host, else the TCP mesh, or for a group of hosts whose ranks share memory
+// inside them, hierarchy.hpp), by operation and size only so that every
+// rank picks the same, and point-to-point takes the TCP transport's own
 // connections. Gloo's pairs (transport/gloo/) are made only for what still
 // needs them: collectives above DISTC_MESH_BYTES (0: all of them, and
 // point-to-point too), and a group of one.
@@ -14,6 +15,7 @@
 
 #include "backends/host/algorithms.hpp"
 #include "backends/host/executor.hpp"
+#include "backends/host/hierarchy.hpp"
 #include "backends/host/transport/gloo/backend.hpp"
 #include "backends/host/transport/transport.hpp"
 #include "core/pg/async_backend.hpp"
@@ -82,8 +84,9 @@ private:
     const int rank_, size_;
     const bool debug_;
     std::unique_ptr<TcpTransport> tcp_;
-    std::unique_ptr<ShmTransport> shm_;  // when every rank shares this host (and DISTC_SHM is not 0)
-    std::unique_ptr<Algorithms> algo_;   // over shm_, else tcp_, when the group has one
+    std::unique_ptr<ShmTransport> shm_;  // among the ranks on this host, when they share memory
+    std::unique_ptr<Algorithms> algo_;   // over shm_ (every rank on this host), else tcp_
+    std::unique_ptr<Hierarchy> hier_;    // a group of hosts sharing memory inside: allreduce, broadcast, barrier
     std::unique_ptr<Backend> gloo_;      // only when something above needs it
     P2pTransport *p2p_ = nullptr;        // tcp_'s, else gloo_
     Executor exec_;                      // last: stops its threads before the links go

@@ -85,9 +85,10 @@ void ProcessGroup::agree_created(Store &store) {
         for (int r = 0; r < size_; ++r)
             for (const std::string &k :
                  {"created/" + std::to_string(r), "mesh/" + std::to_string(r), std::to_string(r),
-                  "rank_" + std::to_string(r), "shm/host/" + std::to_string(r), "shm/ok/" + std::to_string(r)})
+                  "rank_" + std::to_string(r), "shm/host/" + std::to_string(r), "shm/ok/" + std::to_string(r),
+                  "shm/" + std::to_string(r) + "/seg", "shm/" + std::to_string(r) + "/fail"})
                 store.delete_key(k);
-        for (const char *k : {"connected", "shm/seg", "shm/fail"}) store.delete_key(k);
+        store.delete_key("connected");
     } catch (const Error &) {
         // A store that fails now leaves the keys behind; the group itself is connected and works.
     }

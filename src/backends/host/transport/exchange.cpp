@@ -12,9 +12,11 @@ namespace {
 // reduction gated on it) never waits for one huge read.
 constexpr size_t kMaxMsg = size_t(1) << 30;
 
-std::string rank_name(int p) { return "rank " + std::to_string(p); }
-
 }  // namespace
+
+std::string Exchange::rank_name(int p) const {
+    return "rank " + std::to_string(static_cast<size_t>(p) < ranks_.size() ? ranks_[static_cast<size_t>(p)] : p);
+}
 
 Exchange::Peer &Exchange::peer(int p) {
     if (peers_.size() <= static_cast<size_t>(p)) peers_.resize(static_cast<size_t>(p) + 1);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/pg/call.hpp"
@@ -42,6 +43,8 @@ public:
 
 class Exchange {
 public:
+    // The group rank of each peer index, for messages (default: the index).
+    void name_peers(std::vector<int> ranks) { ranks_ = std::move(ranks); }
     // Queues a message; per peer, messages go over the connection in the order
     // they were queued. A gated message does not start until *gate is true:
     // the engine never waits on it alone, so a gate must be opened by the
@@ -101,6 +104,8 @@ private:
     void check_header(const Peer &pr, const Lane &l, const Call &call, int peer) const;
     std::vector<Peer> peers_;
     std::vector<Links::Want> wants_;  // kept: no allocation per wait
+    std::vector<int> ranks_;
+    std::string rank_name(int peer) const;
 };
 
 }  // namespace distc

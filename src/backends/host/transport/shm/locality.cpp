@@ -54,6 +54,15 @@ bool Locality::all_local() const {
     return true;
 }
 
+std::vector<int> Locality::leaders() const {
+    std::vector<int> out;
+    for (size_t r = 0; r < host.size(); ++r)
+        if (static_cast<size_t>(host[r]) == out.size()) out.push_back(static_cast<int>(r));
+    return out;
+}
+
+bool Locality::shares_memory() const { return leaders().size() < host.size(); }
+
 Locality find_locality(Store &store, int rank, int size, Millis timeout) {
     std::string me =
         std::to_string(::getpid()) + " " + std::to_string(reinterpret_cast<uintptr_t>(&kProbe)) + " " + host_identity();

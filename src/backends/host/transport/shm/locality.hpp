@@ -21,7 +21,9 @@ struct Locality {
     std::vector<uint64_t> probe;  // by rank: where its process keeps kProbe, to test reading its memory
     // The ranks sharing `rank`'s host, in rank order (only itself when it is off shared memory).
     std::vector<int> peers_of(int rank) const;
-    bool all_local() const;  // one host for the whole group
+    bool all_local() const;            // one host for the whole group
+    std::vector<int> leaders() const;  // the first rank of each host, in host order
+    bool shares_memory() const;        // some host has two ranks or more
 };
 
 // A value every process keeps at a known address, which a peer reads to

@@ -60,8 +60,8 @@ uint8_t *map(int fd, size_t bytes) {
 }
 
 // The creator: a memfd of `bytes`, then one accepted connection per other member.
-uint8_t *create(Store &store, int rank, const std::vector<int> &members, size_t bytes, Clock::time_point deadline,
-                FnRef<void(uint8_t *)> init) {
+uint8_t *create(Store &store, const std::string &key, int rank, const std::vector<int> &members, size_t bytes,
+                Clock::time_point deadline, FnRef<void(uint8_t *)> init) {
     Fd mem(::memfd_create("distc-shm", MFD_CLOEXEC));
     if (!mem.valid()) fail_errno(DISTC_EIO, "memfd_create", errno);
     if (::ftruncate(mem.get(), static_cast<off_t>(bytes)) != 0)
@@ -80,7 +80,7 @@ uint8_t *create(Store &store, int rank, const std::vector<int> &members, size_t 
             ::listen(ls.get(), static_cast<int>(members.size())) != 0)
             fail_errno(DISTC_EIO, "binding the shared memory socket", errno);
         std::string ok = "@" + name;
-        store.set("shm/seg", ByteView(ok.data(), ok.size()));
+        store.set(key + "seg", ByteView(ok.data(), ok.size()));
         std::vector<bool> seen(members.size());
         for (size_t got = 1; got < members.size();) {
             int ms = poll_left(deadline, 100);
@@ -88,7 +88,8 @@ uint8_t *create(Store &store, int rank, const std::vector<int> &members, size_t 
                 fail(DISTC_ETIMEOUT, "ranks sharing this host did not fetch the shared memory segment in time");
             pollfd pf{ls.get(), POLLIN, 0};
             if (::poll(&pf, 1, ms) <= 0) {
-                if (store.check({"shm/fail"})) fail(DISTC_EREMOTE, "a rank sharing this host gave up on shared memory");
+                if (store.check({key + "fail"}))
+                    fail(DISTC_EREMOTE, "a rank sharing this host gave up on shared memory");
                 continue;
             }
             Fd c(::accept4(ls.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
@@ -124,8 +125,9 @@ uint8_t *create(Store &store, int rank, const std::vector<int> &members, size_t 
 }
 
 // Any other member: the creator's memfd, received over its socket.
-uint8_t *fetch(Store &store, int rank, size_t bytes, Millis timeout, Clock::time_point deadline) {
-    Bytes where = store.get("shm/seg", timeout);
+uint8_t *fetch(Store &store, const std::string &key, int rank, size_t bytes, Millis timeout,
+               Clock::time_point deadline) {
+    Bytes where = store.get(key + "seg", timeout);
     std::string w(where.begin(), where.end());
     if (w.empty() || w[0] != '@') fail(DISTC_EREMOTE, "the shared memory segment was not made: " + w.substr(1));
     Fd c(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -167,17 +169,17 @@ uint8_t *fetch(Store &store, int rank, size_t bytes, Millis timeout, Clock::time
 
 }  // namespace
 
-Segment::Segment(Store &store, int rank, const std::vector<int> &members, size_t bytes, Millis timeout,
-                 FnRef<void(uint8_t *)> init) :
+Segment::Segment(Store &store, const std::string &key, int rank, const std::vector<int> &members, size_t bytes,
+                 Millis timeout, FnRef<void(uint8_t *)> init) :
     size_(bytes) {
     auto deadline = Clock::now() + timeout;
     try {
-        base_ = members[0] == rank ? create(store, rank, members, bytes, deadline, init)
-                                   : fetch(store, rank, bytes, timeout, deadline);
+        base_ = members[0] == rank ? create(store, key, rank, members, bytes, deadline, init)
+                                   : fetch(store, key, rank, bytes, timeout, deadline);
     } catch (const Error &e) {
         // Tell the others at once instead of leaving them to time out.
         std::string why = "!" + std::string(e.what());
-        store.set(members[0] == rank ? "shm/seg" : "shm/fail", ByteView(why.data(), why.size()));
+        store.set(members[0] == rank ? key + "seg" : key + "fail", ByteView(why.data(), why.size()));
         throw;
     }
 }

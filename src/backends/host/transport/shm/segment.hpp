@@ -17,11 +17,12 @@ namespace distc {
 class Segment {
 public:
     // `members`: the ranks sharing it, in rank order; members[0] creates it.
-    // Keys (in the group's key space): "shm/seg" (where the socket is, or why
-    // the segment could not be made) and "shm/fail" (a member gave up). The
-    // creator lays the zeroed segment out with `init` before handing it on.
-    Segment(Store &store, int rank, const std::vector<int> &members, size_t bytes, Millis timeout,
-            FnRef<void(uint8_t *)> init);
+    // Keys (in the group's key space, after `key`): "seg" (where the socket
+    // is, or why the segment could not be made) and "fail" (a member gave
+    // up). The creator lays the zeroed segment out with `init` before
+    // handing it on.
+    Segment(Store &store, const std::string &key, int rank, const std::vector<int> &members, size_t bytes,
+            Millis timeout, FnRef<void(uint8_t *)> init);
     ~Segment();
     Segment(const Segment &) = delete;
     Segment &operator=(const Segment &) = delete;

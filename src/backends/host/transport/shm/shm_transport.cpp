@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/util/error.hpp"
@@ -46,49 +47,69 @@ size_t ShmTransport::ring_bytes(int n) {
     return p;
 }
 
-ShmTransport::ShmTransport(Store &store, int rank, int size, const Locality &loc, Millis timeout) :
-    pids_(loc.pid), spin_(spin_from_env()), polls_(polls_for(size)),
-    seg_(store, rank, loc.peers_of(rank), ShmLinks::segment_bytes(size, ring_bytes(size)), timeout,
-         [size](uint8_t *base) { ShmLinks::init(base, size, ring_bytes(size)); }) {
-    std::vector<int> ranks(static_cast<size_t>(size));
-    for (int r = 0; r < size; ++r) ranks[size_t(r)] = r;
-    links_ = std::make_unique<ShmLinks>(seg_.base(), rank, ring_bytes(size), std::move(ranks), pids_);
+namespace {
+
+std::vector<pid_t> pids_of(const std::vector<int> &ranks, const Locality &loc) {
+    std::vector<pid_t> out;
+    for (int r : ranks) out.push_back(loc.pid[static_cast<size_t>(r)]);
+    return out;
 }
 
-std::unique_ptr<ShmTransport> ShmTransport::try_make(Store &store, int rank, int size, const Locality &loc,
-                                                     Millis timeout, std::string &why_not) {
+}  // namespace
+
+ShmTransport::ShmTransport(Store &store, int rank, const Locality &loc, Millis timeout) :
+    ranks_(loc.peers_of(rank)), pids_(pids_of(ranks_, loc)), spin_(spin_from_env()),
+    polls_(polls_for(static_cast<int>(ranks_.size()))),
+    seg_(store, "shm/" + std::to_string(ranks_[0]) + "/", rank, ranks_,
+         ShmLinks::segment_bytes(static_cast<int>(ranks_.size()), ring_bytes(static_cast<int>(ranks_.size()))), timeout,
+         [n = static_cast<int>(ranks_.size())](uint8_t *base) { ShmLinks::init(base, n, ring_bytes(n)); }) {
+    const int n = static_cast<int>(ranks_.size());
+    const int me = static_cast<int>(std::find(ranks_.begin(), ranks_.end(), rank) - ranks_.begin());
+    links_ = std::make_unique<ShmLinks>(seg_.base(), me, ring_bytes(n), ranks_, pids_);
+    x_.name_peers(ranks_);
+}
+
+bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locality &loc, Millis timeout,
+                                  std::unique_ptr<ShmTransport> &out, std::string &why_not) {
     std::unique_ptr<ShmTransport> t;
-    std::string mine = "1";
-    try {
-        t = std::make_unique<ShmTransport>(store, rank, size, loc, timeout);
-        // Single copy where this rank can read every other's memory (a
-        // container or ptrace policy may forbid it).
-        bool readable = true;
-        for (int r = 0; r < size; ++r)
-            readable = readable && ShmLinks::can_read(loc.pid[size_t(r)],
-                                                      reinterpret_cast<const void *>(loc.probe[size_t(r)]), kProbe);
-        mine += readable ? "c" : "n";
-    } catch (const Error &e) {
-        mine = std::string("0rank ") + std::to_string(rank) + ": " + e.what();
+    // '1' made ('-': alone on its host, no segment), then 'c' when this rank
+    // can read the memory of every rank on its host; '0' and why, if not made.
+    std::string mine = "1-";
+    if (loc.peers_of(rank).size() > 1) {
+        try {
+            t = std::make_unique<ShmTransport>(store, rank, loc, timeout);
+            // Single copy where this rank can read every local peer's memory (a
+            // container or ptrace policy may forbid it).
+            bool readable = true;
+            for (int r : loc.peers_of(rank))
+                readable = readable && ShmLinks::can_read(loc.pid[size_t(r)],
+                                                          reinterpret_cast<const void *>(loc.probe[size_t(r)]), kProbe);
+            mine = readable ? "1c" : "1n";
+        } catch (const Error &e) {
+            mine = std::string("0rank ") + std::to_string(rank) + ": " + e.what();
+        }
     }
     store.set("shm/ok/" + std::to_string(rank), ByteView(mine.data(), mine.size()));
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back("shm/ok/" + std::to_string(r));
     bool single_copy = single_copy_bytes() > 0;
     for (const Bytes &b : store.multi_get(keys, timeout)) {
-        if (b.empty() || b[0] != '1') {
+        if (b.size() < 2 || b[0] != '1') {
             why_not = b.empty() ? "a rank said nothing" : std::string(b.begin() + 1, b.end());
-            return nullptr;
+            return false;
         }
-        single_copy = single_copy && b.size() > 1 && b[1] == 'c';
+        single_copy = single_copy && b[1] != 'n';
     }
-    t->single_copy_ = single_copy;
-    t->links_->set_single_copy(single_copy ? single_copy_bytes() : 0);
-    return t;
+    if (t) {
+        t->single_copy_ = single_copy;
+        t->links_->set_single_copy(single_copy ? single_copy_bytes() : 0);
+    }
+    out = std::move(t);
+    return true;
 }
 
 std::string ShmTransport::describe(int peer) const {
-    return "rank " + std::to_string(peer) + " (shm, pid " + std::to_string(pids_[size_t(peer)]) + ")";
+    return "rank " + std::to_string(ranks_[size_t(peer)]) + " (shm, pid " + std::to_string(pids_[size_t(peer)]) + ")";
 }
 
 }  // namespace distc

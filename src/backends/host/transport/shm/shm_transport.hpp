@@ -1,7 +1,7 @@
-// The shared-memory transport: a group whose ranks all share one host
-// (locality.hpp) moves its collectives through one segment (segment.hpp) of
-// byte rings (shm_links.hpp), with the same framing and checks as the TCP
-// mesh (exchange.hpp). The calling thread moves the bytes, spinning for
+// The shared-memory transport: the ranks of a group that share one host
+// (locality.hpp) move collectives through one segment (segment.hpp) of byte
+// rings (shm_links.hpp), with the same framing and checks as the TCP mesh
+// (exchange.hpp). Its peers are those ranks, indexed in rank order. The calling thread moves the bytes, spinning for
 // DISTC_SHM_SPIN_US after its last progress before it sleeps on a futex.
 #pragma once
 
@@ -21,13 +21,16 @@ namespace distc {
 
 class ShmTransport final : public Transport {
 public:
-    // Every rank of the group must be local (loc.all_local()). Throws when
-    // the segment cannot be made; see try_make for a group's agreed fallback.
-    ShmTransport(Store &store, int rank, int size, const Locality &loc, Millis timeout);
-    // Every rank calls it: the transport where every rank made it, else null
-    // on every rank (each says whether it succeeded through the store).
-    static std::unique_ptr<ShmTransport> try_make(Store &store, int rank, int size, const Locality &loc, Millis timeout,
-                                                  std::string &why_not);
+    // `rank`'s transport to the other ranks on its host (loc.peers_of(rank),
+    // at least two). Throws when the segment cannot be made; see
+    // make_for_group for a group's agreed fallback.
+    ShmTransport(Store &store, int rank, const Locality &loc, Millis timeout);
+    // Every rank of the group calls it, and each says through the store
+    // whether its host's segment was made. True when every one was: then
+    // `out` is this rank's transport (null for a rank alone on its host).
+    // False on every rank otherwise, with why in `why_not`.
+    static bool make_for_group(Store &store, int rank, int size, const Locality &loc, Millis timeout,
+                               std::unique_ptr<ShmTransport> &out, std::string &why_not);
     // Pieces from this size on are copied once, in place (DISTC_SHM_CMA_BYTES,
     // default 4 MiB; 0: never), where every rank can read the others' memory.
     // Below it the ring's two copies, writer and reader at once, finish
@@ -49,6 +52,7 @@ public:
     bool single_copy() const { return single_copy_; }
 
 private:
+    std::vector<int> ranks_;  // by peer index: the group rank
     std::vector<pid_t> pids_;
     std::chrono::microseconds spin_;
     unsigned polls_;  // looks at the rings before the first yield (DISTC_SHM_POLLS; 0 when oversubscribed)

@@ -1,0 +1,63 @@
+#include "backends/host/hierarchy.hpp"
+
+#include <algorithm>
+
+namespace distc {
+
+namespace {
+
+// What is left of a collective's timeout for its next phase.
+Millis left(Clock::time_point deadline) {
+    return std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
+}
+
+}  // namespace
+
+Hierarchy::Hierarchy(int rank, std::vector<int> host, Transport *local, Transport &mesh) :
+    host_(std::move(host)), my_host_(host_[static_cast<size_t>(rank)]) {
+    std::vector<int> leaders, mine;
+    for (size_t r = 0; r < host_.size(); ++r) {
+        if (static_cast<size_t>(host_[r]) == leaders.size()) leaders.push_back(static_cast<int>(r));
+        if (host_[r] == my_host_) mine.push_back(static_cast<int>(r));
+    }
+    leader_ = mine[0] == rank;
+    if (local) local_ = std::make_unique<Algorithms>(*local, local_index(rank), static_cast<int>(mine.size()));
+    if (leader_ && leaders.size() > 1) {
+        int me = static_cast<int>(std::find(leaders.begin(), leaders.end(), rank) - leaders.begin());
+        int n = static_cast<int>(leaders.size());
+        leaders_mesh_ = std::make_unique<SubsetTransport>(mesh, std::move(leaders));
+        leaders_ = std::make_unique<Algorithms>(*leaders_mesh_, me, n);
+    }
+}
+
+int Hierarchy::local_index(int rank) const {
+    int i = 0;
+    for (int r = 0; r < rank; ++r) i += host_[static_cast<size_t>(r)] == host_[static_cast<size_t>(rank)];
+    return i;
+}
+
+void Hierarchy::allreduce(Tensor &t, ReduceOp op, const Call &call, Millis timeout) {
+    auto deadline = Clock::now() + timeout;
+    if (local_) local_->reduce(t, 0, op, call, left(deadline));
+    if (leaders_) leaders_->allreduce(t, op, call, left(deadline));
+    if (local_) local_->broadcast(t, 0, call, left(deadline));
+}
+
+void Hierarchy::broadcast(Tensor &t, int root, const Call &call, Millis timeout) {
+    auto deadline = Clock::now() + timeout;
+    const int root_host = host_[static_cast<size_t>(root)];
+    // The root's host first (its leader gets the data), then the leaders,
+    // then every other host from its leader.
+    if (local_ && my_host_ == root_host) local_->broadcast(t, local_index(root), call, left(deadline));
+    if (leaders_) leaders_->broadcast(t, root_host, call, left(deadline));
+    if (local_ && my_host_ != root_host) local_->broadcast(t, 0, call, left(deadline));
+}
+
+void Hierarchy::barrier(const Call &call, Millis timeout) {
+    auto deadline = Clock::now() + timeout;
+    if (local_) local_->barrier(call, left(deadline));
+    if (leaders_) leaders_->barrier(call, left(deadline));
+    if (local_) local_->barrier(call, left(deadline));
+}
+
+}  // namespace distc

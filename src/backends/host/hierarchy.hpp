@@ -1,0 +1,41 @@
+// Collectives of a group that spans hosts, where ranks share memory inside
+// each host: shared memory among a host's ranks, the TCP mesh among one
+// leader per host (its first rank), shared memory again to fan out. Every
+// rank gets the same bits: the leaders' result. A sum adds each host's
+// ranks in rank order, then the hosts' partial sums in host order, so for
+// floating point it may differ in the last bits from a flat run, which adds
+// all ranks in rank order.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backends/host/algorithms.hpp"
+#include "backends/host/transport/subset_transport.hpp"
+#include "backends/host/transport/transport.hpp"
+
+namespace distc {
+
+class Hierarchy {
+public:
+    // `host`: by rank, its host's index (hosts numbered in order of their
+    // first rank); `local`: the transport among this rank's host (null when
+    // it is alone there); `mesh`: the group's TCP mesh.
+    Hierarchy(int rank, std::vector<int> host, Transport *local, Transport &mesh);
+
+    void allreduce(Tensor &t, ReduceOp op, const Call &call, Millis timeout);
+    void broadcast(Tensor &t, int root, const Call &call, Millis timeout);
+    void barrier(const Call &call, Millis timeout);
+    bool same_host(int rank) const { return host_[static_cast<size_t>(rank)] == my_host_; }
+
+private:
+    int local_index(int rank) const;  // among its host's ranks
+    std::vector<int> host_;
+    int my_host_;
+    bool leader_;
+    std::unique_ptr<Algorithms> local_;  // among this host's ranks, if more than one
+    std::unique_ptr<SubsetTransport> leaders_mesh_;
+    std::unique_ptr<Algorithms> leaders_;  // among the hosts' leaders, on a leader of a group of hosts
+};
+
+}  // namespace distc
