@@ -60,8 +60,8 @@ uint8_t *map(int fd, size_t bytes) {
 }
 
 // The creator: a memfd of `bytes`, then one accepted connection per other member.
-uint8_t *create(Store &store, const std::string &key, int rank, const std::vector<int> &members, size_t bytes,
-                Clock::time_point deadline, FnRef<void(uint8_t *)> init) {
+uint8_t *create(Store &store, const std::string &key, int rank, const std::vector<int> &members,
+                const std::vector<pid_t> &pids, size_t bytes, Clock::time_point deadline, FnRef<void(uint8_t *)> init) {
     Fd mem(::memfd_create("distc-shm", MFD_CLOEXEC));
     if (!mem.valid()) fail_errno(DISTC_EIO, "memfd_create", errno);
     if (::ftruncate(mem.get(), static_cast<off_t>(bytes)) != 0)
@@ -98,6 +98,11 @@ uint8_t *create(Store &store, const std::string &key, int rank, const std::vecto
             io_all(c.get(), &who, sizeof who, false, deadline);
             auto it = std::find(members.begin(), members.end(), who);
             if (it == members.end() || it == members.begin() || seen[size_t(it - members.begin())]) continue;
+            ucred cred{};
+            socklen_t clen = sizeof cred;
+            if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
+                cred.pid != pids[size_t(it - members.begin())])
+                continue;  // not that rank's process
             seen[size_t(it - members.begin())] = true;
             uint64_t size = bytes;
             iovec iov{&size, sizeof size};
@@ -169,12 +174,12 @@ uint8_t *fetch(Store &store, const std::string &key, int rank, size_t bytes, Mil
 
 }  // namespace
 
-Segment::Segment(Store &store, const std::string &key, int rank, const std::vector<int> &members, size_t bytes,
-                 Millis timeout, FnRef<void(uint8_t *)> init) :
+Segment::Segment(Store &store, const std::string &key, int rank, const std::vector<int> &members,
+                 const std::vector<pid_t> &pids, size_t bytes, Millis timeout, FnRef<void(uint8_t *)> init) :
     size_(bytes) {
     auto deadline = Clock::now() + timeout;
     try {
-        base_ = members[0] == rank ? create(store, key, rank, members, bytes, deadline, init)
+        base_ = members[0] == rank ? create(store, key, rank, members, pids, bytes, deadline, init)
                                    : fetch(store, key, rank, bytes, timeout, deadline);
     } catch (const Error &e) {
         // Tell the others at once instead of leaving them to time out.

@@ -4,6 +4,8 @@
 // and nothing outlives the ranks, even when all of them are killed.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,13 +18,16 @@ namespace distc {
 
 class Segment {
 public:
-    // `members`: the ranks sharing it, in rank order; members[0] creates it.
+    // `members`: the ranks sharing it, in rank order, and their processes
+    // (`pids`); members[0] creates it and hands it only to a connection from
+    // the process of the rank it names (SO_PEERCRED), as abstract sockets
+    // have no permissions of their own.
     // Keys (in the group's key space, after `key`): "seg" (where the socket
     // is, or why the segment could not be made) and "fail" (a member gave
     // up). The creator lays the zeroed segment out with `init` before
     // handing it on.
-    Segment(Store &store, const std::string &key, int rank, const std::vector<int> &members, size_t bytes,
-            Millis timeout, FnRef<void(uint8_t *)> init);
+    Segment(Store &store, const std::string &key, int rank, const std::vector<int> &members,
+            const std::vector<pid_t> &pids, size_t bytes, Millis timeout, FnRef<void(uint8_t *)> init);
     ~Segment();
     Segment(const Segment &) = delete;
     Segment &operator=(const Segment &) = delete;

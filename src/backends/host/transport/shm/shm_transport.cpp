@@ -60,7 +60,7 @@ std::vector<pid_t> pids_of(const std::vector<int> &ranks, const Locality &loc) {
 ShmTransport::ShmTransport(Store &store, int rank, const Locality &loc, Millis timeout) :
     ranks_(loc.peers_of(rank)), pids_(pids_of(ranks_, loc)), spin_(spin_from_env()),
     polls_(polls_for(static_cast<int>(ranks_.size()))),
-    seg_(store, "shm/" + std::to_string(ranks_[0]) + "/", rank, ranks_,
+    seg_(store, "shm/" + std::to_string(ranks_[0]) + "/", rank, ranks_, pids_,
          ShmLinks::segment_bytes(static_cast<int>(ranks_.size()), ring_bytes(static_cast<int>(ranks_.size()))), timeout,
          [n = static_cast<int>(ranks_.size())](uint8_t *base) { ShmLinks::init(base, n, ring_bytes(n)); }) {
     const int n = static_cast<int>(ranks_.size());
