@@ -53,6 +53,21 @@ void io_all(int fd, void *p, size_t n, bool out, Clock::time_point deadline) {
     }
 }
 
+// The one message that passes the segment: its size, and the memfd with it.
+struct FdMessage {
+    uint64_t size = 0;
+    iovec iov{&size, sizeof size};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+    msghdr mh{};
+    FdMessage() {
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = ctl;
+        mh.msg_controllen = sizeof ctl;
+    }
+    FdMessage(const FdMessage &) = delete;
+};
+
 uint8_t *map(int fd, size_t bytes) {
     void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) fail_errno(DISTC_EIO, "mmap of the shared memory segment", errno);
@@ -104,21 +119,15 @@ uint8_t *create(Store &store, const std::string &key, int rank, const std::vecto
                 cred.pid != pids[size_t(it - members.begin())])
                 continue;  // not that rank's process
             seen[size_t(it - members.begin())] = true;
-            uint64_t size = bytes;
-            iovec iov{&size, sizeof size};
-            alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-            msghdr mh{};
-            mh.msg_iov = &iov;
-            mh.msg_iovlen = 1;
-            mh.msg_control = ctl;
-            mh.msg_controllen = sizeof ctl;
-            cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+            FdMessage m;
+            m.size = bytes;
+            cmsghdr *cm = CMSG_FIRSTHDR(&m.mh);
             cm->cmsg_level = SOL_SOCKET;
             cm->cmsg_type = SCM_RIGHTS;
             cm->cmsg_len = CMSG_LEN(sizeof(int));
             int mfd = mem.get();
             std::memcpy(CMSG_DATA(cm), &mfd, sizeof mfd);
-            if (::sendmsg(c.get(), &mh, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof size))
+            if (::sendmsg(c.get(), &m.mh, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof m.size))
                 fail_errno(DISTC_EIO, "passing the shared memory segment", errno);
             ++got;
         }
@@ -143,17 +152,10 @@ uint8_t *fetch(Store &store, const std::string &key, int rank, size_t bytes, Mil
         fail_errno(DISTC_EIO, "connecting to the shared memory socket", errno);
     int32_t me = rank;
     io_all(c.get(), &me, sizeof me, true, deadline);
-    uint64_t size = 0;
-    iovec iov{&size, sizeof size};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = ctl;
-    mh.msg_controllen = sizeof ctl;
+    FdMessage m;
     for (;;) {
-        ssize_t r = ::recvmsg(c.get(), &mh, MSG_CMSG_CLOEXEC);
-        if (r == static_cast<ssize_t>(sizeof size)) break;
+        ssize_t r = ::recvmsg(c.get(), &m.mh, MSG_CMSG_CLOEXEC);
+        if (r == static_cast<ssize_t>(sizeof m.size)) break;
         if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
             int ms = poll_left(deadline, 1000);
             if (ms == 0) fail(DISTC_ETIMEOUT, "the shared memory segment did not come in time");
@@ -163,12 +165,15 @@ uint8_t *fetch(Store &store, const std::string &key, int rank, size_t bytes, Mil
         }
         fail(DISTC_EPROTO, "the shared memory segment did not come over its socket");
     }
-    cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    if (!cm || cm->cmsg_type != SCM_RIGHTS || size != bytes)
+    cmsghdr *cm = CMSG_FIRSTHDR(&m.mh);
+    Fd mem;
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int))) {
+        int mfd;
+        std::memcpy(&mfd, CMSG_DATA(cm), sizeof mfd);
+        mem = Fd(mfd);  // closed on every path from here
+    }
+    if (!mem.valid() || m.size != bytes)
         fail(DISTC_EPROTO, "the shared memory socket passed no segment of the expected size");
-    int mfd;
-    std::memcpy(&mfd, CMSG_DATA(cm), sizeof mfd);
-    Fd mem(mfd);
     return map(mem.get(), bytes);
 }
 
