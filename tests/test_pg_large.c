@@ -124,6 +124,19 @@ static void rank_reduce_scatter(distc_pg *pg, int rank, int size, void *arg) {
     if (RK_OK(distc_reduce_scatter_tensor(NULL, pg, out, in, DISTC_SUM, NULL)))
         CHECK_ALL("reduce_scatter sum", out, part, sum_of(size, part * rank + i));
     CHECK_ALL("reduce_scatter leaves the input alone", in, part * size, val(rank, i));
+    /* The output inside the input: as this rank's own part (in place), and
+     * as the next rank's part, which the others still read. */
+    for (int at = 0; at < 2 && size > 1; ++at) {
+        DLTensor *again = filled(DT_I32, part * size, rank);
+        DLTensor view = *again;
+        int64_t shape = part;
+        view.shape = &shape;
+        view.byte_offset = (uint64_t)(part * ((rank + at) % size)) * sizeof(int32_t);
+        if (RK_OK(distc_reduce_scatter_tensor(NULL, pg, &view, again, DISTC_SUM, NULL)))
+            CHECK_ALL(at ? "reduce_scatter into another part of the input" : "reduce_scatter in place", &view, part,
+                      sum_of(size, part * rank + i));
+        dt_tensor_free(again);
+    }
     dt_tensor_free(in);
     dt_tensor_free(out);
 }

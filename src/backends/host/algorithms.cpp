@@ -71,7 +71,8 @@ void Algorithms::reduce_direct(Tensor &t, ReduceOp op, int to, const Call &call,
     for (int p = 2; p < size_; ++p) fn(p == size_ - 1 ? t.data : acc, acc, in(p), t.numel);
 }
 
-void Algorithms::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline) {
+void Algorithms::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline,
+                                uint8_t *dest) {
     const size_t esz = dtype_size(t.dtype), P = static_cast<size_t>(size_);
     const size_t seg = std::max<size_t>(1, kSegmentBytes / esz);
     // Rank r owns chunk r of the elements.
@@ -113,9 +114,9 @@ void Algorithms::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call
     ReduceFn fn = reduce_fn(t.dtype, op);
     auto reduce_segment = [&](size_t k) {
         size_t bytes;
-        uint8_t *out = piece(rank_, k, bytes);
+        uint8_t *own = piece(rank_, k, bytes), *out = dest ? dest + k * seg * esz : own;
         size_t n = bytes / esz;
-        auto in = [&](int r) -> const uint8_t * { return r == rank_ ? out : window(r, k); };
+        auto in = [&](int r) -> const uint8_t * { return r == rank_ ? own : window(r, k); };
         // In rank order. Our own piece is an input until the last step writes
         // it: from rank 2 on, the partial sums go to rank 0's window first.
         uint8_t *acc = rank_ < 2 ? out : window(0, k);
@@ -129,6 +130,19 @@ void Algorithms::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call
         reduce_segment(k);
         reduced_[k] = true;
     });
+}
+
+void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    Tensor all = in;
+    if (in.nbytes() > kDirectReduceBytes && in.numel >= static_cast<size_t>(size_))
+        return reduce_chunked(all, op, kNobody, call, deadline, out.bytes());
+    // Small: everything reduced everywhere, in a copy; this rank keeps its part.
+    Scratch copy(in.dtype, in.numel);
+    if (in.nbytes()) std::memcpy(copy.t.data, in.data, in.nbytes());
+    reduce_direct(copy.t, op, kEveryone, call, deadline);
+    if (out.nbytes()) std::memcpy(out.data, copy.t.bytes() + out.nbytes() * static_cast<size_t>(rank_), out.nbytes());
 }
 
 void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {

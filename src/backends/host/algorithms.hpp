@@ -38,10 +38,9 @@ public:
     // Counts in elements, per peer in rank order; parts packed in that order in `in` and `out`.
     void alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
                    const std::vector<size_t> &out_counts, const Call &call, Millis timeout);
-    // `all` holds size parts; on return this rank's part of it holds their reduction.
-    void reduce_scatter(Tensor &all, ReduceOp op, const Call &call, Millis timeout) {
-        reduce_to(all, op, kNobody, call, timeout);
-    }
+    // `in` holds size parts, in rank order, and is only read; `out` (one
+    // part, not inside `in`) gets this rank's part of their reduction.
+    void reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout);
     void barrier(const Call &call, Millis timeout);
 
 private:
@@ -51,8 +50,11 @@ private:
     // Every rank's copy of t, reduced in rank order into t on every rank or on `to` only.
     void reduce_direct(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline);
     // Reduce-scatter in segments, each chunk reduced by its owner as its pieces
-    // arrive, then the chunks gathered to every rank, to `to` only, or to nobody.
-    void reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline);
+    // arrive, then the chunks gathered to every rank, to `to` only, or to
+    // nobody. With `dest` (to nobody only), this rank's chunk of the result
+    // goes there and `t` is only read.
+    void reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline,
+                        uint8_t *dest = nullptr);
     // Scatter from the root, then every rank forwards its piece to the others
     // as it arrives (more than two ranks, large messages).
     void broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline);

@@ -256,23 +256,30 @@ void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const s
                                  const AsyncArgs &a) {
     OpCtx c = ctx(a);
     double factor = a.premul_factor;
-    submit(w, a, true, [this, inputs, output, op, factor, c]() -> int32_t {
-        // Reduce a copy of the inputs (never the caller's) and keep this
-        // rank's part: the algorithms reduce only each rank's part, Gloo
-        // (which has no reduce-scatter collective) allreduces all of it.
-        Scratch all(output.dtype, checked_mul(output.numel, size_, "the inputs together"));
-        uint8_t *p = all.t.bytes();
-        for (const auto &t : inputs) {
-            if (t.nbytes()) std::memcpy(p, t.data, t.nbytes());
-            p += t.nbytes();
+    submit(w, a, true, [this, inputs, output = Tensor(output), op, factor, c]() mutable -> int32_t {
+        const size_t total = checked_mul(output.nbytes(), static_cast<size_t>(size_), "the inputs together");
+        // The algorithms read the inputs in place and write only `output`.
+        // A copy where that cannot be: PREMUL_SUM scales the inputs, Gloo
+        // (which has no reduce-scatter collective) allreduces all of them,
+        // and an output inside another rank's part would be written while
+        // that part is still being sent.
+        std::unique_ptr<Scratch> scratch;
+        Tensor flat = flatten(inputs, scratch, true);
+        const uint8_t *own = flat.bytes() + output.nbytes() * static_cast<size_t>(rank_);
+        bool inside = output.bytes() < flat.bytes() + total && flat.bytes() < output.bytes() + output.nbytes();
+        if (!scratch && (op == ReduceOp::PremulSum || !small(total) || (inside && output.bytes() != own))) {
+            scratch = std::make_unique<Scratch>(output.dtype, flat.numel);
+            if (total) std::memcpy(scratch->t.data, flat.data, total);
+            flat = scratch->t;
         }
-        if (op == ReduceOp::PremulSum) scale_in_place(all.t.dtype, all.t.data, all.t.numel, factor);
-        if (small(all.t.nbytes()))
-            algo_->reduce_scatter(all.t, op, c.call, c.timeout);
-        else
-            gloo_->allreduce(all.t, op, c);
-        uint8_t *mine = all.t.bytes() + output.nbytes() * static_cast<size_t>(rank_);
-        if (output.nbytes()) std::memcpy(output.data, mine, output.nbytes());
+        if (op == ReduceOp::PremulSum) scale_in_place(flat.dtype, flat.data, flat.numel, factor);
+        if (small(total)) {
+            algo_->reduce_scatter(flat, output, op, c.call, c.timeout);
+        } else {
+            gloo_->allreduce(flat, op, c);
+            const uint8_t *mine = flat.bytes() + output.nbytes() * static_cast<size_t>(rank_);
+            if (output.nbytes()) std::memmove(output.data, mine, output.nbytes());
+        }
         if (op == ReduceOp::Avg) scale_in_place(output.dtype, output.data, output.numel, 1.0 / size_);
         return -1;
     });
