@@ -16,7 +16,7 @@ struct job {
     int port;
     int64_t timeout_ms;
     int victim;     /* the rank that misbehaves, or -1 */
-    int fake_hosts; /* ranks per fake host (DISTC_HOST_ID), or 0 */
+    int fake_hosts; /* ranks per fake host (DISTC_HOST_ID); -k: rank % k is the host; 0: none */
     int shm_off;    /* the rank that sets DISTC_SHM=0, or -1 */
 };
 
@@ -46,6 +46,7 @@ static DLTensor f32(float *p, int64_t *shape) {
  * one host with the `shm_off` rank apart. */
 static int host_of(int rank, const struct job *j) {
     if (j->fake_hosts > 0) return rank / j->fake_hosts;
+    if (j->fake_hosts < 0) return rank % -j->fake_hosts;
     return rank == j->shm_off ? -1 : 0;
 }
 
@@ -63,9 +64,9 @@ static const char *expected_transport(int rank, int peer, int n, const struct jo
 }
 
 static distc_pg *join(int rank, int n, const struct job *j) {
-    if (j->fake_hosts > 0) {
+    if (j->fake_hosts != 0) {
         char id[32];
-        snprintf(id, sizeof id, "host-%d", rank / j->fake_hosts);
+        snprintf(id, sizeof id, "host-%d", host_of(rank, j));
         setenv("DISTC_HOST_ID", id, 1);
     }
     if (rank == j->shm_off) setenv("DISTC_SHM", "0", 1);
@@ -217,6 +218,28 @@ static int hierarchy_child(int rank, int n, void *arg) {
     CHILD_CHECK(x[1234] == (float)(1234 % 1001) && x[N - 1] == (float)((N - 1) % 1001), "rank %d: broadcast wrong",
                 rank);
     CHILD_CHECK(distc_barrier(NULL, pg, NULL) == 0, "barrier: %s", distc_error_last());
+    /* reduce to a host's second rank and to rank 0: the root gets the sum,
+     * the others keep their tensors. */
+    for (int root = 3; root >= 0; root -= 3) {
+        for (int i = 0; i < N; ++i) x[i] = (float)(rank + i % 5);
+        CHILD_CHECK(distc_reduce(NULL, pg, &t, root, DISTC_SUM, NULL) == 0, "reduce: %s", distc_error_last());
+        for (int i = 0; i < N; i += 997) {
+            float w = rank == root ? (float)(n * (n - 1) / 2 + n * (i % 5)) : (float)(rank + i % 5);
+            CHILD_CHECK(x[i] == w, "rank %d: reduce to %d: element %d is %g, not %g", rank, root, i, x[i], w);
+        }
+    }
+    /* allgather of 64 Ki floats from each rank, in rank order. */
+    enum { P = 1 << 16 };
+    float *parts = malloc((size_t)n * P * sizeof *parts);
+    int64_t pshape[1] = {P}, ashape[1] = {(int64_t)n * P};
+    for (int i = 0; i < P; ++i) x[i] = (float)(rank * 100000 + i);
+    DLTensor pin = f32(x, pshape), pall = f32(parts, ashape);
+    CHILD_CHECK(distc_allgather_into_tensor(NULL, pg, &pall, &pin, NULL) == 0, "allgather: %s", distc_error_last());
+    for (int q = 0; q < n; ++q)
+        for (int i = 0; i < P; i += 4093)
+            CHILD_CHECK(parts[(size_t)q * P + (size_t)i] == (float)(q * 100000 + i), "rank %d: allgather part %d wrong",
+                        rank, q);
+    free(parts);
     /* Rank 2 (a host's first rank) calls another size: everyone fails
      * (Gloo's pairs, DISTC_MESH_BYTES=0, carry no call to check). */
     const char *mesh = getenv("DISTC_MESH_BYTES");
@@ -241,6 +264,8 @@ static void test_hierarchy(void **state) {
     assert_int_equal(dt_run_procs(4, hierarchy_child, &j, 60), 0);
     struct job uneven = {dt_free_port(), 5000, -1, 2, -1};
     assert_int_equal(dt_run_procs(5, hierarchy_child, &uneven, 60), 0);
+    struct job interleaved = {dt_free_port(), 5000, -1, -2, -1}; /* hosts {0, 2} and {1, 3} */
+    assert_int_equal(dt_run_procs(4, hierarchy_child, &interleaved, 60), 0);
 }
 
 /* The victim dies (SIGKILL) right after joining; the others run an allreduce

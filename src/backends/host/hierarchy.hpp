@@ -1,6 +1,7 @@
 // Collectives of a group that spans hosts, where ranks share memory inside
 // each host: shared memory among a host's ranks, the TCP mesh among one
-// leader per host (its first rank), shared memory again to fan out. Every
+// leader per host (its first rank), shared memory again to fan out. The
+// others (gather, scatter, reduce_scatter, all-to-all) take the flat mesh. Every
 // rank gets the same bits: the leaders' result. A sum adds each host's
 // ranks in rank order, then the hosts' partial sums in host order, so for
 // floating point it may differ in the last bits from a flat run, which adds
@@ -24,6 +25,10 @@ public:
     Hierarchy(int rank, std::vector<int> host, Transport *local, Transport &mesh);
 
     void allreduce(Tensor &t, ReduceOp op, const Call &call, Millis timeout);
+    // The result on `root` only; other ranks' `t` is clobbered (pass a copy).
+    void reduce(Tensor &t, int root, ReduceOp op, const Call &call, Millis timeout);
+    // `out`: every rank's `in`, in rank order.
+    void allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout);
     void broadcast(Tensor &t, int root, const Call &call, Millis timeout);
     void barrier(const Call &call, Millis timeout);
     bool same_host(int rank) const { return host_[static_cast<size_t>(rank)] == my_host_; }
@@ -31,6 +36,8 @@ public:
 private:
     int local_index(int rank) const;  // among its host's ranks
     std::vector<int> host_;
+    std::vector<int> host_size_;  // by host: its ranks
+    int most_ = 0;                // ranks on the fullest host
     int my_host_;
     bool leader_;
     std::unique_ptr<Algorithms> local_;  // among this host's ranks, if more than one

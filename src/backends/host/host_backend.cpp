@@ -186,7 +186,9 @@ void HostBackend::reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp o
             work = scratch->t;
         }
         if (op == ReduceOp::PremulSum) scale_in_place(work.dtype, work.data, work.numel, factor);
-        if (small(work.nbytes()))
+        if (small(work.nbytes()) && hier_)
+            hier_->reduce(work, root, op, c.call, c.timeout);
+        else if (small(work.nbytes()))
             algo_->reduce(work, root, op, c.call, c.timeout);
         else
             gloo_->reduce(work, root, op, c);
@@ -201,7 +203,9 @@ void HostBackend::allgather(const WorkPtr &w, const std::vector<Tensor> &outputs
     submit(w, a, true, [this, input, outputs, c]() -> int32_t {
         std::unique_ptr<Scratch> scratch;
         Tensor flat = flatten(outputs, scratch, false);
-        if (small(input.nbytes()))
+        if (small(input.nbytes()) && hier_)
+            hier_->allgather(input, flat, c.call, c.timeout);
+        else if (small(input.nbytes()))
             algo_->allgather(input, flat, c.call, c.timeout);
         else
             gloo_->allgather(input, flat, c);

@@ -86,7 +86,8 @@ private:
     std::unique_ptr<TcpTransport> tcp_;
     std::unique_ptr<ShmTransport> shm_;  // among the ranks on this host, when they share memory
     std::unique_ptr<Algorithms> algo_;   // over shm_ (every rank on this host), else tcp_
-    std::unique_ptr<Hierarchy> hier_;    // a group of hosts sharing memory inside: allreduce, broadcast, barrier
+    std::unique_ptr<Hierarchy> hier_;    // hosts sharing memory inside: allreduce, reduce, broadcast, allgather,
+                                         // barrier
     std::unique_ptr<Backend> gloo_;      // only when something above needs it
     P2pTransport *p2p_ = nullptr;        // tcp_'s, else gloo_
     Executor exec_;                      // last: stops its threads before the links go
