@@ -153,9 +153,10 @@ DISTC_EXTERN(int) distc_pg_size(int32_t *out, const distc_pg *pg);
 DISTC_EXTERN(int) distc_pg_backend(const char **out, const distc_pg *pg);
 /**
  * How this rank's collectives reach `peer` (a rank of the group): "shm"
- * (shared memory: every rank of the group on this host), "tcp" (the TCP
- * mesh), "gloo" (Gloo's pairs), "self" for this rank; with DISTC_MESH_BYTES
- * set, the two paths joined ("shm+gloo": small ones, then large ones). Other
+ * (shared memory: the peer is on this host; in a group that spans hosts,
+ * for the hierarchical collectives, see README), "tcp" (the TCP mesh),
+ * "gloo" (Gloo's pairs), "self" for this rank; with DISTC_MESH_BYTES set,
+ * the two paths joined ("shm+gloo": small ones, then large ones). Other
  * backends answer their own name ("mpi", "nccl"). A static string.
  */
 DISTC_EXTERN(int) distc_pg_transport(const char **out, const distc_pg *pg, int32_t peer);

@@ -119,9 +119,10 @@ extern "C" {
 }
 extern "C" {
     #[doc = " How this rank's collectives reach `peer` (a rank of the group): \"shm\""]
-    #[doc = " (shared memory: every rank of the group on this host), \"tcp\" (the TCP"]
-    #[doc = " mesh), \"gloo\" (Gloo's pairs), \"self\" for this rank; with DISTC_MESH_BYTES"]
-    #[doc = " set, the two paths joined (\"shm+gloo\": small ones, then large ones). Other"]
+    #[doc = " (shared memory: the peer is on this host; in a group that spans hosts,"]
+    #[doc = " for the hierarchical collectives, see README), \"tcp\" (the TCP mesh),"]
+    #[doc = " \"gloo\" (Gloo's pairs), \"self\" for this rank; with DISTC_MESH_BYTES set,"]
+    #[doc = " the two paths joined (\"shm+gloo\": small ones, then large ones). Other"]
     #[doc = " backends answer their own name (\"mpi\", \"nccl\"). A static string."]
     pub fn distc_pg_transport(
         out: *mut *const ::std::os::raw::c_char,
