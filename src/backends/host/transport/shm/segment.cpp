@@ -109,13 +109,17 @@ uint8_t *create(Store &store, const std::string &key, int rank, const std::vecto
             }
             Fd c(::accept4(ls.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
             if (!c.valid()) continue;
-            int32_t who = -1;
-            io_all(c.get(), &who, sizeof who, false, deadline);
-            auto it = std::find(members.begin(), members.end(), who);
-            if (it == members.end() || it == members.begin() || seen[size_t(it - members.begin())]) continue;
+            // Only a member's process is heard at all (a stranger that
+            // connected and said nothing would hold this loop up).
             ucred cred{};
             socklen_t clen = sizeof cred;
             if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
+                std::find(pids.begin(), pids.end(), cred.pid) == pids.end())
+                continue;
+            int32_t who = -1;
+            io_all(c.get(), &who, sizeof who, false, deadline);
+            auto it = std::find(members.begin(), members.end(), who);
+            if (it == members.end() || it == members.begin() || seen[size_t(it - members.begin())] ||
                 cred.pid != pids[size_t(it - members.begin())])
                 continue;  // not that rank's process
             seen[size_t(it - members.begin())] = true;
