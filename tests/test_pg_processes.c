@@ -18,6 +18,7 @@ struct job {
     int victim;     /* the rank that misbehaves, or -1 */
     int fake_hosts; /* ranks per fake host (DISTC_HOST_ID); -k: rank % k is the host; 0: none */
     int shm_off;    /* the rank that sets DISTC_SHM=0, or -1 */
+    int odd_ring;   /* 1 + the rank that wants rings of another size (its segment fails), or 0 */
 };
 
 static DLTensor f32(float *p, int64_t *shape) {
@@ -57,6 +58,7 @@ static const char *expected_transport(int rank, int peer, int n, const struct jo
     const char *off = getenv("DISTC_SHM"), *mesh = getenv("DISTC_MESH_BYTES");
     if (mesh && strcmp(mesh, "0") == 0) return "gloo";
     if (off && strcmp(off, "0") == 0) return "tcp";
+    if (j->odd_ring) return "tcp"; /* a segment that cannot be made sends every rank to TCP */
     int sharing = 0;
     for (int a = 0; a < n; ++a)
         for (int b = a + 1; b < n; ++b) sharing |= host_of(a, j) == host_of(b, j) && host_of(a, j) >= 0;
@@ -70,6 +72,7 @@ static distc_pg *join(int rank, int n, const struct job *j) {
         setenv("DISTC_HOST_ID", id, 1);
     }
     if (rank == j->shm_off) setenv("DISTC_SHM", "0", 1);
+    if (rank + 1 == j->odd_ring) setenv("DISTC_SHM_RING_BYTES", "65536", 1);
     char url[128];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d?rank=%d&world_size=%d", j->port, rank, n);
     distc_pg_options o = DISTC_PG_OPTIONS_INIT;
@@ -151,7 +154,7 @@ static int collectives_child(int rank, int n, void *arg) {
 }
 
 static void run_collectives(int n) {
-    struct job j = {dt_free_port(), 20000, -1, 0, -1};
+    struct job j = {dt_free_port(), 20000, -1, 0, -1, 0};
     assert_int_equal(dt_run_procs(n, collectives_child, &j, 60), 0);
 }
 
@@ -161,12 +164,20 @@ static void run_collectives(int n) {
  * one rank off shared memory, a host of its own. */
 static void test_mixed_hosts(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 20000, -1, 2, -1};
+    struct job j = {dt_free_port(), 20000, -1, 2, -1, 0};
     assert_int_equal(dt_run_procs(4, collectives_child, &j, 60), 0);
-    struct job uneven = {dt_free_port(), 20000, -1, 2, -1}; /* hosts of 2, 2 and 1 ranks */
+    struct job uneven = {dt_free_port(), 20000, -1, 2, -1, 0}; /* hosts of 2, 2 and 1 ranks */
     assert_int_equal(dt_run_procs(5, collectives_child, &uneven, 60), 0);
-    struct job k = {dt_free_port(), 20000, -1, 0, 1};
+    struct job k = {dt_free_port(), 20000, -1, 0, 1, 0};
     assert_int_equal(dt_run_procs(3, collectives_child, &k, 60), 0);
+}
+
+/* One rank lays its segment out otherwise (its own DISTC_SHM_RING_BYTES): it
+ * cannot use the one rank 0 made, says so, and every rank agrees on TCP. */
+static void test_segment_fails_everyone_on_tcp(void **state) {
+    (void)state;
+    struct job j = {dt_free_port(), 20000, -1, 0, -1, 2};
+    assert_int_equal(dt_run_procs(3, collectives_child, &j, 60), 0);
 }
 
 static void test_two_processes(void **state) {
@@ -265,11 +276,11 @@ static int hierarchy_child(int rank, int n, void *arg) {
 
 static void test_hierarchy(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 5000, -1, 2, -1};
+    struct job j = {dt_free_port(), 5000, -1, 2, -1, 0};
     assert_int_equal(dt_run_procs(4, hierarchy_child, &j, 60), 0);
-    struct job uneven = {dt_free_port(), 5000, -1, 2, -1};
+    struct job uneven = {dt_free_port(), 5000, -1, 2, -1, 0};
     assert_int_equal(dt_run_procs(5, hierarchy_child, &uneven, 60), 0);
-    struct job interleaved = {dt_free_port(), 5000, -1, -2, -1}; /* hosts {0, 2} and {1, 3} */
+    struct job interleaved = {dt_free_port(), 5000, -1, -2, -1, 0}; /* hosts {0, 2} and {1, 3} */
     assert_int_equal(dt_run_procs(4, hierarchy_child, &interleaved, 60), 0);
 }
 
@@ -302,7 +313,7 @@ static int dead_peer_child(int rank, int n, void *arg) {
 
 static void test_killed_rank(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 3000, 2, 0, -1};
+    struct job j = {dt_free_port(), 3000, 2, 0, -1, 0};
     /* The victim exits by signal: exactly one failed child. */
     assert_int_equal(dt_run_procs(3, dead_peer_child, &j, 60), 1);
     assert_true(dev_shm_clean());
@@ -348,7 +359,7 @@ static int midway_child(int rank, int n, void *arg) {
 
 static void test_rank_killed_mid_message(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 3000, 1, 0, -1};
+    struct job j = {dt_free_port(), 3000, 1, 0, -1, 0};
     assert_int_equal(dt_run_procs(3, midway_child, &j, 60), 1);
     assert_true(dev_shm_clean());
 }
@@ -376,7 +387,7 @@ static int stalled_peer_child(int rank, int n, void *arg) {
 
 static void test_stalled_rank(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 1500, 1, 0, -1};
+    struct job j = {dt_free_port(), 1500, 1, 0, -1, 0};
     assert_int_equal(dt_run_procs(3, stalled_peer_child, &j, 60), 0);
 }
 
@@ -417,7 +428,7 @@ static int abort_child(int rank, int n, void *arg) {
 
 static void test_abort_wakes_blocked_collective(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 60000, -1, 0, -1};
+    struct job j = {dt_free_port(), 60000, -1, 0, -1, 0};
     assert_int_equal(dt_run_procs(2, abort_child, &j, 60), 0);
 }
 
@@ -484,7 +495,7 @@ static int sigpipe_child(int rank, int n, void *arg) {
 
 static void test_library_threads_block_sigpipe(void **state) {
     (void)state;
-    struct job j = {dt_free_port(), 20000, -1, 0, -1};
+    struct job j = {dt_free_port(), 20000, -1, 0, -1, 0};
     assert_int_equal(dt_run_procs(2, sigpipe_child, &j, 60), 0);
 }
 
@@ -494,6 +505,7 @@ int main(void) {
         cmocka_unit_test(test_four_processes),
         cmocka_unit_test(test_mixed_hosts),
         cmocka_unit_test(test_hierarchy),
+        cmocka_unit_test(test_segment_fails_everyone_on_tcp),
         cmocka_unit_test(test_killed_rank),
         cmocka_unit_test(test_rank_killed_mid_message),
         cmocka_unit_test(test_stalled_rank),

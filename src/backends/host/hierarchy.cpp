@@ -14,13 +14,9 @@ Millis left(Clock::time_point deadline) {
 
 }  // namespace
 
-Hierarchy::Hierarchy(int rank, std::vector<int> host, Transport *local, Transport &mesh) :
-    host_(std::move(host)), my_host_(host_[static_cast<size_t>(rank)]) {
-    std::vector<int> leaders, mine;
-    for (size_t r = 0; r < host_.size(); ++r) {
-        if (static_cast<size_t>(host_[r]) == leaders.size()) leaders.push_back(static_cast<int>(r));
-        if (host_[r] == my_host_) mine.push_back(static_cast<int>(r));
-    }
+Hierarchy::Hierarchy(int rank, const Locality &loc, Transport *local, Transport &mesh) :
+    host_(loc.host), my_host_(host_[static_cast<size_t>(rank)]) {
+    std::vector<int> leaders = loc.leaders(), mine = loc.peers_of(rank);
     leader_ = mine[0] == rank;
     host_size_.assign(leaders.size(), 0);
     for (int h : host_) most_ = std::max(most_, ++host_size_[static_cast<size_t>(h)]);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/host/algorithms.hpp"
+#include "backends/host/transport/shm/locality.hpp"
 #include "backends/host/transport/subset_transport.hpp"
 #include "backends/host/transport/transport.hpp"
 
@@ -19,10 +20,9 @@ namespace distc {
 
 class Hierarchy {
 public:
-    // `host`: by rank, its host's index (hosts numbered in order of their
-    // first rank); `local`: the transport among this rank's host (null when
-    // it is alone there); `mesh`: the group's TCP mesh.
-    Hierarchy(int rank, std::vector<int> host, Transport *local, Transport &mesh);
+    // `loc`: which host each rank is on; `local`: the transport among this
+    // rank's host (null when it is alone there); `mesh`: the group's TCP mesh.
+    Hierarchy(int rank, const Locality &loc, Transport *local, Transport &mesh);
 
     void allreduce(Tensor &t, ReduceOp op, const Call &call, Millis timeout);
     // The result on `root` only; other ranks' `t` is clobbered (pass a copy).

@@ -89,7 +89,7 @@ HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
                       ShmTransport::make_for_group(*info.store, rank_, size_, loc, info.timeout, shm_, why_not);
         if (!shared && loc.shares_memory() && std::getenv("DISTC_DEBUG"))
             std::fprintf(stderr, "distc: rank %d: shared memory not used: %s\n", rank_, why_not.c_str());
-        if (shared && !loc.all_local()) hier_ = std::make_unique<Hierarchy>(rank_, loc.host, shm_.get(), *tcp_);
+        if (shared && !loc.all_local()) hier_ = std::make_unique<Hierarchy>(rank_, loc, shm_.get(), *tcp_);
         algo_ = std::make_unique<Algorithms>(shared && loc.all_local() ? static_cast<Transport &>(*shm_) : *tcp_, rank_,
                                              size_);
         p2p_ = &tcp_->p2p();

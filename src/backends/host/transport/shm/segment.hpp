@@ -33,7 +33,6 @@ public:
     Segment &operator=(const Segment &) = delete;
 
     uint8_t *base() const { return base_; }
-    size_t size() const { return size_; }
 
 private:
     uint8_t *base_ = nullptr;

@@ -100,10 +100,7 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         }
         single_copy = single_copy && b[1] != 'n';
     }
-    if (t) {
-        t->single_copy_ = single_copy;
-        t->links_->set_single_copy(single_copy ? single_copy_bytes() : 0);
-    }
+    if (t) t->links_->set_single_copy(single_copy ? single_copy_bytes() : 0);
     out = std::move(t);
     return true;
 }

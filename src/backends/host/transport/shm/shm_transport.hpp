@@ -48,8 +48,6 @@ public:
     }
     void close() noexcept override { links_->close(); }
     std::string describe(int peer) const override;
-    size_t segment_bytes() const { return seg_.size(); }
-    bool single_copy() const { return single_copy_; }
 
 private:
     std::vector<int> ranks_;  // by peer index: the group rank
@@ -58,7 +56,6 @@ private:
     unsigned polls_;  // looks at the rings before the first yield (DISTC_SHM_POLLS; 0 when oversubscribed)
     Segment seg_;
     std::unique_ptr<ShmLinks> links_;
-    bool single_copy_ = false;
     Exchange x_;
 };
 
