@@ -1,5 +1,6 @@
 /*
- * Point-to-point on the built-in backend's TCP transport (no Gloo pairs):
+ * Point-to-point on the built-in backend's transports (shared memory between
+ * ranks on one host, the default, or TCP; no Gloo pairs):
  * messages that arrive before their receive, a receive of another size, a
  * receive that times out (its buffer is never written afterwards), large
  * messages both ways at once, and a peer that gives up. Gloo's pairs
@@ -166,7 +167,10 @@ static void rank_peer_aborts(distc_pg *pg, int rank, int size, void *arg) {
         distc_work *w = NULL;
         RK_OK(distc_recv(&w, pg, t, 1, 3, &o));
         signal_key("aborts/posted");
-        if (w) RK_ERR(distc_work_wait(w, -1), DISTC_EREMOTE, "rank 1");
+        /* Named with what carried it: shared memory on one host, else TCP. */
+        const char *via = NULL;
+        RK_OK(distc_pg_transport(&via, pg, 1));
+        if (w) RK_ERR2(distc_work_wait(w, -1), DISTC_EREMOTE, "rank 1", strncmp(via, "shm", 3) == 0 ? "(shm" : "");
         distc_work_free(w);
     } else {
         wait_key("aborts/posted");

@@ -148,6 +148,27 @@ static int collectives_child(int rank, int n, void *arg) {
     CHILD_CHECK(distc_work_wait(ws, -1) == 0, "send wait: %s", distc_error_last());
     distc_work_free(ws);
     CHILD_CHECK(in == (float)((rank + n - 1) % n), "rank %d got %g in the ring", rank, in);
+    /* Rank 0 receives from any source: two messages of one tag from every
+     * other rank, whatever carries them (shared memory from its host, TCP
+     * from the others), each rank's in the order sent. */
+    if (rank == 0) {
+        int next[8] = {0};
+        for (int k = 0; k < 2 * (n - 1); ++k) {
+            distc_work *w = NULL;
+            int32_t src = -1;
+            CHILD_CHECK(distc_recv(&w, pg, &ti, DISTC_ANY_SOURCE, 9, NULL) == 0 && distc_work_wait(w, -1) == 0 &&
+                            distc_work_source_rank(&src, w) == 0,
+                        "recv from any source: %s", distc_error_last());
+            distc_work_free(w);
+            CHILD_CHECK(src >= 1 && src < n && in == (float)(src * 10 + next[src]), "message %g from %d", in, src);
+            ++next[src];
+        }
+    } else {
+        for (int k = 0; k < 2; ++k) {
+            outv = (float)(rank * 10 + k);
+            CHILD_CHECK(distc_send(NULL, pg, &to, 0, 9, NULL) == 0, "send to 0: %s", distc_error_last());
+        }
+    }
     CHILD_CHECK(distc_barrier(NULL, pg, NULL) == 0, "barrier: %s", distc_error_last());
     distc_pg_free(pg);
     return 0;
@@ -311,11 +332,48 @@ static int dead_peer_child(int rank, int n, void *arg) {
     return 0;
 }
 
+/* The victim sends one message, then dies while the others wait for its
+ * second: the first arrives, the wait for the second fails at once (long
+ * before its 60 s timeout) with the victim named. */
+static int dead_sender_child(int rank, int n, void *arg) {
+    const struct job *j = arg;
+    distc_pg *pg = join(rank, n, j);
+    CHILD_CHECK(pg, "rank %d could not join", rank);
+    float v = (float)rank;
+    int64_t one[1] = {1};
+    DLTensor t = f32(&v, one);
+    if (rank == j->victim) {
+        for (int p = 0; p < n; ++p)
+            if (p != rank) CHILD_CHECK(distc_send(NULL, pg, &t, p, 1, NULL) == 0, "send: %s", distc_error_last());
+        usleep(200 * 1000);
+        raise(SIGKILL);
+    }
+    CHILD_CHECK(distc_recv(NULL, pg, &t, j->victim, 1, NULL) == 0 && v == (float)j->victim, "first message: %s",
+                distc_error_last());
+    distc_op_options o = DISTC_OP_OPTIONS_INIT;
+    o.timeout_ms = 60000;
+    int64_t t0 = dt_now_ms();
+    int rc = distc_recv(NULL, pg, &t, j->victim, 2, &o);
+    int64_t took = dt_now_ms() - t0;
+    char victim[16];
+    snprintf(victim, sizeof victim, "rank %d", j->victim);
+    CHILD_CHECK(rc == DISTC_EREMOTE && strstr(distc_error_last(), victim),
+                "rank %d: receive from the dead gave %d (%s)", rank, rc, distc_error_last());
+    CHILD_CHECK(took < 5000, "rank %d: the error took %lld ms", rank, (long long)took);
+    distc_pg_free(pg);
+    return 0;
+}
+
 static void test_killed_rank(void **state) {
     (void)state;
     struct job j = {dt_free_port(), 3000, 2, 0, -1, 0};
     /* The victim exits by signal: exactly one failed child. */
     assert_int_equal(dt_run_procs(3, dead_peer_child, &j, 60), 1);
+    assert_true(dev_shm_clean());
+    struct job p2p = {dt_free_port(), 3000, 1, 0, -1, 0};
+    assert_int_equal(dt_run_procs(3, dead_sender_child, &p2p, 60), 1);
+    struct job mixed = {dt_free_port(), 3000, 1, 2, -1, 0}; /* the victim shares a host with rank 0, not rank 2 */
+    assert_int_equal(dt_run_procs(3, dead_sender_child, &mixed, 60), 1);
     assert_true(dev_shm_clean());
 }
 

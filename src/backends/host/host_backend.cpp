@@ -7,6 +7,7 @@
 #include <map>
 
 #include "backends/host/transport/gloo/gloo_backend.hpp"
+#include "backends/host/transport/p2p_mailbox.hpp"
 #include "backends/host/transport/shm/shm_transport.hpp"
 #include "backends/host/transport/tcp/tcp_transport.hpp"
 #include "core/util/error.hpp"
@@ -80,19 +81,20 @@ HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
         if (gloo_) gloo_->abort();
     }) {
     if (size_ > 1 && mesh_limit() > 0) {
-        tcp_ = std::make_unique<TcpTransport>(*info.store, rank_, size_, info.timeout);
+        box_ = std::make_unique<P2pMailbox>(size_);
+        tcp_ = std::make_unique<TcpTransport>(*info.store, rank_, size_, info.timeout, *box_);
         Locality loc = find_locality(*info.store, rank_, size_, info.timeout);
         std::string why_not;
         // Every rank agrees whether every host's segment was made (a rank
         // alone on its host has none to make).
         bool shared = loc.shares_memory() &&
-                      ShmTransport::make_for_group(*info.store, rank_, size_, loc, info.timeout, shm_, why_not);
+                      ShmTransport::make_for_group(*info.store, rank_, size_, loc, info.timeout, *box_, shm_, why_not);
         if (!shared && loc.shares_memory() && std::getenv("DISTC_DEBUG"))
             std::fprintf(stderr, "distc: rank %d: shared memory not used: %s\n", rank_, why_not.c_str());
         if (shared && !loc.all_local()) hier_ = std::make_unique<Hierarchy>(rank_, loc, shm_.get(), *tcp_);
         algo_ = std::make_unique<Algorithms>(shared && loc.all_local() ? static_cast<Transport &>(*shm_) : *tcp_, rank_,
                                              size_);
-        p2p_ = &tcp_->p2p();
+        p2p_ = box_.get();
     }
     // Every rank decides alike (by size and DISTC_MESH_BYTES), so all or none connect Gloo.
     if (!algo_ || mesh_limit() < static_cast<size_t>(kEverySize)) {

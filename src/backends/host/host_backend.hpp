@@ -22,6 +22,7 @@
 
 namespace distc {
 
+class P2pMailbox;
 class TcpTransport;
 class ShmTransport;
 
@@ -83,13 +84,14 @@ private:
 
     const int rank_, size_;
     const bool debug_;
+    std::unique_ptr<P2pMailbox> box_;  // before the transports that carry its messages
     std::unique_ptr<TcpTransport> tcp_;
     std::unique_ptr<ShmTransport> shm_;  // among the ranks on this host, when they share memory
     std::unique_ptr<Algorithms> algo_;   // over shm_ (every rank on this host), else tcp_
     std::unique_ptr<Hierarchy> hier_;    // hosts sharing memory inside: allreduce, reduce, broadcast, allgather,
                                          // barrier
     std::unique_ptr<Backend> gloo_;      // only when something above needs it
-    P2pTransport *p2p_ = nullptr;        // tcp_'s, else gloo_
+    P2pTransport *p2p_ = nullptr;        // box_ (over tcp_ and shm_), else gloo_
     Executor exec_;                      // last: stops its threads before the links go
 };
 

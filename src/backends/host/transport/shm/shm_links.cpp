@@ -99,7 +99,7 @@ ShmLinks::ShmLinks(uint8_t *base, int me, size_t ring_bytes, std::vector<int> ra
 }
 
 std::string ShmLinks::name(int peer) const {
-    return "rank " + std::to_string(ranks_[size_t(peer)]) + " (pid " + std::to_string(pids_[size_t(peer)]) + ")";
+    return "rank " + std::to_string(ranks_[size_t(peer)]) + " (shm, pid " + std::to_string(pids_[size_t(peer)]) + ")";
 }
 
 void ShmLinks::ring_bell(int who) {
@@ -244,19 +244,19 @@ bool ShmLinks::ready(const Want &w) const {
     return false;
 }
 
-void ShmLinks::check_alive(const std::vector<Want> &wants) const {
-    for (const Want &w : wants) {
-        const Fd &pf = pidfds_[size_t(w.peer)];
-        bool dead;
-        if (pf.valid()) {
-            pollfd p{pf.get(), POLLIN, 0};
-            dead = ::poll(&p, 1, 0) > 0;  // a pidfd reads as ready once its process exited
-        } else {
-            pid_t pid = pids_[size_t(w.peer)];
-            dead = pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
-        }
-        if (dead) peer_gone(w.peer, true);
+bool ShmLinks::alive(int peer) const {
+    const Fd &pf = pidfds_[size_t(peer)];
+    if (pf.valid()) {
+        pollfd p{pf.get(), POLLIN, 0};
+        return ::poll(&p, 1, 0) <= 0;  // a pidfd reads as ready once its process exited
     }
+    pid_t pid = pids_[size_t(peer)];
+    return pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+void ShmLinks::check_alive(const std::vector<Want> &wants) const {
+    for (const Want &w : wants)
+        if (!alive(w.peer)) peer_gone(w.peer, true);
 }
 
 void ShmLinks::wait(const std::vector<Want> &wants, Clock::time_point deadline) {

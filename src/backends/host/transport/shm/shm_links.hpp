@@ -48,6 +48,13 @@ public:
     // Whether this process can read `pid`'s memory at `addr`, where `expect` is.
     static bool can_read(pid_t pid, const void *addr, uint64_t expect);
 
+    // "rank 3 (shm, pid 4012)", for messages.
+    std::string name(int peer) const;
+    // Whether `peer`'s process still runs (a rank in this process always does).
+    bool alive(int peer) const;
+    // Makes this rank's wait() return soon (any thread).
+    void wake() { ring_bell(me_); }
+
     // Marks this rank's end closed and wakes every rank, this one's waiter too:
     // peers fail at once, and a wait here returns and throws. Any thread.
     void close() noexcept;
@@ -86,8 +93,7 @@ private:
     bool ready(const Want &w) const;
     [[noreturn]] void peer_gone(int peer, bool died) const;
     void check_self() const;
-    void check_alive(const std::vector<Want> &wants) const;
-    std::string name(int peer) const;
+    void check_alive(const std::vector<Want> &wants) const;  // throws for the first that died
 
     int n_, me_;
     size_t cap_;

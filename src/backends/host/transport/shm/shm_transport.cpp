@@ -57,27 +57,36 @@ std::vector<pid_t> pids_of(const std::vector<int> &ranks, const Locality &loc) {
 
 }  // namespace
 
-ShmTransport::ShmTransport(Store &store, int rank, const Locality &loc, Millis timeout) :
+ShmTransport::ShmTransport(Store &store, int rank, const Locality &loc, Millis timeout, P2pMailbox &box) :
     ranks_(loc.peers_of(rank)), pids_(pids_of(ranks_, loc)), spin_(spin_from_env()),
     polls_(polls_for(static_cast<int>(ranks_.size()))),
+    // Two planes of rings: the collectives', then point-to-point's.
     seg_(store, "shm/" + std::to_string(ranks_[0]) + "/", rank, ranks_, pids_,
-         ShmLinks::segment_bytes(static_cast<int>(ranks_.size()), ring_bytes(static_cast<int>(ranks_.size()))), timeout,
-         [n = static_cast<int>(ranks_.size())](uint8_t *base) { ShmLinks::init(base, n, ring_bytes(n)); }) {
+         2 * ShmLinks::segment_bytes(static_cast<int>(ranks_.size()), ring_bytes(static_cast<int>(ranks_.size()))),
+         timeout, [n = static_cast<int>(ranks_.size())](uint8_t *base) {
+             ShmLinks::init(base, n, ring_bytes(n));
+             ShmLinks::init(base + ShmLinks::segment_bytes(n, ring_bytes(n)), n, ring_bytes(n));
+         }) {
     const int n = static_cast<int>(ranks_.size());
     const int me = static_cast<int>(std::find(ranks_.begin(), ranks_.end(), rank) - ranks_.begin());
-    links_ = std::make_unique<ShmLinks>(seg_.base(), me, ring_bytes(n), ranks_, pids_);
+    const size_t ring = ring_bytes(n);
+    links_ = std::make_unique<ShmLinks>(seg_.base(), me, ring, ranks_, pids_);
     x_.name_peers(ranks_);
+    // Never single copy on this plane: its thread waits while others write.
+    auto p2p_links =
+        std::make_unique<ShmLinks>(seg_.base() + ShmLinks::segment_bytes(n, ring), me, ring, ranks_, pids_);
+    p2p_ = std::make_unique<ShmP2p>(box, std::move(p2p_links), ranks_, me);
 }
 
 bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locality &loc, Millis timeout,
-                                  std::unique_ptr<ShmTransport> &out, std::string &why_not) {
+                                  P2pMailbox &box, std::unique_ptr<ShmTransport> &out, std::string &why_not) {
     std::unique_ptr<ShmTransport> t;
     // '1' made ('-': alone on its host, no segment), then 'c' when this rank
     // can read the memory of every rank on its host; '0' and why, if not made.
     std::string mine = "1-";
     if (loc.peers_of(rank).size() > 1) {
         try {
-            t = std::make_unique<ShmTransport>(store, rank, loc, timeout);
+            t = std::make_unique<ShmTransport>(store, rank, loc, timeout, box);
             // Single copy where this rank can read every local peer's memory (a
             // container or ptrace policy may forbid it).
             bool readable = true;
@@ -100,13 +109,14 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         }
         single_copy = single_copy && b[1] != 'n';
     }
-    if (t) t->links_->set_single_copy(single_copy ? single_copy_bytes() : 0);
+    if (t) {
+        t->links_->set_single_copy(single_copy ? single_copy_bytes() : 0);
+        t->p2p_->route(t->spin_);
+    }
     out = std::move(t);
     return true;
 }
 
-std::string ShmTransport::describe(int peer) const {
-    return "rank " + std::to_string(ranks_[size_t(peer)]) + " (shm, pid " + std::to_string(pids_[size_t(peer)]) + ")";
-}
+std::string ShmTransport::describe(int peer) const { return links_->name(peer); }
 
 }  // namespace distc

@@ -1,8 +1,10 @@
 // The shared-memory transport: the ranks of a group that share one host
 // (locality.hpp) move collectives through one segment (segment.hpp) of byte
 // rings (shm_links.hpp), with the same framing and checks as the TCP mesh
-// (exchange.hpp). Its peers are those ranks, indexed in rank order. The calling thread moves the bytes, spinning for
-// DISTC_SHM_SPIN_US after its last progress before it sleeps on a futex.
+// (exchange.hpp). Its peers are those ranks, indexed in rank order. The
+// calling thread moves the bytes, spinning for DISTC_SHM_SPIN_US after its
+// last progress before it sleeps on a futex. A second plane of the segment
+// (rings and doorbells of its own) carries point-to-point (shm_p2p.hpp).
 #pragma once
 
 #include <chrono>
@@ -14,6 +16,7 @@
 #include "backends/host/transport/shm/locality.hpp"
 #include "backends/host/transport/shm/segment.hpp"
 #include "backends/host/transport/shm/shm_links.hpp"
+#include "backends/host/transport/shm/shm_p2p.hpp"
 #include "backends/host/transport/transport.hpp"
 #include "core/store/store.hpp"
 
@@ -24,12 +27,13 @@ public:
     // `rank`'s transport to the other ranks on its host (loc.peers_of(rank),
     // at least two). Throws when the segment cannot be made; see
     // make_for_group for a group's agreed fallback.
-    ShmTransport(Store &store, int rank, const Locality &loc, Millis timeout);
+    // Its point-to-point carries `box`'s messages once the group agreed.
+    ShmTransport(Store &store, int rank, const Locality &loc, Millis timeout, P2pMailbox &box);
     // Every rank of the group calls it, and each says through the store
     // whether its host's segment was made. True when every one was: then
     // `out` is this rank's transport (null for a rank alone on its host).
     // False on every rank otherwise, with why in `why_not`.
-    static bool make_for_group(Store &store, int rank, int size, const Locality &loc, Millis timeout,
+    static bool make_for_group(Store &store, int rank, int size, const Locality &loc, Millis timeout, P2pMailbox &box,
                                std::unique_ptr<ShmTransport> &out, std::string &why_not);
     // Pieces from this size on are copied once, in place (DISTC_SHM_CMA_BYTES,
     // default 4 MiB; 0: never), where every rank can read the others' memory.
@@ -46,7 +50,10 @@ public:
     void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override {
         x_.run(*links_, call, deadline, spin_, polls_, on_recv);
     }
-    void close() noexcept override { links_->close(); }
+    void close() noexcept override {
+        links_->close();
+        p2p_->close();
+    }
     std::string describe(int peer) const override;
 
 private:
@@ -57,6 +64,7 @@ private:
     Segment seg_;
     std::unique_ptr<ShmLinks> links_;
     Exchange x_;
+    std::unique_ptr<ShmP2p> p2p_;
 };
 
 }  // namespace distc

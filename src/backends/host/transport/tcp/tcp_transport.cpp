@@ -33,7 +33,7 @@ std::chrono::microseconds spin_from_env() {
 
 }  // namespace
 
-TcpTransport::TcpTransport(Store &store, int rank, int size, Millis timeout) :
+TcpTransport::TcpTransport(Store &store, int rank, int size, Millis timeout, P2pMailbox &box) :
     socks_(static_cast<size_t>(size)), where_(static_cast<size_t>(size)), spin_(spin_from_env()) {
     auto deadline = Clock::now() + timeout;
     Fd listener = tcp_listen("", 0, size + 8);
@@ -66,9 +66,12 @@ TcpTransport::TcpTransport(Store &store, int rank, int size, Millis timeout) :
         where_[static_cast<size_t>(who)] = a;
         socks_[static_cast<size_t>(who)] = std::move(fd);
     }
-    p2p_ = std::make_unique<TcpP2p>(rank, where_, std::move(listener), timeout);
+    p2p_ = std::make_unique<TcpP2p>(box, rank, where_, std::move(listener), timeout);
     for (int p = 0; p < size; ++p)
-        if (p != rank) p2p_->watch(p, socks_[static_cast<size_t>(p)].get());
+        if (p != rank) {
+            p2p_->watch(p, socks_[static_cast<size_t>(p)].get());
+            box.route(p, p2p_.get());
+        }
 }
 
 void TcpTransport::close() noexcept {

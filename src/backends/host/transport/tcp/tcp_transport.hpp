@@ -23,8 +23,9 @@ class TcpTransport final : public Transport {
 public:
     // Connects to every peer through `store` (the group's key space, keys
     // "mesh/<rank>"); lower ranks accept, higher ranks connect. The listener
-    // stays open for point-to-point (p2p()), connected on first use.
-    TcpTransport(Store &store, int rank, int size, Millis timeout);
+    // stays open for point-to-point, connected on first use: this
+    // transport carries `box`'s messages to and from every peer.
+    TcpTransport(Store &store, int rank, int size, Millis timeout, P2pMailbox &box);
 
     const char *name() const override { return "tcp"; }
     void send(int peer, const void *p, size_t n, const bool *gate) override { x_.send(peer, p, n, gate); }
@@ -34,7 +35,6 @@ public:
     }
     void close() noexcept override;
     std::string describe(int peer) const override;
-    P2pTransport &p2p() { return *p2p_; }
 
 private:
     std::vector<Fd> socks_;           // by peer rank; invalid for our own rank

@@ -1,0 +1,271 @@
+#include "backends/host/transport/p2p_mailbox.hpp"
+
+#include <sys/sysinfo.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "core/util/error.hpp"
+
+namespace distc {
+
+namespace {
+// RAM and swap together: no message larger than that can be kept.
+uint64_t machine_memory() {
+    static const uint64_t bytes = [] {
+        struct sysinfo si {};
+        if (::sysinfo(&si) != 0) return uint64_t{DISTC_TENSOR_MAX_BYTES};
+        return (uint64_t{si.totalram} + si.totalswap) * si.mem_unit;
+    }();
+    return bytes;
+}
+}  // namespace
+
+struct P2pMailbox::Early {
+    int peer;
+    uint32_t tag;
+    std::unique_ptr<uint8_t[]> data;  // not zero-filled: memory is taken as the bytes arrive
+    size_t size;
+    bool complete = false;
+};
+
+class MailboxPending final : public PendingP2p {
+public:
+    MailboxPending(P2pMailbox &m, std::shared_ptr<P2pMailbox::Op> op) : m_(m), op_(std::move(op)) {}
+    ~MailboxPending() override {
+        std::lock_guard<std::mutex> lk(m_.mu_);
+        m_.withdraw(*op_);
+    }
+    int wait(Millis timeout) override { return m_.wait(*op_, timeout); }
+
+private:
+    P2pMailbox &m_;
+    std::shared_ptr<P2pMailbox::Op> op_;
+};
+
+uint8_t *P2pMailbox::Arrival::dest() const {
+    if (into == Into::Op) return op->data + got;
+    if (into == Into::Early) return early->data.get() + got;
+    return nullptr;
+}
+
+P2pMailbox::P2pMailbox(int size) : route_(static_cast<size_t>(size)), gone_(static_cast<size_t>(size)) {}
+
+P2pMailbox::~P2pMailbox() = default;
+
+void P2pMailbox::route(int peer, Carrier *c, std::chrono::microseconds spin) {
+    route_[static_cast<size_t>(peer)] = c;
+    if (spin.count() > 0 && std::find(pollers_.begin(), pollers_.end(), c) == pollers_.end()) {
+        pollers_.push_back(c);
+        spin_ = std::max(spin_, spin);
+    }
+}
+
+std::string P2pMailbox::who(int peer) const {
+    Carrier *c = peer >= 0 && static_cast<size_t>(peer) < route_.size() ? route_[static_cast<size_t>(peer)] : nullptr;
+    return c ? c->who(peer) : "rank " + std::to_string(peer);
+}
+
+std::string P2pMailbox::size_mismatch(int peer, uint64_t sent, uint32_t tag, size_t takes) const {
+    return who(peer) + " sent " + std::to_string(sent) + " bytes with tag " + std::to_string(tag) +
+           "; this receive takes " + std::to_string(takes);
+}
+
+void P2pMailbox::finish(Op &op, int code, std::string msg) {
+    if (op.finished) return;
+    op.finished = true;
+    op.code = code;
+    op.msg = std::move(msg);
+    op.filling = nullptr;
+    cv_.notify_all();
+}
+
+void P2pMailbox::close(const std::string &why) {
+    if (closed_) return;
+    closed_ = true;
+    closed_why_ = why;
+    for (auto &op : posted_) finish(*op, DISTC_EABORTED, why);
+    posted_.clear();
+}
+
+void P2pMailbox::peer_ended(int peer, const std::string &why) {
+    gone_[static_cast<size_t>(peer)] = why;
+    posted_.remove_if([&](const std::shared_ptr<Op> &op) {
+        if (op->peer != peer) return false;
+        finish(*op, DISTC_EREMOTE, why);
+        return true;
+    });
+}
+
+std::unique_ptr<PendingP2p> P2pMailbox::post_send(const Tensor &t, int dst, uint32_t tag) {
+    auto op = std::make_shared<Op>(true, dst, tag, t.bytes(), t.nbytes());
+    Carrier &c = *route_[static_cast<size_t>(dst)];
+    c.connect(dst);
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closed_) fail(DISTC_EABORTED, closed_why_);
+    c.queue(op);
+    return std::make_unique<MailboxPending>(*this, std::move(op));
+}
+
+std::unique_ptr<PendingP2p> P2pMailbox::post_recv(Tensor &t, int src, uint32_t tag) {
+    auto op = std::make_shared<Op>(false, src, tag, t.bytes(), t.nbytes());
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closed_) fail(DISTC_EABORTED, closed_why_);
+    for (size_t p = 0; p < route_.size(); ++p)
+        if (route_[p] && (src < 0 || p == static_cast<size_t>(src))) route_[p]->start();
+    // A message that came first, in arrival order. From one peer, an earlier
+    // message still arriving goes first: it takes this receive when complete.
+    for (auto it = early_.begin(); it != early_.end(); ++it) {
+        if (!matches(*op, it->peer, it->tag)) continue;
+        if (!it->complete) {
+            if (src >= 0) break;
+            continue;
+        }
+        if (it->size != op->len) {
+            std::string why = size_mismatch(it->peer, it->size, tag, op->len);
+            early_.erase(it);
+            fail(DISTC_EINVAL, why);
+        }
+        if (op->len) std::memcpy(op->data, it->data.get(), op->len);
+        op->peer = it->peer;
+        early_.erase(it);
+        finish(*op, 0, "");
+        return std::make_unique<MailboxPending>(*this, std::move(op));
+    }
+    if (src >= 0 && !gone_[static_cast<size_t>(src)].empty()) fail(DISTC_EREMOTE, gone_[static_cast<size_t>(src)]);
+    posted_.push_back(op);
+    return std::make_unique<MailboxPending>(*this, std::move(op));
+}
+
+int P2pMailbox::wait(Op &op, Millis timeout) {
+    std::unique_lock<std::mutex> lk(mu_);
+    const auto deadline = Clock::now() + timeout;
+    // A message on its way is here sooner than a carrier's thread could
+    // wake this one: poll, yielding, until `spin_` passes without progress.
+    if (!pollers_.empty() && !op.finished) {
+        for (Carrier *c : pollers_) c->polling_starts();
+        auto until = Clock::now() + spin_;
+        while (!op.finished && !closed_) {
+            bool moved = false;
+            for (Carrier *c : pollers_) moved = c->poll() || moved;
+            if (op.finished) break;
+            auto now = Clock::now();
+            if (moved) until = now + spin_;
+            if (now >= until || now >= deadline) break;
+            lk.unlock();
+            std::this_thread::yield();
+            lk.lock();
+        }
+        for (Carrier *c : pollers_) c->polling_stops(!op.finished);
+    }
+    if (!cv_.wait_until(lk, deadline, [&] { return op.finished; })) {
+        withdraw(op);
+        fail(DISTC_ETIMEOUT, std::string(op.send ? "sending to " : "waiting for a message from ") +
+                                 (op.peer < 0 ? std::string("any rank") : who(op.peer)) + " with tag " +
+                                 std::to_string(op.tag) + " timed out after " + std::to_string(timeout.count()) +
+                                 " ms");
+    }
+    if (op.code) fail(op.code, op.msg);
+    return op.peer;
+}
+
+void P2pMailbox::withdraw(Op &op) {
+    if (op.finished) return;
+    op.finished = true;
+    op.code = DISTC_ETIMEOUT;
+    if (!op.send) {
+        posted_.remove_if([&](const std::shared_ptr<Op> &p) { return p.get() == &op; });
+        if (op.filling) {
+            // The rest of a message arriving into it is read and dropped.
+            op.filling->into = Arrival::Into::Discard;
+            op.filling->op.reset();
+            op.filling = nullptr;
+        }
+        return;
+    }
+    if (op.done == 0) return route_[static_cast<size_t>(op.peer)]->unqueue(op);
+    // Partly moved: the peer expects the rest, which goes from a copy now
+    // that the caller may free its buffer.
+    op.kept.assign(op.data, op.data + op.len);
+    op.data = op.kept.data();
+}
+
+std::string P2pMailbox::begin(Arrival &a, int peer, uint32_t tag, uint64_t len) {
+    a.peer = peer;
+    a.len = len;
+    a.got = 0;
+    a.into = Arrival::Into::Discard;
+    for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+        Op &op = **it;
+        if (!matches(op, peer, tag)) continue;
+        std::shared_ptr<Op> mine = std::move(*it);
+        posted_.erase(it);
+        if (op.len != len) {
+            finish(op, DISTC_EINVAL, size_mismatch(peer, len, tag, op.len));
+            return "";
+        }
+        a.into = Arrival::Into::Op;
+        a.op = std::move(mine);
+        op.filling = &a;
+        return "";
+    }
+    // Kept until its receive is posted, so it must fit in this machine's memory.
+    if (len > DISTC_TENSOR_MAX_BYTES || len > machine_memory())
+        return who(peer) + " sent a message of " + std::to_string(len) +
+               " bytes before its receive was posted, more than this machine's memory";
+    try {
+        early_.push_back(
+            Early{peer, tag, std::unique_ptr<uint8_t[]>(new uint8_t[len ? len : 1]), static_cast<size_t>(len)});
+    } catch (const std::bad_alloc &) {
+        return "no memory to keep the " + std::to_string(len) + "-byte message " + who(peer) +
+               " sent before its receive was posted";
+    }
+    a.into = Arrival::Into::Early;
+    a.early = &early_.back();
+    return "";
+}
+
+void P2pMailbox::end(Arrival &a) {
+    if (a.into == Arrival::Into::Op) {
+        a.op->peer = a.peer;
+        finish(*a.op, 0, "");
+        a.op.reset();
+    } else if (a.into == Arrival::Into::Early) {
+        Early *e = a.early;
+        a.early = nullptr;  // delivered, it is gone
+        e->complete = true;
+        deliver(*e);
+    }
+    a.into = Arrival::Into::Discard;
+    a.got = 0;
+}
+
+void P2pMailbox::deliver(Early &e) {
+    for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+        Op &op = **it;
+        if (!matches(op, e.peer, e.tag)) continue;
+        if (op.len != e.size) {
+            finish(op, DISTC_EINVAL, size_mismatch(e.peer, e.size, e.tag, op.len));
+        } else {
+            if (op.len) std::memcpy(op.data, e.data.get(), op.len);
+            op.peer = e.peer;
+            finish(op, 0, "");
+        }
+        posted_.erase(it);
+        early_.remove_if([&](const Early &x) { return &x == &e; });
+        return;
+    }
+}
+
+void P2pMailbox::lost(Arrival &a, const std::string &why) {
+    if (a.op) finish(*a.op, DISTC_EREMOTE, why);
+    a.op.reset();
+    if (a.into == Arrival::Into::Early && a.early && !a.early->complete)
+        early_.remove_if([&](const Early &x) { return &x == a.early; });
+    a.early = nullptr;
+    a.into = Arrival::Into::Discard;
+    if (a.peer >= 0) peer_ended(a.peer, why);
+}
+
+}  // namespace distc

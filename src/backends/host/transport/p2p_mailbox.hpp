@@ -1,0 +1,138 @@
+// Point-to-point matching for one group, whatever carries the bytes: a
+// receive takes the first message of its peer (or of any peer) and tag, in
+// posting and arrival order; a message that comes before its receive is kept
+// until one is posted. Carriers move the bytes: the TCP connections
+// (tcp/tcp_p2p.hpp) for some peers, the shared-memory rings
+// (shm/shm_p2p.hpp) for those on this host. With one mailbox behind both, a
+// receive from any source takes a message from either, and every rule
+// (sizes, withdrawn receives, a peer that is gone) is the same on both.
+//
+// One mutex (mu()) guards the mailbox and every carrier's state, so a
+// carrier can hand a receive bytes while the caller withdraws it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/host/transport/transport.hpp"
+
+namespace distc {
+
+class P2pMailbox final : public P2pTransport {
+public:
+    struct Arrival;
+    struct Early;  // a message that came before its receive
+    struct Op {
+        Op(bool s, int p, uint32_t t, uint8_t *d, size_t n) : send(s), peer(p), tag(t), data(d), len(n) {}
+        bool send;
+        int peer;  // the destination, the source (-1: any) and, once received, who sent it
+        uint32_t tag;
+        uint8_t *data;
+        size_t len;
+        size_t done = 0;             // send: the carrier's progress (0: nothing of it moved yet)
+        std::vector<uint8_t> kept;   // a withdrawn send's payload, so that the stream stays whole
+        Arrival *filling = nullptr;  // receive: the message being written into it
+        bool finished = false;
+        int code = 0;
+        std::string msg;
+    };
+    // What moves the messages to and from some peers. Every call but
+    // connect() is made with mu() held.
+    class Carrier {
+    public:
+        virtual ~Carrier() = default;
+        // Before a send to `peer` is queued (mu() not held): a carrier that
+        // connects on first use does so here, and throws if it cannot.
+        virtual void connect(int peer) { (void)peer; }
+        // From the first receive on, whatever arrives is read.
+        virtual void start() = 0;
+        // Sends in the order queued; finish() each when its bytes are gone.
+        // Throws when the link to op->peer is broken.
+        virtual void queue(std::shared_ptr<Op> op) = 0;
+        // A send that timed out before any of it moved (op.done == 0) leaves
+        // its queue. A send partly moved stays and goes from op.kept.
+        virtual void unqueue(Op &op) = 0;
+        virtual std::string who(int peer) const = 0;  // "rank 3 (10.0.0.2:4012)"
+        // Moves what can move now from the calling thread, a waiter's, which
+        // polls before it sleeps: true if anything moved. A carrier whose
+        // thread does all the work says false.
+        virtual bool poll() { return false; }
+        // A waiter starts or stops polling: the carrier's thread may rest
+        // meanwhile. It must look again at once when the waiter goes to
+        // sleep (`sleeps`); one whose message came lets it rest a while more.
+        virtual void polling_starts() {}
+        virtual void polling_stops(bool sleeps) { (void)sleeps; }
+    };
+    // One incoming message, as a carrier reads it: where its bytes go.
+    struct Arrival {
+        int peer = -1;
+        uint64_t len = 0;
+        size_t got = 0;  // of the payload
+        enum class Into { Op, Early, Discard } into = Into::Discard;
+        std::shared_ptr<Op> op;
+        Early *early = nullptr;
+        // Where the next payload bytes go (nullptr: read and dropped).
+        uint8_t *dest() const;
+    };
+
+    explicit P2pMailbox(int size);
+    ~P2pMailbox() override;
+    P2pMailbox(const P2pMailbox &) = delete;
+    P2pMailbox &operator=(const P2pMailbox &) = delete;
+    // Messages to and from `peer` go through `c` (set before any is posted;
+    // a later route replaces an earlier one). A waiter polls the carriers
+    // that poll for `spin` after the last progress before it sleeps.
+    void route(int peer, Carrier *c, std::chrono::microseconds spin = {});
+
+    std::unique_ptr<PendingP2p> post_send(const Tensor &tensor, int dst, uint32_t tag) override;
+    std::unique_ptr<PendingP2p> post_recv(Tensor &tensor, int src, uint32_t tag) override;
+
+    std::mutex &mu() { return mu_; }
+    // What carriers call, mu() held. A message's header came: `a` now says
+    // where its payload goes. Returns why it cannot be taken (then the
+    // carrier drops its link and calls lost()), "" when it can.
+    std::string begin(Arrival &a, int peer, uint32_t tag, uint64_t len);
+    // Every payload byte is in: its receive completes, or it waits for one.
+    void end(Arrival &a);
+    // Its link broke mid-message (or between messages: a.peer may be -1).
+    void lost(Arrival &a, const std::string &why);
+    // Receives from `peer` fail with `why`, and later ones at once.
+    void peer_ended(int peer, const std::string &why);
+    void peer_back(int peer) { gone_[static_cast<size_t>(peer)].clear(); }
+    void finish(Op &op, int code, std::string msg);
+    // Everything posted fails, and everything posted later (DISTC_EABORTED).
+    void close(const std::string &why);
+    bool closed() const { return closed_; }
+    const std::string &closed_why() const { return closed_why_; }
+
+private:
+    friend class MailboxPending;
+    static bool matches(const Op &recv, int peer, uint32_t tag) {
+        return recv.tag == tag && (recv.peer < 0 || recv.peer == peer);
+    }
+    std::string who(int peer) const;
+    std::string size_mismatch(int peer, uint64_t sent, uint32_t tag, size_t takes) const;
+    void deliver(Early &e);  // a completed early message to a receive posted since
+    int wait(Op &op, Millis timeout);
+    void withdraw(Op &op);  // a wait gave up on it
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool closed_ = false;
+    std::string closed_why_;
+    std::vector<Carrier *> route_;    // by peer rank
+    std::vector<Carrier *> pollers_;  // the carriers that a waiter polls
+    std::chrono::microseconds spin_{0};
+    std::list<std::shared_ptr<Op>> posted_;  // receives not yet matched, in posting order
+    std::list<Early> early_;                 // messages not yet matched, in arrival order
+    std::vector<std::string> gone_;          // by peer rank: why it is gone, "" while it lives
+};
+
+}  // namespace distc

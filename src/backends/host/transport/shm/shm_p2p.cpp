@@ -1,0 +1,237 @@
+#include "backends/host/transport/shm/shm_p2p.hpp"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+
+#include "core/util/error.hpp"
+#include "support/sigpipe.hpp"
+
+namespace distc {
+
+namespace {
+constexpr uint32_t kMessage = 0x53324344;  // "DC2S": before every message
+// The thread's sleeps on its doorbell: the links look at the peers'
+// processes in between anyway, so this only bounds a sleep with nothing to watch.
+constexpr Millis kNap{1000};
+// How long the thread stays off its doorbell after a waiter got its message.
+// What arrives meanwhile waits in its ring for the next receive, or for the
+// thread to look again.
+constexpr std::chrono::microseconds kRest{1000};
+}  // namespace
+
+ShmP2p::ShmP2p(P2pMailbox &box, std::unique_ptr<ShmLinks> links, std::vector<int> ranks, int me) :
+    box_(box), mu_(box.mu()), links_(std::move(links)), ranks_(std::move(ranks)), me_(me),
+    local_(static_cast<size_t>(ranks_.back() + 1), -1), out_(ranks_.size()), in_(ranks_.size()) {
+    for (size_t l = 0; l < ranks_.size(); ++l) {
+        local_[static_cast<size_t>(ranks_[l])] = static_cast<int>(l);
+        in_[l].a.peer = ranks_[l];
+    }
+}
+
+ShmP2p::~ShmP2p() {
+    close();
+    if (thread_.joinable()) thread_.join();
+}
+
+void ShmP2p::route(std::chrono::microseconds spin) {
+    std::lock_guard<std::mutex> lk(mu_);
+    routed_ = true;
+    for (size_t l = 0; l < ranks_.size(); ++l)
+        if (static_cast<int>(l) != me_) box_.route(ranks_[l], this, spin);
+}
+
+void ShmP2p::polling_stops(bool sleeps) {
+    --pollers_;
+    bool sending = std::any_of(out_.begin(), out_.end(), [](const Out &o) { return !o.queue.empty(); });
+    if (!sleeps && !sending) {  // the thread looks again by itself, a while later
+        rest_until_ = Clock::now() + kRest;
+        return;
+    }
+    look_now_ = true;
+    rest_.notify_one();
+}
+
+bool ShmP2p::poll() {
+    bool moved = false;
+    for (int l = 0; l < static_cast<int>(ranks_.size()); ++l)
+        if (l != me_) moved = write_some(l) | read_some(l) | moved;
+    return moved;
+}
+
+std::string ShmP2p::who(int peer) const { return links_->name(local(peer)); }
+
+void ShmP2p::close() noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closed_) return;
+    closed_ = true;
+    const std::string why = "the group was aborted (its shared memory links were closed)";
+    for (auto &o : out_) {
+        for (auto &op : o.queue) box_.finish(*op, DISTC_EABORTED, why);
+        o.queue.clear();
+    }
+    for (auto &in : in_)
+        if (in.a.op) box_.finish(*in.a.op, DISTC_EABORTED, why);
+    if (routed_) box_.close(why);  // else the group never used it (it fell back to TCP)
+    links_->close();
+    rest_.notify_one();  // wakes the thread, which sees closed_
+}
+
+void ShmP2p::start_locked() {
+    if (!thread_.joinable() && !closed_) thread_ = start_thread([this] { loop(); });
+}
+
+void ShmP2p::start() { start_locked(); }
+
+void ShmP2p::queue(std::shared_ptr<Op> op) {
+    int l = local(op->peer);
+    Out &o = out_[static_cast<size_t>(l)];
+    if (!o.broken.empty()) fail(DISTC_EREMOTE, o.broken);
+    o.queue.push_back(std::move(op));
+    if (o.queue.size() == 1) write_some(l);  // from this thread: no hand-off when the ring takes it
+    if (!o.queue.empty()) {
+        start_locked();
+        if (pollers_ > 0) return;  // a waiter writes the rest, or hands it to the thread when it stops
+        look_now_ = true;          // the thread may rest, or sleep without looking at this ring
+        rest_.notify_one();
+        links_->wake();
+    }
+}
+
+void ShmP2p::unqueue(Op &op) {
+    Out &o = out_[static_cast<size_t>(local(op.peer))];
+    o.queue.erase(
+        std::remove_if(o.queue.begin(), o.queue.end(), [&](const std::shared_ptr<Op> &p) { return p.get() == &op; }),
+        o.queue.end());
+}
+
+bool ShmP2p::write_some(int l) {
+    Out &o = out_[static_cast<size_t>(l)];
+    bool moved = false;
+    while (!o.queue.empty()) {
+        Op &op = *o.queue.front();
+        if (op.done == 0) o.hdr = Header{kMessage, op.tag, op.len};
+        iovec iov[2];
+        int n = 0;
+        if (op.done < sizeof o.hdr) iov[n++] = {reinterpret_cast<uint8_t *>(&o.hdr) + op.done, sizeof o.hdr - op.done};
+        size_t sent = op.done > sizeof o.hdr ? op.done - sizeof o.hdr : 0;
+        if (op.len > sent) iov[n++] = {op.data + sent, op.len - sent};
+        size_t w;
+        try {
+            w = links_->write(l, iov, n);
+        } catch (const Error &e) {
+            lost_out(l, e.what());
+            return true;
+        }
+        if (w == 0) return moved;
+        moved = true;
+        op.done += w;
+        if (op.done < sizeof o.hdr + op.len) continue;  // the ring may take more of it now
+        box_.finish(op, 0, "");
+        o.queue.pop_front();
+    }
+    return moved;
+}
+
+bool ShmP2p::read_some(int l) {
+    In &in = in_[static_cast<size_t>(l)];
+    if (in.gone) return false;
+    uint8_t discard[4096];
+    bool moved = false;
+    for (int rounds = 0; rounds < 64; ++rounds) {
+        iovec iov;
+        if (!in.payload) {
+            iov = {reinterpret_cast<uint8_t *>(&in.hdr) + in.got, sizeof in.hdr - in.got};
+        } else {
+            size_t want = static_cast<size_t>(in.a.len - in.a.got);
+            uint8_t *dst = in.a.dest();
+            iov = dst ? iovec{dst, want} : iovec{discard, std::min(want, sizeof discard)};
+        }
+        size_t r = 0;
+        if (iov.iov_len) {
+            try {
+                r = links_->read(l, &iov, 1);
+            } catch (const Error &e) {
+                lost_in(l, e.what());
+                return true;
+            }
+            if (r == 0) return moved;
+            moved = true;
+        }
+        if (!in.payload) {
+            in.got += r;
+            if (in.got < sizeof in.hdr) continue;
+            in.got = 0;
+            if (in.hdr.magic != kMessage) {
+                lost_in(l, who(ranks_[size_t(l)]) + " sent a malformed point-to-point message (DISTC_EPROTO)");
+                return true;
+            }
+            std::string why = box_.begin(in.a, ranks_[size_t(l)], in.hdr.tag, in.hdr.len);
+            if (!why.empty()) {
+                lost_in(l, why);
+                return true;
+            }
+            in.payload = true;
+        } else {
+            in.a.got += r;
+        }
+        if (in.payload && in.a.got == in.a.len) {
+            box_.end(in.a);
+            in.payload = false;
+        }
+    }
+    return moved;
+}
+
+void ShmP2p::lost_in(int l, const std::string &why) {
+    In &in = in_[static_cast<size_t>(l)];
+    if (in.gone) return;
+    in.gone = true;
+    box_.lost(in.a, why);
+}
+
+void ShmP2p::lost_out(int l, const std::string &why) {
+    Out &o = out_[static_cast<size_t>(l)];
+    if (o.broken.empty()) o.broken = why;
+    for (auto &op : o.queue) box_.finish(*op, DISTC_EREMOTE, o.broken);
+    o.queue.clear();
+}
+
+void ShmP2p::died(int l) {
+    // What it wrote before it died is still in its ring: read it all first.
+    while (read_some(l)) {}
+    std::string why = who(ranks_[size_t(l)]) + " died";
+    lost_in(l, why);
+    lost_out(l, why);
+}
+
+void ShmP2p::loop() {
+    std::unique_lock<std::mutex> lk(mu_);
+    const int n = static_cast<int>(ranks_.size());
+    while (!closed_) {
+        if (!look_now_ && (pollers_ > 0 || Clock::now() < rest_until_)) {
+            rest_.wait_until(lk, std::max(rest_until_, Clock::now() + kRest));
+            continue;
+        }
+        look_now_ = false;
+        if (poll()) continue;
+        wants_.clear();
+        for (int l = 0; l < n; ++l) {
+            const bool w = !out_[size_t(l)].queue.empty(), r = !in_[size_t(l)].gone;
+            if (l != me_ && (w || r)) wants_.push_back({l, w, r});
+        }
+        lk.unlock();
+        bool dead = false;
+        try {
+            links_->wait(wants_, Clock::now() + kNap);
+        } catch (const Error &) {
+            dead = true;  // which one, the loop below asks
+        }
+        lk.lock();
+        if (dead)
+            for (const auto &w : wants_)
+                if (!links_->alive(w.peer)) died(w.peer);
+    }
+}
+
+}  // namespace distc

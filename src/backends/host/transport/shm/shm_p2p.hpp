@@ -1,0 +1,100 @@
+// Point-to-point over shared memory: the carrier (../p2p_mailbox.hpp) of
+// messages to and from the ranks on this host. Its rings and doorbells are
+// a plane of the segment of their own (shm_links.hpp), apart from the
+// collectives', so a message never waits behind a collective or mixes with
+// one. A send writes what fits from the calling thread; one thread per
+// group, started on the first receive (or a send the ring cannot take at
+// once), reads every ring and writes the rest, sleeping on its doorbell.
+// A rank waiting for a message polls the rings itself for a while first
+// (DISTC_SHM_SPIN_US), as collectives do; the thread rests meanwhile. A peer that closes its end or
+// dies fails what is posted to and from it once its ring is read to the end.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/host/transport/p2p_mailbox.hpp"
+#include "backends/host/transport/shm/shm_links.hpp"
+
+namespace distc {
+
+class ShmP2p final : public P2pMailbox::Carrier {
+public:
+    // `links`: the plane's; `me`: this rank's local index in `ranks` (the
+    // group rank of each local rank).
+    ShmP2p(P2pMailbox &box, std::unique_ptr<ShmLinks> links, std::vector<int> ranks, int me);
+    // From now on `box`'s messages to and from the other local ranks go
+    // here; a waiter polls the rings for `spin` before it sleeps.
+    void route(std::chrono::microseconds spin);
+    ~ShmP2p() override;
+    ShmP2p(const ShmP2p &) = delete;
+    ShmP2p &operator=(const ShmP2p &) = delete;
+
+    void start() override;
+    void queue(std::shared_ptr<P2pMailbox::Op> op) override;
+    void unqueue(P2pMailbox::Op &op) override;
+    std::string who(int peer) const override;
+    bool poll() override;
+    void polling_starts() override { ++pollers_; }
+    void polling_stops(bool sleeps) override;
+    // Closes this rank's end: peers fail what they post with it, and what is
+    // posted here fails at once (any thread).
+    void close() noexcept;
+
+private:
+    using Op = P2pMailbox::Op;
+    struct Header {
+        uint32_t magic;
+        uint32_t tag;
+        uint64_t len;
+    };
+    struct Out {
+        std::deque<std::shared_ptr<Op>> queue;
+        Header hdr{};  // the front send's, while it goes
+        std::string broken;
+    };
+    struct In {
+        Header hdr{};
+        size_t got = 0;  // of the header
+        bool payload = false;
+        bool gone = false;  // its peer closed its end or died: nothing more comes
+        P2pMailbox::Arrival a;
+    };
+
+    void start_locked();
+    bool write_some(int l);  // mu_ held; true if bytes moved
+    bool read_some(int l);   // mu_ held
+    void loop();
+    void died(int l);                              // mu_ held: its process is gone
+    void lost_in(int l, const std::string &why);   // mu_ held: nothing more comes from it
+    void lost_out(int l, const std::string &why);  // mu_ held: nothing more goes to it
+    int local(int rank) const { return local_[static_cast<size_t>(rank)]; }
+
+    P2pMailbox &box_;
+    std::mutex &mu_;  // the mailbox's: everything below
+    std::unique_ptr<ShmLinks> links_;
+    const std::vector<int> ranks_;
+    const int me_;
+    std::vector<int> local_;  // by group rank: the local index, -1 for another host
+    std::vector<Out> out_;    // by local index
+    std::vector<In> in_;
+    std::vector<Links::Want> wants_;
+    bool closed_ = false;
+    bool routed_ = false;
+    // While waiters poll the rings, the thread rests off its doorbell (so
+    // writers need not wake it): until none does, and a while more after
+    // one got its message (the next wait is likely to come soon).
+    int pollers_ = 0;
+    bool look_now_ = false;  // a waiter went to sleep, or a send waits for room
+    Clock::time_point rest_until_{};
+    std::condition_variable rest_;
+    std::thread thread_;
+};
+
+}  // namespace distc
