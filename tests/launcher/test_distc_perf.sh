@@ -31,6 +31,11 @@ check "a spoiled result is counted in #wrong" sh -c "[ $rc -ne 0 ] && grep -q '^
 # With the check off every row still has a time (it once read 0.00).
 "$run" -n 2 --no-prefix "$perf" -o allreduce -b 64 -e 256 -f 2 -n 3 -w 1 -c 0 --csv > "$tmp/csv0" 2>&1
 check "-c 0: every row timed" sh -c "[ \$(awk -F, '/^allreduce,/ && \$11 > 0' '$tmp/csv0' | wc -l) -eq 3 ]"
+# ... and nothing is counted as wrong that was never checked (it once read
+# stack garbage there and failed the run).
+"$run" -n 2 --no-prefix "$perf" -o sendrecv -b 8 -e 64K -f 8 -n 3 -w 1 -c 0 > "$tmp/nc" 2>&1
+rc=$?
+check "-c 0: N/A in #wrong, exit 0" sh -c "[ $rc -eq 0 ] && [ \$(grep -c ' N/A ' '$tmp/nc') -eq 5 ] && grep -q '^# DONE (results not checked)' '$tmp/nc'"
 
 # busbw factors, as nccl-tests' doc/PERFORMANCE.md defines them.
 for n in 2 3 4 8; do
