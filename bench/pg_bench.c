@@ -1,7 +1,7 @@
 /* distc-pg-bench: one rank of a collective benchmark over a distc process group.
  *
  *   distc-pg-bench [--rank R --size N --port P [--host ADDR]]
- *                  [-o allreduce|broadcast|allgather|reduce_scatter|alltoall|barrier|all[,...]]
+ *                  [-o allreduce|broadcast|allgather|reduce_scatter|alltoall|sendrecv|barrier|all[,...]]
  *                  [-b 8] [-e 64M] [-f 2] [--iters N] [--warmup N]
  *                  [--time-ms T] [--min-iters N] [--reps R] [--timeout-ms MS] [--json]
  *
@@ -18,7 +18,8 @@
  * size of allgather is the gathered output (size / ranks from each rank), of
  * reduce_scatter the input (size / ranks to each rank), of alltoall what
  * each rank sends in all, rounded down to whole floats per rank (at least
- * one), and sizes that round to the one before are skipped. broadcast's root is rank 0. Every call is
+ * one), of sendrecv what each rank sends to the next rank (in one batch with
+ * its receive from the previous), and sizes that round to the one before are skipped. broadcast's root is rank 0. Every call is
  * blocking (out == NULL): the operation runs on the calling thread. Collectives
  * up to DISTC_MESH_BYTES (a library setting, every size by default; 0 turns
  * it off) take distc's own TCP mesh, larger ones Gloo's algorithms; the
@@ -37,7 +38,7 @@
  *      of every rank's own average; time_us_min is the fastest rank's).
  * The timed loops run on zeroed buffers (nothing to overflow or denormalise).
  * algbw = size / time, busbw = algbw x nccl-tests' factor: allreduce
- * 2(n-1)/n, allgather, reduce_scatter and alltoall (n-1)/n, broadcast 1
+ * 2(n-1)/n, allgather, reduce_scatter and alltoall (n-1)/n, broadcast and sendrecv 1
  * (GB = 1e9 bytes). barrier has one
  * row of size 0 and no bandwidth.
  *
@@ -68,9 +69,9 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHER, OP_REDUCE_SCATTER, OP_ALLTOALL, OP_BARRIER, N_OPS };
-static const char *const op_names[N_OPS] = {"allreduce",      "broadcast", "allgather",
-                                            "reduce_scatter", "alltoall",  "barrier"};
+enum { OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHER, OP_REDUCE_SCATTER, OP_ALLTOALL, OP_SENDRECV, OP_BARRIER, N_OPS };
+static const char *const op_names[N_OPS] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
+                                            "alltoall",  "sendrecv",  "barrier"};
 /* Sized by what every rank holds in all (its output, or its input): `count` floats per peer. */
 static int per_peer(int op) { return op == OP_ALLGATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL; }
 
@@ -116,8 +117,9 @@ typedef struct bench {
     const config *cfg;
     distc_pg *pg;
     int32_t rank, size;
-    float *buf; /* allreduce/broadcast tensor, allgather input, reduce_scatter and alltoall output */
-    float *out; /* allgather output, reduce_scatter and alltoall input: `size` consecutive blocks */
+    /* buf: allreduce/broadcast tensor, allgather input, reduce_scatter and alltoall output, what sendrecv sends;
+     * out: allgather output, reduce_scatter and alltoall input (`size` blocks), what sendrecv receives */
+    float *buf, *out;
     size_t cap_buf, cap_out;
     DLTensor *views; /* allgather outputs: views of `out` */
     DLTensor **view_ptrs;
@@ -165,6 +167,9 @@ static int one(bench *b, int op, int64_t count) {
             return MPI_Reduce_scatter_block(b->out, b->buf, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS;
         case OP_ALLTOALL:
             return MPI_Alltoall(b->out, c, MPI_FLOAT, b->buf, c, MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS;
+        case OP_SENDRECV:
+            return MPI_Sendrecv(b->buf, c, MPI_FLOAT, (b->rank + 1) % b->size, 0, b->out, c, MPI_FLOAT,
+                                (b->rank + b->size - 1) % b->size, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS;
         default: return MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS;
     }
 #endif
@@ -200,6 +205,17 @@ static int one(bench *b, int op, int64_t count) {
             DLTensor out = tensor_f32(b->buf, &b->shape), in = tensor_f32(b->out, &b->shape);
             return distc_alltoall_single(NULL, b->pg, &out, &in, NULL, NULL, NULL);
         }
+        case OP_SENDRECV: {
+            b->shape = count;
+            if (b->size == 1) { /* nobody to send to: the copy stands for it */
+                memcpy(b->out, b->buf, (size_t)count * sizeof(float));
+                return 0;
+            }
+            DLTensor snd = tensor_f32(b->buf, &b->shape), rcv = tensor_f32(b->out, &b->shape);
+            distc_p2p_op ops[2] = {{DISTC_P2P_SEND, &snd, (b->rank + 1) % b->size, 0},
+                                   {DISTC_P2P_RECV, &rcv, (b->rank + b->size - 1) % b->size, 0}};
+            return distc_batch_isend_irecv(NULL, b->pg, ops, 2, NULL);
+        }
         default: return distc_barrier(NULL, b->pg, NULL);
     }
 }
@@ -219,12 +235,13 @@ static void fill_check(bench *b, int op, int64_t count) {
         switch (op) {
             case OP_ALLREDUCE: x[i] = (float)(b->rank + 1) + (float)(i % 7); break;
             case OP_BROADCAST: x[i] = b->rank == 0 ? (float)(i % 251) + 1.0f : -1.0f; break;
-            case OP_ALLGATHER: x[i] = (float)(b->rank * 1000) + (float)(i % 13); break;
+            case OP_ALLGATHER:
+            case OP_SENDRECV: x[i] = (float)(b->rank * 1000) + (float)(i % 13); break;
             default: break;
         }
     }
-    if (op == OP_ALLGATHER)
-        for (int64_t i = 0; i < count * b->size; ++i) b->out[i] = -1.0f;
+    if (op == OP_ALLGATHER || op == OP_SENDRECV)
+        for (int64_t i = 0; i < (op == OP_ALLGATHER ? count * b->size : count); ++i) b->out[i] = -1.0f;
 }
 
 static int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
@@ -251,6 +268,10 @@ static int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
             case OP_ALLTOALL: /* from rank i / count: its block for this rank */
                 got = b->buf[i];
                 want = (float)((i / count) * 1000) + (float)((b->rank * count + i % count) % 13);
+                break;
+            case OP_SENDRECV: /* from the previous rank */
+                got = b->out[i];
+                want = (float)(((b->rank + n - 1) % n) * 1000) + (float)(i % 13);
                 break;
             default: return 0;
         }
@@ -334,7 +355,8 @@ static int run_one(bench *b, int op, int64_t count, int64_t size_bytes, result *
     const config *cfg = b->cfg;
     int64_t n = b->size;
     size_t all = (size_t)(count * n);
-    if (op != OP_BARRIER && reserve(b, op == OP_ALLTOALL ? all : (size_t)count, per_peer(op) ? all : 0)) return 1;
+    size_t n_out = per_peer(op) ? all : op == OP_SENDRECV ? (size_t)count : 0;
+    if (op != OP_BARRIER && reserve(b, op == OP_ALLTOALL ? all : (size_t)count, n_out)) return 1;
 
     /* 1. check */
     fill_check(b, op, count);
@@ -344,7 +366,7 @@ static int run_one(bench *b, int op, int64_t count, int64_t size_bytes, result *
 
     /* The timed calls work on zeros. */
     if (op != OP_BARRIER) memset(b->buf, 0, (op == OP_ALLTOALL ? all : (size_t)count) * sizeof(float));
-    if (per_peer(op)) memset(b->out, 0, all * sizeof(float));
+    if (n_out) memset(b->out, 0, n_out * sizeof(float));
 
     /* 2. probe (after a barrier: rank 0 must not time its peers' checking) */
     CHECK(barrier(b));
@@ -447,7 +469,7 @@ static void usage(const char *argv0, FILE *f) {
             "          [--memcpy]  (one process: memcpy of each size, the bandwidth anchor)\n"
             "  One rank of a collective benchmark; without --rank/--size/--port: env:// (RANK, WORLD_SIZE,\n"
             "  MASTER_ADDR, MASTER_PORT). OPS: allreduce,broadcast,allgather,reduce_scatter,alltoall,\n"
-            "  barrier or all (default all).\n"
+            "  sendrecv, barrier or all (default all).\n"
             "  Sizes -b 8 to -e 64M (K/M/G = 1024^n), x -f 2 each step. Per size: one checked call, one probe,\n"
             "  then up to --warmup (5) and --iters (1000) calls within --time-ms (100; 0: no time box),\n"
             "  at least --min-iters (2) timed.\n",
