@@ -283,6 +283,7 @@ DISTC_EXTERN(int) distc_batch_isend_irecv(distc_work **out, distc_pg *pg, const 
         require(n > 0, "n is 0 (no operations)");
         require_ptr(ops, "ops");
         std::vector<P2pOp> v;
+        v.reserve(std::min<size_t>(n, 64));  // n is not to be trusted before each op is read
         for (size_t i = 0; i < n; ++i) {
             std::string at = "ops[" + std::to_string(i) + "]";
             if (ops[i].kind != DISTC_P2P_SEND && ops[i].kind != DISTC_P2P_RECV)

@@ -348,6 +348,7 @@ void HostBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const
     exec_.check_open();
     // Everything is posted before anything is waited for: the batch cannot deadlock on its own order.
     std::vector<std::shared_ptr<PendingP2p>> posted;
+    posted.reserve(ops.size());
     for (const auto &op : ops) {
         Tensor t = op.tensor;
         posted.push_back(op.send ? p2p_->post_send(t, op.peer, static_cast<uint32_t>(op.tag))

@@ -118,6 +118,7 @@ ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOp
     OpInfo info{"batch_isend_irecv", ops_label};
     info.p2p = true;
     std::vector<AsyncBackend::P2p> v;
+    v.reserve(ops.size());
     for (const auto &op : ops) v.push_back({op.send, op.tensor, op.peer, static_cast<int>(op.tag)});
     return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->batch_p2p(w, v, a); });
 }

@@ -54,11 +54,12 @@ P2pMailbox::P2pMailbox(int size) : route_(static_cast<size_t>(size)), gone_(stat
 
 P2pMailbox::~P2pMailbox() = default;
 
-void P2pMailbox::route(int peer, Carrier *c, std::chrono::microseconds spin) {
+void P2pMailbox::route(int peer, Carrier *c, std::chrono::microseconds spin, unsigned polls) {
     route_[static_cast<size_t>(peer)] = c;
-    if (spin.count() > 0 && std::find(pollers_.begin(), pollers_.end(), c) == pollers_.end()) {
+    if ((spin.count() > 0 || polls > 0) && std::find(pollers_.begin(), pollers_.end(), c) == pollers_.end()) {
         pollers_.push_back(c);
         spin_ = std::max(spin_, spin);
+        polls_ = std::max(polls_, polls);
     }
 }
 
@@ -142,19 +143,32 @@ int P2pMailbox::wait(Op &op, Millis timeout) {
     std::unique_lock<std::mutex> lk(mu_);
     const auto deadline = Clock::now() + timeout;
     // A message on its way is here sooner than a carrier's thread could
-    // wake this one: poll, yielding, until `spin_` passes without progress.
+    // wake this one: poll, `polls_` times, then yielding until `spin_`
+    // passed without progress (the clock is read only then).
     if (!pollers_.empty() && !op.finished) {
         for (Carrier *c : pollers_) c->polling_starts();
-        auto until = Clock::now() + spin_;
+        unsigned left = polls_;
+        Clock::time_point until{};
         while (!op.finished && !closed_) {
             bool moved = false;
             for (Carrier *c : pollers_) moved = c->poll() || moved;
             if (op.finished) break;
-            auto now = Clock::now();
-            if (moved) until = now + spin_;
-            if (now >= until || now >= deadline) break;
+            if (moved) {
+                left = polls_;
+                until = {};
+            }
             lk.unlock();
-            std::this_thread::yield();
+            if (left > 0) {
+                --left;
+            } else {
+                auto now = Clock::now();
+                if (until == Clock::time_point{}) until = now + spin_;
+                if (now >= until || now >= deadline) {
+                    lk.lock();
+                    break;
+                }
+                std::this_thread::yield();
+            }
             lk.lock();
         }
         for (Carrier *c : pollers_) c->polling_stops(!op.finished);

@@ -88,8 +88,9 @@ public:
     P2pMailbox &operator=(const P2pMailbox &) = delete;
     // Messages to and from `peer` go through `c` (set before any is posted;
     // a later route replaces an earlier one). A waiter polls the carriers
-    // that poll for `spin` after the last progress before it sleeps.
-    void route(int peer, Carrier *c, std::chrono::microseconds spin = {});
+    // that poll: `polls` times, then yielding between polls, until `spin`
+    // passed without progress; then it sleeps.
+    void route(int peer, Carrier *c, std::chrono::microseconds spin = {}, unsigned polls = 0);
 
     std::unique_ptr<PendingP2p> post_send(const Tensor &tensor, int dst, uint32_t tag) override;
     std::unique_ptr<PendingP2p> post_recv(Tensor &tensor, int src, uint32_t tag) override;
@@ -130,6 +131,7 @@ private:
     std::vector<Carrier *> route_;    // by peer rank
     std::vector<Carrier *> pollers_;  // the carriers that a waiter polls
     std::chrono::microseconds spin_{0};
+    unsigned polls_ = 0;
     std::list<std::shared_ptr<Op>> posted_;  // receives not yet matched, in posting order
     std::list<Early> early_;                 // messages not yet matched, in arrival order
     std::vector<std::string> gone_;          // by peer rank: why it is gone, "" while it lives

@@ -34,11 +34,11 @@ ShmP2p::~ShmP2p() {
     if (thread_.joinable()) thread_.join();
 }
 
-void ShmP2p::route(std::chrono::microseconds spin) {
+void ShmP2p::route(std::chrono::microseconds spin, unsigned polls) {
     std::lock_guard<std::mutex> lk(mu_);
     routed_ = true;
     for (size_t l = 0; l < ranks_.size(); ++l)
-        if (static_cast<int>(l) != me_) box_.route(ranks_[l], this, spin);
+        if (static_cast<int>(l) != me_) box_.route(ranks_[l], this, spin, polls);
 }
 
 void ShmP2p::polling_stops(bool sleeps) {
@@ -89,13 +89,14 @@ void ShmP2p::queue(std::shared_ptr<Op> op) {
     if (!o.broken.empty()) fail(DISTC_EREMOTE, o.broken);
     o.queue.push_back(std::move(op));
     if (o.queue.size() == 1) write_some(l);  // from this thread: no hand-off when the ring takes it
-    if (!o.queue.empty()) {
-        start_locked();
-        if (pollers_ > 0) return;  // a waiter writes the rest, or hands it to the thread when it stops
-        look_now_ = true;          // the thread may rest, or sleep without looking at this ring
-        rest_.notify_one();
-        links_->wake();
-    }
+    if (o.queue.empty()) return;
+    start_locked();
+    // A waiter polling now writes the rest (or hands it to the thread when
+    // it stops), and a resting thread looks by itself soon: the caller is
+    // likely to wait on it first. Else the thread sleeps on its doorbell,
+    // maybe without looking at this ring: wake it.
+    if (pollers_ > 0 || Clock::now() < rest_until_) return;
+    links_->wake();
 }
 
 void ShmP2p::unqueue(Op &op) {

@@ -30,8 +30,8 @@ public:
     // group rank of each local rank).
     ShmP2p(P2pMailbox &box, std::unique_ptr<ShmLinks> links, std::vector<int> ranks, int me);
     // From now on `box`'s messages to and from the other local ranks go
-    // here; a waiter polls the rings for `spin` before it sleeps.
-    void route(std::chrono::microseconds spin);
+    // here; a waiter polls the rings (P2pMailbox::route) before it sleeps.
+    void route(std::chrono::microseconds spin, unsigned polls);
     ~ShmP2p() override;
     ShmP2p(const ShmP2p &) = delete;
     ShmP2p &operator=(const ShmP2p &) = delete;

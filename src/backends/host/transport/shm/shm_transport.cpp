@@ -11,9 +11,9 @@ namespace distc {
 
 namespace {
 
-std::chrono::microseconds spin_from_env() {
-    const char *e = std::getenv("DISTC_SHM_SPIN_US");
-    return std::chrono::microseconds(e && *e ? std::atoll(e) : 50);
+std::chrono::microseconds spin_from_env(const char *name, long long dflt) {
+    const char *e = std::getenv(name);
+    return std::chrono::microseconds(e && *e ? std::atoll(e) : dflt);
 }
 
 // Looking at the rings costs a few loads: some hundred looks before the
@@ -58,7 +58,7 @@ std::vector<pid_t> pids_of(const std::vector<int> &ranks, const Locality &loc) {
 }  // namespace
 
 ShmTransport::ShmTransport(Store &store, int rank, const Locality &loc, Millis timeout, P2pMailbox &box) :
-    ranks_(loc.peers_of(rank)), pids_(pids_of(ranks_, loc)), spin_(spin_from_env()),
+    ranks_(loc.peers_of(rank)), pids_(pids_of(ranks_, loc)), spin_(spin_from_env("DISTC_SHM_SPIN_US", 50)),
     polls_(polls_for(static_cast<int>(ranks_.size()))),
     // Two planes of rings: the collectives', then point-to-point's.
     seg_(store, "shm/" + std::to_string(ranks_[0]) + "/", rank, ranks_, pids_,
@@ -111,7 +111,10 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     }
     if (t) {
         t->links_->set_single_copy(single_copy ? single_copy_bytes() : 0);
-        t->p2p_->route(t->spin_);
+        // A receive may wait long on a peer that is descheduled (more ranks
+        // than cores) or still copying; each time its spin runs out, the
+        // carrier's thread must take over, which costs more than polling.
+        t->p2p_->route(spin_from_env("DISTC_SHM_P2P_SPIN_US", 1000), t->polls_);
     }
     out = std::move(t);
     return true;

@@ -4,7 +4,8 @@
 // (exchange.hpp). Its peers are those ranks, indexed in rank order. The
 // calling thread moves the bytes, spinning for DISTC_SHM_SPIN_US after its
 // last progress before it sleeps on a futex. A second plane of the segment
-// (rings and doorbells of its own) carries point-to-point (shm_p2p.hpp).
+// (rings and doorbells of its own) carries point-to-point (shm_p2p.hpp),
+// whose waiters poll for DISTC_SHM_P2P_SPIN_US (default 1000).
 #pragma once
 
 #include <chrono>
