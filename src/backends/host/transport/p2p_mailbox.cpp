@@ -56,6 +56,7 @@ P2pMailbox::~P2pMailbox() = default;
 
 void P2pMailbox::route(int peer, Carrier *c, std::chrono::microseconds spin, unsigned polls) {
     route_[static_cast<size_t>(peer)] = c;
+    if (std::find(carriers_.begin(), carriers_.end(), c) == carriers_.end()) carriers_.push_back(c);
     if ((spin.count() > 0 || polls > 0) && std::find(pollers_.begin(), pollers_.end(), c) == pollers_.end()) {
         pollers_.push_back(c);
         spin_ = std::max(spin_, spin);
@@ -113,8 +114,6 @@ std::unique_ptr<PendingP2p> P2pMailbox::post_recv(Tensor &t, int src, uint32_t t
     auto op = std::make_shared<Op>(false, src, tag, t.bytes(), t.nbytes());
     std::lock_guard<std::mutex> lk(mu_);
     if (closed_) fail(DISTC_EABORTED, closed_why_);
-    for (size_t p = 0; p < route_.size(); ++p)
-        if (route_[p] && (src < 0 || p == static_cast<size_t>(src))) route_[p]->start();
     // A message that came first, in arrival order. From one peer, an earlier
     // message still arriving goes first: it takes this receive when complete.
     for (auto it = early_.begin(); it != early_.end(); ++it) {
@@ -136,6 +135,10 @@ std::unique_ptr<PendingP2p> P2pMailbox::post_recv(Tensor &t, int src, uint32_t t
     }
     if (src >= 0 && !gone_[static_cast<size_t>(src)].empty()) fail(DISTC_EREMOTE, gone_[static_cast<size_t>(src)]);
     posted_.push_back(op);
+    if (src >= 0)
+        route_[static_cast<size_t>(src)]->start();
+    else
+        for (Carrier *c : carriers_) c->start();
     return std::make_unique<MailboxPending>(*this, std::move(op));
 }
 
@@ -203,6 +206,16 @@ void P2pMailbox::withdraw(Op &op) {
     // that the caller may free its buffer.
     op.kept.assign(op.data, op.data + op.len);
     op.data = op.kept.data();
+}
+
+bool P2pMailbox::would_take(int peer, uint32_t tag) const {
+    return std::any_of(posted_.begin(), posted_.end(),
+                       [&](const std::shared_ptr<Op> &op) { return matches(*op, peer, tag); });
+}
+
+bool P2pMailbox::awaits(int peer) const {
+    return std::any_of(posted_.begin(), posted_.end(),
+                       [&](const std::shared_ptr<Op> &op) { return op->peer < 0 || op->peer == peer; });
 }
 
 std::string P2pMailbox::begin(Arrival &a, int peer, uint32_t tag, uint64_t len) {

@@ -51,7 +51,8 @@ public:
         // Before a send to `peer` is queued (mu() not held): a carrier that
         // connects on first use does so here, and throws if it cannot.
         virtual void connect(int peer) { (void)peer; }
-        // From the first receive on, whatever arrives is read.
+        // A receive was posted (it is in the mailbox now): from the first
+        // on, whatever arrives is read.
         virtual void start() = 0;
         // Sends in the order queued; finish() each when its bytes are gone.
         // Throws when the link to op->peer is broken.
@@ -100,6 +101,10 @@ public:
     // where its payload goes. Returns why it cannot be taken (then the
     // carrier drops its link and calls lost()), "" when it can.
     std::string begin(Arrival &a, int peer, uint32_t tag, uint64_t len);
+    // Whether a receive posted now would take a message of `peer` with
+    // `tag`; whether any could take some message of `peer` (any source too).
+    bool would_take(int peer, uint32_t tag) const;
+    bool awaits(int peer) const;
     // Every payload byte is in: its receive completes, or it waits for one.
     void end(Arrival &a);
     // Its link broke mid-message (or between messages: a.peer may be -1).
@@ -128,8 +133,9 @@ private:
     std::condition_variable cv_;
     bool closed_ = false;
     std::string closed_why_;
-    std::vector<Carrier *> route_;    // by peer rank
-    std::vector<Carrier *> pollers_;  // the carriers that a waiter polls
+    std::vector<Carrier *> route_;     // by peer rank
+    std::vector<Carrier *> carriers_;  // each once
+    std::vector<Carrier *> pollers_;   // the carriers that a waiter polls
     std::chrono::microseconds spin_{0};
     unsigned polls_ = 0;
     std::list<std::shared_ptr<Op>> posted_;  // receives not yet matched, in posting order

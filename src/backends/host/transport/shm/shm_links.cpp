@@ -221,6 +221,11 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
     return k;
 }
 
+size_t ShmLinks::unread(int peer) const {
+    const Ring &r = ring(peer, me_);
+    return static_cast<size_t>(r.head.load(std::memory_order_acquire) - r.tail.load(std::memory_order_relaxed));
+}
+
 bool ShmLinks::can_read(pid_t pid, const void *addr, uint64_t expect) {
     if (pid == ::getpid()) return true;
     uint64_t got = 0;

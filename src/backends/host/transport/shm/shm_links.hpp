@@ -48,6 +48,10 @@ public:
     // Whether this process can read `pid`'s memory at `addr`, where `expect` is.
     static bool can_read(pid_t pid, const void *addr, uint64_t expect);
 
+    // Bytes written by `peer` and not read yet (chunk headers included), and
+    // what a ring holds.
+    size_t unread(int peer) const;
+    size_t capacity() const { return cap_; }
     // "rank 3 (shm, pid 4012)", for messages.
     std::string name(int peer) const;
     // Whether `peer`'s process still runs (a rank in this process always does).

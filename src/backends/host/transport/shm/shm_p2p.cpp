@@ -81,7 +81,12 @@ void ShmP2p::start_locked() {
     if (!thread_.joinable() && !closed_) thread_ = start_thread([this] { loop(); });
 }
 
-void ShmP2p::start() { start_locked(); }
+void ShmP2p::start() {
+    start_locked();
+    // A receive was posted: a held message it takes goes into it now.
+    for (int l = 0; l < static_cast<int>(ranks_.size()); ++l)
+        if (in_[size_t(l)].held) read_some(l);
+}
 
 void ShmP2p::queue(std::shared_ptr<Op> op) {
     int l = local(op->peer);
@@ -134,12 +139,28 @@ bool ShmP2p::write_some(int l) {
     return moved;
 }
 
-bool ShmP2p::read_some(int l) {
+bool ShmP2p::take_held(int l, bool drain) {
     In &in = in_[static_cast<size_t>(l)];
-    if (in.gone) return false;
+    const int peer = ranks_[size_t(l)];
+    if (!drain && !box_.would_take(peer, in.hdr.tag) && !box_.awaits(peer) &&
+        links_->unread(l) <= links_->capacity() / 2)
+        return false;
+    in.held = false;
+    std::string why = box_.begin(in.a, peer, in.hdr.tag, in.hdr.len);
+    if (!why.empty()) {
+        lost_in(l, why);
+        return false;
+    }
+    in.payload = true;
+    return true;
+}
+
+bool ShmP2p::read_some(int l, bool drain) {
+    In &in = in_[static_cast<size_t>(l)];
     uint8_t discard[4096];
     bool moved = false;
-    for (int rounds = 0; rounds < 64; ++rounds) {
+    for (int rounds = 0; rounds < 64 && !in.gone; ++rounds) {
+        if (in.held && !take_held(l, drain)) return moved;
         iovec iov;
         if (!in.payload) {
             iov = {reinterpret_cast<uint8_t *>(&in.hdr) + in.got, sizeof in.hdr - in.got};
@@ -167,16 +188,11 @@ bool ShmP2p::read_some(int l) {
                 lost_in(l, who(ranks_[size_t(l)]) + " sent a malformed point-to-point message (DISTC_EPROTO)");
                 return true;
             }
-            std::string why = box_.begin(in.a, ranks_[size_t(l)], in.hdr.tag, in.hdr.len);
-            if (!why.empty()) {
-                lost_in(l, why);
-                return true;
-            }
-            in.payload = true;
-        } else {
-            in.a.got += r;
+            in.held = true;
+            continue;
         }
-        if (in.payload && in.a.got == in.a.len) {
+        in.a.got += r;
+        if (in.a.got == in.a.len) {
             box_.end(in.a);
             in.payload = false;
         }
@@ -218,7 +234,9 @@ void ShmP2p::loop() {
         if (poll()) continue;
         wants_.clear();
         for (int l = 0; l < n; ++l) {
-            const bool w = !out_[size_t(l)].queue.empty(), r = !in_[size_t(l)].gone;
+            // A held message keeps its ring readable: the thread would never
+            // sleep. Its peer's next write rings the doorbell anyway.
+            const bool w = !out_[size_t(l)].queue.empty(), r = !in_[size_t(l)].gone && !in_[size_t(l)].held;
             if (l != me_ && (w || r)) wants_.push_back({l, w, r});
         }
         lk.unlock();

@@ -5,6 +5,10 @@
 // one. A send writes what fits from the calling thread; one thread per
 // group, started on the first receive (or a send the ring cannot take at
 // once), reads every ring and writes the rest, sleeping on its doorbell.
+// A message whose receive is not posted yet stays in its ring, read once
+// straight into the receive when it comes, unless the ring is more than
+// half full (its sender may wait for room) or a receive waits for a later
+// message of that peer: then it is read into the mailbox's memory.
 // A rank waiting for a message polls the rings itself for a while first
 // (DISTC_SHM_SPIN_US), as collectives do; the thread rests meanwhile. A peer that closes its end or
 // dies fails what is posted to and from it once its ring is read to the end.
@@ -61,7 +65,8 @@ private:
     };
     struct In {
         Header hdr{};
-        size_t got = 0;  // of the header
+        size_t got = 0;     // of the header
+        bool held = false;  // the header is in, no receive took it yet: its payload waits in the ring
         bool payload = false;
         bool gone = false;  // its peer closed its end or died: nothing more comes
         P2pMailbox::Arrival a;
@@ -69,7 +74,10 @@ private:
 
     void start_locked();
     bool write_some(int l);  // mu_ held; true if bytes moved
-    bool read_some(int l);   // mu_ held
+    // mu_ held. `drain`: a held message goes to the mailbox's early
+    // messages even when nothing calls for it (its peer died).
+    bool read_some(int l, bool drain = false);
+    bool take_held(int l, bool drain);  // mu_ held: true if the held message now goes somewhere
     void loop();
     void died(int l);                              // mu_ held: its process is gone
     void lost_in(int l, const std::string &why);   // mu_ held: nothing more comes from it
