@@ -130,6 +130,48 @@ static void test_timed_out_receive_is_withdrawn(void **state) {
     dt_run_ranks(2, rank_withdrawn, NULL);
 }
 
+/*
+ * A send that times out before its receive is posted (1 MiB: more than a
+ * shared-memory ring holds, or offered in place with DISTC_SHM_CMA_BYTES
+ * set) still delivers what its buffer held when it was posted, though the
+ * caller overwrites the buffer as soon as the send returns.
+ */
+static void rank_send_withdrawn(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    (void)size;
+    enum { N = 1 << 18 };
+    DLTensor *t = dt_tensor_1d(DT_I32, N);
+    int32_t *p = t->data;
+    if (rank == 0) {
+        for (int i = 0; i < N; ++i) p[i] = i * 3 + 1;
+        distc_op_options o = DISTC_OP_OPTIONS_INIT;
+        o.timeout_ms = 300;
+        int rc = distc_send(NULL, pg, t, 1, 4, &o);
+        /* Over shared memory nothing reads it yet; TCP's kernel buffers may take it all. */
+        const char *via = NULL;
+        RK_OK(distc_pg_transport(&via, pg, 1));
+        if (strncmp(via, "shm", 3) == 0)
+            RK_CHECKF(rc == DISTC_ETIMEOUT, "send over %s gave %d (%s)", via, rc, distc_error_last());
+        else
+            RK_CHECKF(rc == 0 || rc == DISTC_ETIMEOUT, "send gave %d (%s)", rc, distc_error_last());
+        memset(p, 0x5a, (size_t)N * sizeof *p);
+        signal_key("withdrawn_send/returned");
+    } else {
+        wait_key("withdrawn_send/returned");
+        if (RK_OK(distc_recv(NULL, pg, t, 0, 4, NULL)))
+            for (int i = 0; i < N; ++i)
+                if (!RK_EQ_INT(p[i], i * 3 + 1)) break;
+    }
+    RK_OK(distc_barrier(NULL, pg, NULL));
+    dt_tensor_free(t);
+}
+
+static void test_timed_out_send_keeps_its_bytes(void **state) {
+    (void)state;
+    if (gloo_only()) skip();
+    dt_run_ranks(2, rank_send_withdrawn, NULL);
+}
+
 /* Every rank sends 16 MB to the next with a blocking send, then receives from the previous. */
 static void rank_both_ways(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
@@ -146,11 +188,33 @@ static void rank_both_ways(distc_pg *pg, int rank, int size, void *arg) {
     dt_tensor_free(r);
 }
 
+/* The same as one batch, three times: both receives posted before either
+ * send is waited for, so 16 MB are read while their senders wait (in place,
+ * for milliseconds, with DISTC_SHM_CMA_BYTES set). */
+static void rank_batch_both_ways(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    const int64_t n = 4 << 20;
+    const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    DLTensor *s = dt_tensor_1d(DT_I32, n), *r = dt_tensor_1d(DT_I32, n);
+    int32_t *ps = s->data, *pr = r->data;
+    for (int round = 0; round < 3; ++round) {
+        for (int64_t i = 0; i < n; ++i) ps[i] = (int32_t)(rank * 7 + i + round);
+        distc_p2p_op ops[2] = {{DISTC_P2P_SEND, s, next, round}, {DISTC_P2P_RECV, r, prev, round}};
+        if (!RK_OK(distc_batch_isend_irecv(NULL, pg, ops, 2, NULL))) break;
+        for (int64_t i = 0; i < n; ++i)
+            if (!RK_EQ_INT(pr[i], (int32_t)(prev * 7 + i + round))) break;
+    }
+    dt_tensor_free(s);
+    dt_tensor_free(r);
+}
+
 static void test_large_messages_both_ways(void **state) {
     (void)state;
     if (gloo_only()) skip();
     dt_run_ranks(2, rank_both_ways, NULL);
     dt_run_ranks(3, rank_both_ways, NULL);
+    dt_run_ranks(2, rank_batch_both_ways, NULL);
+    dt_run_ranks(3, rank_batch_both_ways, NULL);
 }
 
 /*
@@ -187,11 +251,9 @@ static void test_peer_that_gives_up(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_messages_before_their_receives),
-        cmocka_unit_test(test_receive_of_another_size),
-        cmocka_unit_test(test_timed_out_receive_is_withdrawn),
-        cmocka_unit_test(test_large_messages_both_ways),
-        cmocka_unit_test(test_peer_that_gives_up),
+        cmocka_unit_test(test_messages_before_their_receives), cmocka_unit_test(test_receive_of_another_size),
+        cmocka_unit_test(test_timed_out_receive_is_withdrawn), cmocka_unit_test(test_timed_out_send_keeps_its_bytes),
+        cmocka_unit_test(test_large_messages_both_ways),       cmocka_unit_test(test_peer_that_gives_up),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

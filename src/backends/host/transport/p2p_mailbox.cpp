@@ -204,8 +204,10 @@ void P2pMailbox::withdraw(Op &op) {
     if (op.done == 0) return route_[static_cast<size_t>(op.peer)]->unqueue(op);
     // Partly moved: the peer expects the rest, which goes from a copy now
     // that the caller may free its buffer.
+    const uint8_t *was = op.data;
     op.kept.assign(op.data, op.data + op.len);
     op.data = op.kept.data();
+    route_[static_cast<size_t>(op.peer)]->kept(op, was);
 }
 
 bool P2pMailbox::would_take(int peer, uint32_t tag) const {

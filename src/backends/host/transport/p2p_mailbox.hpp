@@ -58,8 +58,13 @@ public:
         // Throws when the link to op->peer is broken.
         virtual void queue(std::shared_ptr<Op> op) = 0;
         // A send that timed out before any of it moved (op.done == 0) leaves
-        // its queue. A send partly moved stays and goes from op.kept.
+        // its queue. A send partly moved stays and goes from op.kept, which
+        // now holds what was at `was`: nothing may read `was` afterwards.
         virtual void unqueue(Op &op) = 0;
+        virtual void kept(Op &op, const uint8_t *was) {
+            (void)op;
+            (void)was;
+        }
         virtual std::string who(int peer) const = 0;  // "rank 3 (10.0.0.2:4012)"
         // Moves what can move now from the calling thread, a waiter's, which
         // polls before it sleeps: true if anything moved. A carrier whose

@@ -4,13 +4,17 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <random>
+#include <utility>
 
 #include "core/util/error.hpp"
 #include "core/util/socket.hpp"
@@ -68,10 +72,43 @@ struct FdMessage {
     FdMessage(const FdMessage &) = delete;
 };
 
+// Ranks of one process (threads as ranks) share one mapping of their
+// segment, so every byte of it has one address there: a rank reading
+// another's buffer in place synchronises through the same atomics the
+// writer published with (as ThreadSanitizer sees them too).
+struct Mapping {
+    uint8_t *base;
+    size_t bytes;
+    int users;
+};
+std::mutex g_maps_mu;
+std::map<std::pair<dev_t, ino_t>, Mapping> g_maps;
+
 uint8_t *map(int fd, size_t bytes) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) fail_errno(DISTC_EIO, "fstat of the shared memory segment", errno);
+    std::lock_guard<std::mutex> lk(g_maps_mu);
+    auto it = g_maps.find({st.st_dev, st.st_ino});
+    if (it != g_maps.end() && it->second.bytes == bytes) {
+        ++it->second.users;
+        return it->second.base;
+    }
     void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) fail_errno(DISTC_EIO, "mmap of the shared memory segment", errno);
+    g_maps[{st.st_dev, st.st_ino}] = Mapping{static_cast<uint8_t *>(p), bytes, 1};
     return static_cast<uint8_t *>(p);
+}
+
+void unmap(uint8_t *base) noexcept {
+    std::lock_guard<std::mutex> lk(g_maps_mu);
+    for (auto it = g_maps.begin(); it != g_maps.end(); ++it)
+        if (it->second.base == base) {
+            if (--it->second.users == 0) {
+                ::munmap(base, it->second.bytes);
+                g_maps.erase(it);
+            }
+            return;
+        }
 }
 
 // The creator: a memfd of `bytes`, then one accepted connection per other member.
@@ -136,7 +173,7 @@ uint8_t *create(Store &store, const std::string &key, int rank, const std::vecto
             ++got;
         }
     } catch (...) {
-        ::munmap(base, bytes);
+        unmap(base);
         throw;
     }
     return base;
@@ -184,8 +221,7 @@ uint8_t *fetch(Store &store, const std::string &key, int rank, size_t bytes, Mil
 }  // namespace
 
 Segment::Segment(Store &store, const std::string &key, int rank, const std::vector<int> &members,
-                 const std::vector<pid_t> &pids, size_t bytes, Millis timeout, FnRef<void(uint8_t *)> init) :
-    size_(bytes) {
+                 const std::vector<pid_t> &pids, size_t bytes, Millis timeout, FnRef<void(uint8_t *)> init) {
     auto deadline = Clock::now() + timeout;
     try {
         base_ = members[0] == rank ? create(store, key, rank, members, pids, bytes, deadline, init)
@@ -199,7 +235,7 @@ Segment::Segment(Store &store, const std::string &key, int rank, const std::vect
 }
 
 Segment::~Segment() {
-    if (base_) ::munmap(base_, size_);
+    if (base_) unmap(base_);
 }
 
 }  // namespace distc

@@ -35,8 +35,7 @@ public:
     uint8_t *base() const { return base_; }
 
 private:
-    uint8_t *base_ = nullptr;
-    size_t size_ = 0;
+    uint8_t *base_ = nullptr;  // one mapping per process, shared by its ranks
 };
 
 }  // namespace distc

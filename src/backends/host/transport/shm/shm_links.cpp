@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +19,13 @@ namespace distc {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x64697374632d736dULL;  // "distc-sm"
+constexpr uint64_t kMagic = 0x64697374632d7332ULL;  // "distc-s2": rings with offer slots
+// An in-place offer's states (Ring::offer).
+// kOffered: nobody copied from it yet; kTaken: the reader began (and will
+// finish) it; kReading: it copies now; kMoving: the writer relocates it;
+// kWithdrawn: gone; kInline: the writer sends the bytes inline after the
+// offer's chunk instead (only from kOffered: a reader that began finishes).
+constexpr uint32_t kNoOffer = 0, kOffered = 1, kReading = 2, kMoving = 3, kWithdrawn = 4, kInline = 5, kTaken = 6;
 constexpr size_t kHeader = 64;
 // Sleeps last at most this long, to look at the peers' processes in between.
 constexpr Millis kSlice{50};
@@ -127,30 +134,47 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n) {
     if (bells_[peer].closed.load(std::memory_order_acquire)) peer_gone(peer, false);
     Ring &r = ring(me_, peer);
     Out &o = out_[size_t(peer)];
-    if (o.pending) {  // done once the reader moved past it
-        if (r.tail.load(std::memory_order_acquire) < o.until) return 0;
-        o.pending = false;
-        return o.len;
+    if (o.pending.load(std::memory_order_relaxed)) {  // done once the reader moved past it
+        if (r.tail.load(std::memory_order_acquire) >= o.until.load(std::memory_order_relaxed)) {
+            o.pending.store(false, std::memory_order_relaxed);
+            return o.len;
+        }
+        if (inline_after_.count() == 0 || Clock::now() - o.offered < inline_after_) return 0;
+        uint32_t st = kOffered;
+        if (!r.offer.compare_exchange_strong(st, kInline, std::memory_order_acq_rel)) return 0;  // being read
+        // Nobody copied it yet: its bytes follow inline (the reader skips the offer).
+        o.pending.store(false, std::memory_order_relaxed);
+        o.inline_left = o.len;
+        o.reoffer = o.until.load(std::memory_order_relaxed);
     }
     uint64_t h = r.head.load(std::memory_order_relaxed), t = r.tail.load(std::memory_order_acquire);
     size_t room = cap_ - static_cast<size_t>(h - t);
     if (room <= sizeof(ChunkHeader)) return 0;
     uint8_t *d = data(me_, peer);
-    if (cma_min_ && iov[0].iov_len >= cma_min_) {
-        ChunkHeader c{iov[0].iov_len, reinterpret_cast<uint64_t>(iov[0].iov_base)};
+    // A new offer waits until the reader passed the last one that went inline.
+    const bool offers = cma_min_ && o.inline_left == 0 && t >= o.reoffer;
+    if (offers && iov[0].iov_len >= cma_min_) {
+        ChunkHeader c{iov[0].iov_len, 1};
+        o.len = c.len;
+        o.addr = reinterpret_cast<uint64_t>(iov[0].iov_base);
+        if (inline_after_.count()) o.offered = Clock::now();
+        o.until.store(h + sizeof c, std::memory_order_relaxed);
+        o.pending.store(true, std::memory_order_relaxed);
+        r.offer_addr.store(o.addr, std::memory_order_relaxed);
+        r.offer.store(kOffered, std::memory_order_release);  // before the chunk that points to it
         iovec ci{&c, sizeof c};
         copy<true>(d, cap_, h, &ci, 1, sizeof c);
         r.head.store(h + sizeof c, std::memory_order_seq_cst);
         ring_bell(peer);
-        o = Out{true, h + sizeof c, c.len};
         return 0;
     }
     // Inline: what fits, up to the next piece that goes in place.
     int m = 0;
     size_t k = 0;
-    for (; m < n && !(cma_min_ && m > 0 && iov[m].iov_len >= cma_min_); ++m) k += iov[m].iov_len;
+    for (; m < n && !(offers && m > 0 && iov[m].iov_len >= cma_min_); ++m) k += iov[m].iov_len;
     k = std::min(k, room - sizeof(ChunkHeader));
     if (k == 0) return 0;
+    o.inline_left -= std::min(o.inline_left, k);
     ChunkHeader c{k, 0};
     iovec ci{&c, sizeof c};
     copy<true>(d, cap_, h, &ci, 1, sizeof c);
@@ -160,7 +184,21 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n) {
     return k;
 }
 
-size_t ShmLinks::read_in_place(int peer, const iovec *iov, int n, size_t k, uint64_t from) {
+size_t ShmLinks::read_in_place(int peer, const iovec *iov, int n, size_t k, uint64_t off) {
+    // The offer stays where it is while this rank copies from it (kReading).
+    Ring &r = ring(peer, me_);
+    uint32_t st = r.offer.load(std::memory_order_acquire);
+    while (st == kOffered || st == kTaken)
+        if (r.offer.compare_exchange_weak(st, kReading, std::memory_order_acquire)) break;
+    if (st != kOffered && st != kTaken) {
+        if (st == kMoving || st == kInline) return 0;  // the writer moves it, or sends it inline: look again
+        fail(DISTC_EREMOTE, name(peer) + " withdrew the bytes it offered in place (it gave up on the message)");
+    }
+    struct Done {  // begun, however this copy ends: the writer may no longer send it inline
+        std::atomic<uint32_t> &offer;
+        ~Done() { offer.store(kTaken, std::memory_order_release); }
+    } done{r.offer};
+    uint64_t from = r.offer_addr.load(std::memory_order_relaxed) + off;
     if (pids_[size_t(peer)] == ::getpid()) {  // a rank in this process: its buffer is ours to read
         size_t left = k;
         auto *p = reinterpret_cast<const uint8_t *>(from);
@@ -206,14 +244,23 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
         s.open = true;
         s.off = 0;
     }
+    if (s.hdr.addr && r.offer.load(std::memory_order_acquire) == kInline) {
+        // Its bytes come inline after it: past the offer, on to them.
+        s.open = false;
+        r.offer.store(kNoOffer, std::memory_order_relaxed);
+        r.tail.store(t + sizeof s.hdr, std::memory_order_seq_cst);
+        ring_bell(peer);
+        return read(peer, iov, n);
+    }
     size_t k = std::min(total(iov, n), static_cast<size_t>(s.hdr.len) - s.off);
     if (k == 0) return 0;
     if (s.hdr.addr == 0)
         copy<false>(data(peer, me_), cap_, t + sizeof s.hdr + s.off, iov, n, k);
     else
-        k = read_in_place(peer, iov, n, k, s.hdr.addr + s.off);
+        k = read_in_place(peer, iov, n, k, s.off);
     s.off += k;
     if (s.off == s.hdr.len) {
+        if (s.hdr.addr) r.offer.store(kNoOffer, std::memory_order_release);  // before the tail frees the writer
         s.open = false;
         r.tail.store(t + sizeof s.hdr + (s.hdr.addr ? 0 : s.hdr.len), std::memory_order_seq_cst);
         ring_bell(peer);
@@ -239,7 +286,9 @@ bool ShmLinks::ready(const Want &w) const {
         const Ring &r = ring(me_, w.peer);
         const Out &o = out_[size_t(w.peer)];
         uint64_t t = r.tail.load(std::memory_order_seq_cst);
-        if (o.pending ? t >= o.until : r.head.load(std::memory_order_seq_cst) - t + sizeof(ChunkHeader) < cap_)
+        if (o.pending.load(std::memory_order_relaxed)
+                ? t >= o.until.load(std::memory_order_relaxed)
+                : r.head.load(std::memory_order_seq_cst) - t + sizeof(ChunkHeader) < cap_)
             return true;
     }
     if (w.read) {
@@ -284,6 +333,39 @@ void ShmLinks::wait(const std::vector<Want> &wants, Clock::time_point deadline) 
         }
     }
     me.sleeping.store(0, std::memory_order_relaxed);
+}
+
+uint32_t ShmLinks::take_offer(int peer, uint32_t to) noexcept {
+    Ring &r = ring(me_, peer);
+    for (;;) {
+        uint32_t st = r.offer.load(std::memory_order_acquire);
+        if ((st == kOffered || st == kTaken) && r.offer.compare_exchange_weak(st, to, std::memory_order_acquire))
+            return st;
+        if (st != kReading && st != kOffered && st != kTaken) return kNoOffer;  // read, or withdrawn
+        // A copy in progress ends soon, unless its reader died mid-copy.
+        if (st == kReading && !alive(peer)) {
+            r.offer.store(to, std::memory_order_release);
+            return kTaken;
+        }
+        if (st == kReading) sched_yield();
+    }
+}
+
+void ShmLinks::relocate(int peer, const uint8_t *from, size_t n, const uint8_t *to) {
+    Out &o = out_[size_t(peer)];
+    auto a = reinterpret_cast<const uint8_t *>(o.addr);
+    if (!o.pending.load(std::memory_order_relaxed) || a < from || a >= from + n) return;
+    uint32_t was = take_offer(peer, kMoving);
+    if (was == kNoOffer) return;
+    o.addr = reinterpret_cast<uint64_t>(to + (a - from));
+    Ring &r = ring(me_, peer);
+    r.offer_addr.store(o.addr, std::memory_order_relaxed);
+    r.offer.store(was, std::memory_order_release);
+}
+
+void ShmLinks::abandon() noexcept {
+    for (int p = 0; p < n_; ++p)
+        if (p != me_ && out_[size_t(p)].pending.load(std::memory_order_relaxed)) take_offer(p, kWithdrawn);
 }
 
 void ShmLinks::close() noexcept {

@@ -8,16 +8,22 @@
 // a peer that died (its pidfd says so) or closed its end is noticed.
 //
 // A ring carries chunks: a 16-byte chunk header, then its bytes inline, or
-// (single copy, for pieces of at least cma_min bytes) only the address of
-// the writer's own buffer, which the reader copies from in place with
-// process_vm_readv (memcpy within one process). The reader moves its tail
-// past a chunk only once it has all of it, so a writer knows an in-place
-// chunk was read, and its buffer free again, when the tail passes it.
+// (single copy, for pieces of at least cma_min bytes) only a mark that the
+// bytes are offered in place: the writer's own buffer, whose address is in
+// the pair's offer slot, which the reader copies from with process_vm_readv
+// (memcpy within one process). The reader moves its tail past a chunk only
+// once it has all of it, so a writer knows an in-place chunk was read, and
+// its buffer free again, when the tail passes it. The slot also lets a
+// writer take its buffer back before then (a send that timed out, a
+// collective that failed): it waits out a copy in progress, then points the
+// slot at a copy of the bytes (relocate) or withdraws the offer (abandon,
+// and the reader fails).
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,8 +49,14 @@ public:
     void wait(const std::vector<Want> &wants, Clock::time_point deadline) override;
 
     // Pieces of at least `bytes` go in place (0: never). Every rank of the
-    // group must agree, and be able to read the others' memory.
-    void set_single_copy(size_t bytes) { cma_min_ = bytes; }
+    // group must agree, and be able to read the others' memory. With
+    // `inline_after`, a piece its reader has not begun to copy after that
+    // long goes inline after all (point-to-point: a receiver that is not
+    // there must not hold its sender up longer than the ring would).
+    void set_single_copy(size_t bytes, std::chrono::microseconds inline_after = {}) {
+        cma_min_ = bytes;
+        inline_after_ = inline_after;
+    }
     // Whether this process can read `pid`'s memory at `addr`, where `expect` is.
     static bool can_read(pid_t pid, const void *addr, uint64_t expect);
 
@@ -58,6 +70,14 @@ public:
     bool alive(int peer) const;
     // Makes this rank's wait() return soon (any thread).
     void wake() { ring_bell(me_); }
+
+    // The in-place piece this rank offers `peer` now lies at `to`, a copy of
+    // [from, from + n) that the caller keeps until the piece is read. Any
+    // thread that holds what guards write().
+    void relocate(int peer, const uint8_t *from, size_t n, const uint8_t *to);
+    // Withdraws every in-place piece this rank offers: no peer reads the
+    // buffers behind them from now on (a reader that tries fails).
+    void abandon() noexcept;
 
     // Marks this rank's end closed and wakes every rank, this one's waiter too:
     // peers fail at once, and a wait here returns and throws. Any thread.
@@ -75,15 +95,26 @@ private:
         char pad0[56];
         std::atomic<uint64_t> tail;  // bytes ever read (the consumer's)
         char pad1[56];
+        // The in-place piece on offer: its state (kOffered, the reader
+        // kReading while it copies, the writer kMoving while it relocates,
+        // kWithdrawn) and where its bytes are in the writer's process.
+        std::atomic<uint32_t> offer;
+        std::atomic<uint64_t> offer_addr;
+        char pad2[48];
     };
     struct ChunkHeader {
         uint64_t len;   // the chunk's bytes
         uint64_t addr;  // 0: they follow inline; else where they are in the writer's process
     };
     struct Out {  // an in-place chunk written and not yet read
-        bool pending = false;
-        uint64_t until = 0;  // read once the tail reaches this
+        // Atomic: a thread may wait (ready()) while another writes.
+        std::atomic<bool> pending{false};
+        std::atomic<uint64_t> until{0};  // read once the tail reaches this
         size_t len = 0;
+        uint64_t addr = 0;  // where its bytes are now
+        Clock::time_point offered{};
+        size_t inline_left = 0;  // of a piece that went inline after all
+        uint64_t reoffer = 0;    // no new offer before the tail passes this
     };
     struct In {  // the chunk being read
         bool open = false;
@@ -91,9 +122,13 @@ private:
         size_t off = 0;
     };
     Ring &ring(int from, int to) const { return rings_[from * n_ + to]; }
-    size_t read_in_place(int peer, const iovec *iov, int n, size_t k, uint64_t from);
+    size_t read_in_place(int peer, const iovec *iov, int n, size_t k, uint64_t off);
     uint8_t *data(int from, int to) const { return data_ + static_cast<size_t>(from * n_ + to) * cap_; }
     void ring_bell(int who);
+    // Waits until `peer` copies nothing of this rank's offer, then moves it
+    // to state `to`: the state it had (kOffered, kTaken), or kNoOffer if it
+    // was read or withdrawn meanwhile.
+    uint32_t take_offer(int peer, uint32_t to) noexcept;
     bool ready(const Want &w) const;
     [[noreturn]] void peer_gone(int peer, bool died) const;
     void check_self() const;
@@ -110,6 +145,7 @@ private:
     std::vector<Out> out_;
     std::vector<In> in_;
     size_t cma_min_ = 0;
+    std::chrono::microseconds inline_after_{0};
     std::atomic<bool> closed_{false};
 };
 

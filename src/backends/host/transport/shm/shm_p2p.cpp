@@ -18,6 +18,7 @@ constexpr Millis kNap{1000};
 // What arrives meanwhile waits in its ring for the next receive, or for the
 // thread to look again.
 constexpr std::chrono::microseconds kRest{1000};
+
 }  // namespace
 
 ShmP2p::ShmP2p(P2pMailbox &box, std::unique_ptr<ShmLinks> links, std::vector<int> ranks, int me) :
@@ -73,6 +74,7 @@ void ShmP2p::close() noexcept {
     for (auto &in : in_)
         if (in.a.op) box_.finish(*in.a.op, DISTC_EABORTED, why);
     if (routed_) box_.close(why);  // else the group never used it (it fell back to TCP)
+    links_->abandon();             // the sends just failed: their buffers are the callers' again
     links_->close();
     rest_.notify_one();  // wakes the thread, which sees closed_
 }
@@ -103,6 +105,8 @@ void ShmP2p::queue(std::shared_ptr<Op> op) {
     if (pollers_ > 0 || Clock::now() < rest_until_) return;
     links_->wake();
 }
+
+void ShmP2p::kept(Op &op, const uint8_t *was) { links_->relocate(local(op.peer), was, op.len, op.data); }
 
 void ShmP2p::unqueue(Op &op) {
     Out &o = out_[static_cast<size_t>(local(op.peer))];

@@ -72,7 +72,6 @@ ShmTransport::ShmTransport(Store &store, int rank, const Locality &loc, Millis t
     const size_t ring = ring_bytes(n);
     links_ = std::make_unique<ShmLinks>(seg_.base(), me, ring, ranks_, pids_);
     x_.name_peers(ranks_);
-    // Never single copy on this plane: its thread waits while others write.
     auto p2p_links =
         std::make_unique<ShmLinks>(seg_.base() + ShmLinks::segment_bytes(n, ring), me, ring, ranks_, pids_);
     p2p_ = std::make_unique<ShmP2p>(box, std::move(p2p_links), ranks_, me);
@@ -111,6 +110,7 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     }
     if (t) {
         t->links_->set_single_copy(single_copy ? single_copy_bytes() : 0);
+        t->p2p_->set_single_copy(single_copy ? single_copy_bytes() : 0);
         // A receive may wait long on a peer that is descheduled (more ranks
         // than cores) or still copying; each time its spin runs out, the
         // carrier's thread must take over, which costs more than polling.
@@ -118,6 +118,21 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     }
     out = std::move(t);
     return true;
+}
+
+void ShmTransport::progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) {
+    try {
+        x_.run(*links_, call, deadline, spin_, polls_, on_recv);
+    } catch (...) {
+        links_->abandon();  // the caller may free the buffers it offered in place
+        throw;
+    }
+}
+
+void ShmTransport::close() noexcept {
+    links_->close();
+    links_->abandon();
+    p2p_->close();
 }
 
 std::string ShmTransport::describe(int peer) const { return links_->name(peer); }

@@ -48,13 +48,8 @@ public:
     const char *name() const override { return "shm"; }
     void send(int peer, const void *p, size_t n, const bool *gate) override { x_.send(peer, p, n, gate); }
     void recv(int peer, void *p, size_t n, int id, const bool *gate) override { x_.recv(peer, p, n, id, gate); }
-    void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override {
-        x_.run(*links_, call, deadline, spin_, polls_, on_recv);
-    }
-    void close() noexcept override {
-        links_->close();
-        p2p_->close();
-    }
+    void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override;
+    void close() noexcept override;
     std::string describe(int peer) const override;
 
 private:
