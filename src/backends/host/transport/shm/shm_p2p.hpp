@@ -9,8 +9,8 @@
 // straight into the receive when it comes, unless the ring is more than
 // half full (its sender may wait for room) or a receive waits for a later
 // message of that peer: then it is read into the mailbox's memory. A large
-// one offered in place that nobody begins to read within a millisecond
-// comes inline after all, so that a sender waits no longer than the ring
+// one offered in place that nobody begins to read within 20 ms comes
+// inline after all, so that a sender waits not much longer than the ring
 // makes it.
 // A rank waiting for a message polls the rings itself for a while first
 // (DISTC_SHM_SPIN_US), as collectives do; the thread rests meanwhile. A peer that closes its end or
@@ -48,8 +48,10 @@ public:
     void unqueue(P2pMailbox::Op &op) override;
     void kept(P2pMailbox::Op &op, const uint8_t *was) override;
     // Pieces of at least `bytes` are read in place, unless nobody begins to
-    // within a millisecond: then they go inline (ShmLinks::set_single_copy).
-    void set_single_copy(size_t bytes) { links_->set_single_copy(bytes, std::chrono::microseconds(1000)); }
+    // within 20 ms: then they go inline (ShmLinks::set_single_copy). Sooner
+    // was slower with more ranks than cores, where a receiver is often off
+    // its core that long and the piece then took two copies after all.
+    void set_single_copy(size_t bytes) { links_->set_single_copy(bytes, std::chrono::milliseconds(20)); }
     std::string who(int peer) const override;
     bool poll() override;
     void polling_starts() override { ++pollers_; }
