@@ -152,9 +152,9 @@ DISTC_EXTERN(int) distc_pg_size(int32_t *out, const distc_pg *pg);
 /** The backend's name ("gloo"); valid as long as the handle. */
 DISTC_EXTERN(int) distc_pg_backend(const char **out, const distc_pg *pg);
 /**
- * How this rank's collectives reach `peer` (a rank of the group): "shm"
- * (shared memory: the peer is on this host; in a group that spans hosts,
- * for the hierarchical collectives, see README), "tcp" (the TCP mesh),
+ * How this rank's collectives and point-to-point reach `peer` (a rank of
+ * the group): "shm" (shared memory: the peer is on this host; in a group
+ * that spans hosts, for the hierarchical collectives, see README), "tcp" (the TCP mesh),
  * "gloo" (Gloo's pairs), "self" for this rank; with DISTC_MESH_BYTES set,
  * the two paths joined ("shm+gloo": small ones, then large ones). Other
  * backends answer their own name ("mpi", "nccl"). A static string.
@@ -287,7 +287,13 @@ DISTC_EXTERN(int) distc_barrier(distc_work **out, distc_pg *pg, const distc_op_o
 /** Receive from whichever rank sends first (distc_work_source_rank tells which). */
 #define DISTC_ANY_SOURCE (-1)
 
-/** Sends `tensor` to rank `dst`, matched with its recv of the same `tag`. */
+/**
+ * Sends `tensor` to rank `dst`, matched with its recv of the same `tag`
+ * (messages of one peer and tag in the order posted). On the built-in
+ * backend sends are eager: one completes once its bytes are in the kernel's
+ * or the shared-memory ring's hands, before the receive is posted; one that
+ * times out still delivers what `tensor` held when it was posted.
+ */
 DISTC_EXTERN(int) distc_send(distc_work **out, distc_pg *pg, const DLTensor *tensor, int32_t dst, int32_t tag,
                              const distc_op_options *opts);
 

@@ -97,6 +97,8 @@ public:
     // that poll: `polls` times, then yielding between polls, until `spin`
     // passed without progress; then it sleeps.
     void route(int peer, Carrier *c, std::chrono::microseconds spin = {}, unsigned polls = 0);
+    // Whether `c` carries `peer`'s messages (mu() held, or before any is posted).
+    bool carries(const Carrier *c, int peer) const { return route_[static_cast<size_t>(peer)] == c; }
 
     std::unique_ptr<PendingP2p> post_send(const Tensor &tensor, int dst, uint32_t tag) override;
     std::unique_ptr<PendingP2p> post_recv(Tensor &tensor, int src, uint32_t tag) override;

@@ -105,6 +105,12 @@ void TcpP2p::peer_gone(int peer) {
 void TcpP2p::check_gone() {
     for (size_t p = 0; p < mesh_gone_.size(); ++p) {
         if (!mesh_gone_[p]) continue;
+        // A peer on this host sends by shared memory: what it sent before it
+        // went may still wait in its ring, and that carrier tells its end.
+        if (!box_.carries(this, static_cast<int>(p))) {
+            mesh_gone_[p] = 0;
+            continue;
+        }
         bool unknown = false, connected = false;
         for (auto &in : in_) {
             if (!in->fd.valid()) continue;
