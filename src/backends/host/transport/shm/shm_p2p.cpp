@@ -55,8 +55,13 @@ void ShmP2p::polling_stops(bool sleeps) {
 
 bool ShmP2p::poll() {
     bool moved = false;
-    for (int l = 0; l < static_cast<int>(ranks_.size()); ++l)
-        if (l != me_) moved = write_some(l) | read_some(l) | moved;
+    for (int l = 0; l < static_cast<int>(ranks_.size()); ++l) {
+        if (l == me_) continue;
+        // Both, whichever moved: a ring that takes bytes must not starve one that has some.
+        bool wrote = write_some(l);
+        bool read = read_some(l);
+        moved = moved || wrote || read;
+    }
     return moved;
 }
 
