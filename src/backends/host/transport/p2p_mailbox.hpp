@@ -76,6 +76,12 @@ public:
         virtual void polling_starts() {}
         virtual void polling_stops(bool sleeps) { (void)sleeps; }
     };
+    // What a carrier sends before every message's payload (each its own magic).
+    struct Header {
+        uint32_t magic;
+        uint32_t tag;
+        uint64_t len;
+    };
     // One incoming message, as a carrier reads it: where its bytes go.
     struct Arrival {
         int peer = -1;

@@ -118,9 +118,9 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
-    #[doc = " How this rank's collectives reach `peer` (a rank of the group): \"shm\""]
-    #[doc = " (shared memory: the peer is on this host; in a group that spans hosts,"]
-    #[doc = " for the hierarchical collectives, see README), \"tcp\" (the TCP mesh),"]
+    #[doc = " How this rank's collectives and point-to-point reach `peer` (a rank of"]
+    #[doc = " the group): \"shm\" (shared memory: the peer is on this host; in a group"]
+    #[doc = " that spans hosts, for the hierarchical collectives, see README), \"tcp\" (the TCP mesh),"]
     #[doc = " \"gloo\" (Gloo's pairs), \"self\" for this rank; with DISTC_MESH_BYTES set,"]
     #[doc = " the two paths joined (\"shm+gloo\": small ones, then large ones). Other"]
     #[doc = " backends answer their own name (\"mpi\", \"nccl\"). A static string."]
@@ -347,7 +347,11 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
-    #[doc = " Sends `tensor` to rank `dst`, matched with its recv of the same `tag`."]
+    #[doc = " Sends `tensor` to rank `dst`, matched with its recv of the same `tag`"]
+    #[doc = " (messages of one peer and tag in the order posted). On the built-in"]
+    #[doc = " backend sends are eager: one completes once its bytes are in the kernel's"]
+    #[doc = " or the shared-memory ring's hands, before the receive is posted; one that"]
+    #[doc = " times out still delivers what `tensor` held when it was posted."]
     pub fn distc_send(
         out: *mut *mut distc_work,
         pg: *mut distc_pg,

@@ -225,7 +225,7 @@ void ShmP2p::lost_out(int l, const std::string &why) {
 
 void ShmP2p::died(int l) {
     // What it wrote before it died is still in its ring: read it all first.
-    while (read_some(l)) {}
+    while (read_some(l, true)) {}
     std::string why = who(ranks_[size_t(l)]) + " died";
     lost_in(l, why);
     lost_out(l, why);

@@ -62,11 +62,7 @@ public:
 
 private:
     using Op = P2pMailbox::Op;
-    struct Header {
-        uint32_t magic;
-        uint32_t tag;
-        uint64_t len;
-    };
+    using Header = P2pMailbox::Header;
     struct Out {
         std::deque<std::shared_ptr<Op>> queue;
         Header hdr{};  // the front send's, while it goes

@@ -44,11 +44,7 @@ public:
 
 private:
     using Op = P2pMailbox::Op;
-    struct Header {
-        uint32_t magic;
-        uint32_t tag;
-        uint64_t len;
-    };
+    using Header = P2pMailbox::Header;
     struct Out;  // one outgoing connection and its queued sends
     struct In;   // one incoming connection and where its current message goes
 
