@@ -1,14 +1,19 @@
 #!/bin/sh
 # Installs the build into a temporary prefix, moves the prefix (the package
-# must be relocatable), then builds and runs a small consumer twice: with
+# must be relocatable), runs the installed tools (a distc-run + distc-perf
+# job, no LD_LIBRARY_PATH), then builds and runs a small consumer twice: with
 # pkg-config and with CMake's find_package(distc).
-#   install.sh BUILD_DIR LIBDIR CONSUMER_DIR [CMAKE] [CC]
+# With PYTHON and PYDIR (where the package lands under the prefix) it also
+# imports the installed Python package and runs a group with it.
+#   install.sh BUILD_DIR LIBDIR CONSUMER_DIR [CMAKE] [CC] [PYTHON PYDIR]
 set -eu
 build=$1
 libdir=$2
 consumer=$3
 cmake=${4:-cmake}
 cc=${5:-cc}
+python=${6:-}
+pydir=${7:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "install: $*"; exit 1; }
@@ -37,6 +42,30 @@ for p in "$build"/distc/libdistc-*.so; do
     (unset LD_LIBRARY_PATH; ldd "$lib/distc/$n") | grep -q "libdistc.so.0 => $prefix" ||
         fail "the installed $n does not find the installed libdistc.so.0"
 done
+# The installed tools find the installed libdistc by themselves (their run
+# path is relative to where they lie), and run a job from the moved prefix.
+for t in distc-run distc-perf distc-store; do
+    [ -x "$prefix/bin/$t" ] || fail "missing bin/$t"
+    (unset LD_LIBRARY_PATH; ldd "$prefix/bin/$t") | grep -q "libdistc.so.0 => $prefix" ||
+        fail "the installed $t does not find the installed libdistc.so.0: $(unset LD_LIBRARY_PATH; ldd "$prefix/bin/$t" | grep distc)"
+done
+(unset LD_LIBRARY_PATH; "$prefix/bin/distc-store" --help) > "$tmp/store_help" 2>&1 || fail "installed distc-store --help: $(cat "$tmp/store_help")"
+(unset LD_LIBRARY_PATH; "$prefix/bin/distc-run" -n 2 "$prefix/bin/distc-perf" -b 8 -e 1K -f 8 -n 2 -w 1) > "$tmp/job" 2>&1 ||
+    { cat "$tmp/job"; fail "the installed distc-run + distc-perf job failed"; }
+grep -q "OK: all results correct" "$tmp/job" || { cat "$tmp/job"; fail "the installed distc-perf job did not check out"; }
+
+if [ -n "$python" ]; then
+    [ -d "$prefix/$pydir/distc" ] || fail "the Python package is not installed in $pydir"
+    (unset LD_LIBRARY_PATH; PYTHONPATH="$prefix/$pydir" "$python" -c '
+import numpy as np, distc
+assert distc.__file__.startswith("'"$prefix"'"), distc.__file__
+with distc.ProcessGroup(distc.HashStore(), 0, 1) as pg:
+    x = np.arange(4, dtype=np.float32)
+    pg.all_reduce(x)
+    assert x.tolist() == [0, 1, 2, 3], x
+print("OK")') > "$tmp/py" 2>&1 || { cat "$tmp/py"; fail "the installed Python package does not run"; }
+fi
+
 # Nothing in the installed files remembers the staging prefix.
 if grep -rl "$tmp/staged" "$prefix" --include='*.pc' --include='*.cmake' >/dev/null; then
     fail "installed files hard-code the install prefix: $(grep -rl "$tmp/staged" "$prefix" --include='*.pc' --include='*.cmake')"
