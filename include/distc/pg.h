@@ -140,7 +140,10 @@ DISTC_EXTERN(int) distc_pg_new(distc_pg **out, distc_store *store, int32_t rank,
 
 /**
  * Rendezvous by URL (see distc_rendezvous: env://, tcp://, file://) and
- * create the group in one call. `rv` may be NULL.
+ * create the group in one call. `rv` may be NULL. "<backend>://" (mpi://)
+ * takes the ranks the backend's launcher placed, with no store; so do
+ * env:// and a NULL `url` when MASTER_ADDR is not set and `opts->backend`
+ * names such a backend (mpi under mpirun or srun).
  */
 DISTC_EXTERN(int) distc_pg_new_from_url(distc_pg **out, const char *url, const distc_rendezvous_options *rv,
                                         const distc_pg_options *opts);

@@ -1,5 +1,6 @@
 // C shims for distc/pg.h: argument checks and translation only.
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -149,16 +150,31 @@ DISTC_EXTERN(int) distc_pg_new_from_url(distc_pg **out, const char *url, const d
         std::string u = url ? url : "";
         size_t sep = u.find("://");
         std::string scheme = sep == std::string::npos ? "" : u.substr(0, sep);
+        auto from_engine = [&](const std::string &name, int rank, int size) {
+            o.backend = name;
+            o.private_store = true;
+            *out = new distc_pg{make_pg(std::make_shared<HashStore>(), rank, size, o)};
+            return 0;
+        };
         if (sep != std::string::npos && sep + 3 == u.size() && scheme != "env" && scheme != "tcp" && scheme != "file") {
             if (opts && opts->backend && scheme != opts->backend)
                 fail(DISTC_EINVAL,
                      "url " + u + " names the " + scheme + " backend but opts->backend is " + opts->backend);
-            o.backend = scheme;
             int rank = -1, size = -1;
             engine_world(scheme, rank, size);
-            o.private_store = true;
-            *out = new distc_pg{make_pg(std::make_shared<HashStore>(), rank, size, o)};
-            return 0;
+            return from_engine(scheme, rank, size);
+        }
+        // env:// (or no URL) without MASTER_ADDR, for a backend whose launcher
+        // placed the ranks (mpi under mpirun or srun): its world, as c10d's
+        // init_process_group("mpi") needs nothing either.
+        if ((u.empty() || u == "env://") && opts && opts->backend && !std::getenv("MASTER_ADDR")) {
+            int rank = -1, size = -1;
+            try {
+                engine_world(opts->backend, rank, size);
+                return from_engine(opts->backend, rank, size);
+            } catch (const Error &e) {
+                if (e.code() != DISTC_ENOTSUP && e.code() != DISTC_ENOTFOUND) throw;
+            }  // a backend with no world of its own: env:// says what is missing
         }
         RendezvousResult r = rendezvous(capi::rendezvous_request(url, rv, "rv"));
         *out = new distc_pg{make_pg(r.store, r.rank, r.world_size, o)};

@@ -94,7 +94,10 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Rendezvous by URL (see distc_rendezvous: env://, tcp://, file://) and"]
-    #[doc = " create the group in one call. `rv` may be NULL."]
+    #[doc = " create the group in one call. `rv` may be NULL. \"<backend>://\" (mpi://)"]
+    #[doc = " takes the ranks the backend's launcher placed, with no store; so do"]
+    #[doc = " env:// and a NULL `url` when MASTER_ADDR is not set and `opts->backend`"]
+    #[doc = " names such a backend (mpi under mpirun or srun)."]
     pub fn distc_pg_new_from_url(
         out: *mut *mut distc_pg,
         url: *const ::std::os::raw::c_char,
