@@ -34,16 +34,23 @@ typedef enum distc_status {
     DISTC_EPROTO = -12     /**< a peer sent bytes that break the protocol */
 } distc_status;
 
-/** A static, human-readable name for `code` ("invalid argument"); never NULL. */
+/**
+ * A static, human-readable name for `code` ("invalid argument"); never NULL.
+ * @return a static string; "unknown error code" for a value that is no distc_status.
+ */
 DISTC_EXTERN(const char *) distc_strerror(int code);
 
 /**
  * The message of the last failure on the calling thread; "" when none.
  * Never NULL. Valid until the next distc call on this thread.
+ * @return the message, owned by the library.
  */
 DISTC_EXTERN(const char *) distc_error_last(void);
 
-/** The code of the last failure on the calling thread; 0 when none. */
+/**
+ * The code of the last failure on the calling thread; 0 when none.
+ * @return a negative distc_status, or 0.
+ */
 DISTC_EXTERN(int) distc_error_last_code(void);
 
 /** Forgets the calling thread's last failure. */
@@ -53,6 +60,7 @@ DISTC_EXTERN(void) distc_error_clear(void);
  * Records `code` and `message` as the calling thread's last failure and
  * returns `code`. For implementors of callbacks (custom stores, backends)
  * so that their failures reach the caller with a message.
+ * @return `code`, so that a callback can end with `return distc_error_set(...)`.
  */
 DISTC_EXTERN(int) distc_error_set(int code, const char *message);
 

@@ -178,6 +178,8 @@ DISTC_EXTERN(int) distc_pg_timeout(int64_t *out, const distc_pg *pg);
 /* Subgroups                                                                 */
 
 /**
+ * @brief A group of some of the parent's ranks (c10d's new_group).
+ *
  * c10d's new_group: a group of the parent's ranks listed in `ranks` (n of
  * them, distinct), numbered in that order. Every rank of the parent calls it,
  * in the same order as other subgroup creations. A rank not listed gets 0 and
@@ -191,6 +193,8 @@ DISTC_EXTERN(int) distc_pg_new_subgroup(distc_pg **out, distc_pg *parent, const 
 #define DISTC_SPLIT_NOCOLOR (-1)
 
 /**
+ * @brief Splits a group by color (MPI_Comm_split, ncclCommSplit).
+ *
  * MPI_Comm_split / ncclCommSplit: every parent rank calls it (a collective on
  * the parent); ranks with the same `color` (>= 0) form one new group, ordered
  * by `key` and then by parent rank. DISTC_SPLIT_NOCOLOR gives 0 and
@@ -321,6 +325,7 @@ DISTC_EXTERN(int) distc_monitored_barrier(distc_pg *pg, int64_t timeout_ms, int3
 /* ------------------------------------------------------------------------ */
 /* Batched point-to-point                                                    */
 
+/** Whether a distc_p2p_op sends or receives. Values are part of the ABI. */
 typedef enum distc_p2p_kind { DISTC_P2P_SEND = 0, DISTC_P2P_RECV = 1 } distc_p2p_kind;
 
 /** One send or receive of distc_batch_isend_irecv. */
@@ -332,6 +337,8 @@ typedef struct distc_p2p_op {
 } distc_p2p_op;
 
 /**
+ * @brief Sends and receives posted as one operation (torch's batch_isend_irecv).
+ *
  * torch's batch_isend_irecv: posts all `n` sends and receives at once and
  * completes when all have (so a ring of sends and receives cannot deadlock).
  * One work handle covers the batch.

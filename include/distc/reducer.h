@@ -55,6 +55,8 @@ DISTC_BEGIN_DECL
 #define DISTC_FIRST_BUCKET_BYTES (1024u * 1024u)
 
 /**
+ * @brief Groups tensors into buckets by size (c10d's compute_bucket_assignment_by_size).
+ *
  * c10d's compute_bucket_assignment_by_size. Walks the `n` tensors in order
  * (only their dtype, device and shape are read) and groups them into buckets
  * of one dtype and device each: a bucket closes as soon as its size in bytes
@@ -131,6 +133,8 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
 DISTC_EXTERN(int) distc_reducer_num_buckets(size_t *out, const distc_reducer *r);
 
 /**
+ * @brief Where a gradient lives when gradients are views of their buckets.
+ *
  * With gradient_as_bucket_view: where gradient `index` lives (its bucket's
  * memory, as many elements of its dtype as grads[index] has), for the whole
  * life of the reducer. Write the gradient there before mark_ready; read the
@@ -172,6 +176,8 @@ DISTC_EXTERN(int) distc_reducer_mark_ready_sparse(distc_reducer *r, int32_t inde
                                                   const DLTensor *values);
 
 /**
+ * @brief A sparse gradient's average over ranks, after finalize.
+ *
  * After finalize: sparse gradient `index` averaged over ranks, as `*nnz`
  * distinct row numbers in increasing order (`*indices_out`) and their rows
  * (`*values_out`, nnz x the row of grads[index], its dtype). The memory is the
@@ -217,6 +223,8 @@ DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reduc
                                                    int32_t builtin);
 
 /**
+ * @brief When a gradient was marked ready in the last iteration.
+ *
  * When gradient `index` was marked ready in the last finalized iteration, in
  * ns after its prepare_for_backward (-1: it was unused).
  */

@@ -155,6 +155,8 @@ DISTC_EXTERN(void) distc_store_free(distc_store *store);
 DISTC_EXTERN(int) distc_store_set(distc_store *store, const char *key, const void *value, size_t len);
 
 /**
+ * @brief Gets the value of a key, waiting for the key to appear.
+ *
  * Gets the value of `key` into `out` (release with distc_buf_dispose()),
  * waiting up to the store's timeout for the key to appear.
  * @return 0, or DISTC_ETIMEOUT naming the key.
@@ -169,6 +171,8 @@ DISTC_EXTERN(int) distc_store_get(distc_buf *out, distc_store *store, const char
 DISTC_EXTERN(int) distc_store_add(int64_t *out, distc_store *store, const char *key, int64_t delta);
 
 /**
+ * @brief Sets a key if it holds the expected value (c10d's compare_set).
+ *
  * Sets `key` to `desired` if its value equals `expected`, or if the key is
  * missing and `expected_len` is 0. `out` receives the value after the call;
  * when the key is missing and `expected_len` > 0 it receives `expected`
@@ -219,6 +223,7 @@ DISTC_EXTERN(int) distc_store_get_timeout(int64_t *out, const distc_store *store
 /* ------------------------------------------------------------------------ */
 /* Rendezvous                                                                */
 
+/** The version of distc_rendezvous_options these headers describe. */
 #define DISTC_RENDEZVOUS_OPTIONS_VERSION 1
 
 /** Options of distc_rendezvous(). */
@@ -236,6 +241,8 @@ typedef struct distc_rendezvous_options {
 DISTC_EXTERN(int) distc_rendezvous_options_init(distc_rendezvous_options *opts, unsigned int version);
 
 /**
+ * @brief Creates the store a URL names, with this process's rank and the world size.
+ *
  * Creates the store that `url` names and gives this process's rank and the
  * world size, as torch.distributed's init_method does. Returns once the
  * store is reachable (a TCP server started by rank 0 waits for all ranks).

@@ -7,9 +7,13 @@
 
 #include "common.h"
 
+/** The major version of these headers; the SONAME carries it (libdistc.so.0). */
 #define DISTC_VERSION_MAJOR 0
+/** The minor version of these headers. */
 #define DISTC_VERSION_MINOR 1
+/** The patch version of these headers. */
 #define DISTC_VERSION_PATCH 0
+/** The version of these headers as "MAJOR.MINOR.PATCH". */
 #define DISTC_VERSION_STRING "0.1.0"
 
 /** The version as one comparable number: major * 10000 + minor * 100 + patch. */
@@ -20,10 +24,16 @@
 
 DISTC_BEGIN_DECL
 
-/** The version of the loaded library as "MAJOR.MINOR.PATCH"; never NULL. */
+/**
+ * The version of the loaded library as "MAJOR.MINOR.PATCH"; never NULL.
+ * @return a static string, which may differ from the headers' DISTC_VERSION_STRING.
+ */
 DISTC_EXTERN(const char *) distc_version(void);
 
-/** The version of the loaded library as DISTC_VERSION_NUMBER computes it. */
+/**
+ * The version of the loaded library as DISTC_VERSION_NUMBER computes it.
+ * @return major * 10000 + minor * 100 + patch of the loaded library.
+ */
 DISTC_EXTERN(uint32_t) distc_version_number(void);
 
 DISTC_END_DECL

@@ -29,6 +29,8 @@ typedef void (*distc_work_callback)(distc_work *work, void *payload);
 /**
  * Polls the operation: 0 when it completed successfully, DISTC_INPROGRESS
  * while it runs, or the operation's negative error code.
+ * @return 0, DISTC_INPROGRESS, or the operation's error code (DISTC_EINVAL for a
+ * NULL or invalid handle).
  */
 DISTC_EXTERN(int) distc_work_test(distc_work *work);
 
@@ -38,6 +40,8 @@ DISTC_EXTERN(int) distc_work_test(distc_work *work);
  * (DISTC_TIMEOUT_DEFAULT: no limit beyond the operation's own timeout) it
  * returns DISTC_ETIMEOUT and the operation goes on; distc_work_test() tells
  * the two cases apart.
+ * @return 0 when the operation succeeded, its error code when it failed, or
+ * DISTC_ETIMEOUT when `timeout_ms` passed first.
  */
 DISTC_EXTERN(int) distc_work_wait(distc_work *work, int64_t timeout_ms);
 
@@ -45,6 +49,7 @@ DISTC_EXTERN(int) distc_work_wait(distc_work *work, int64_t timeout_ms);
  * The operation's status (as distc_work_test) and, in `*message` (may be
  * NULL), its error message: "" while running or on success; valid as long
  * as the handle.
+ * @return 0, DISTC_INPROGRESS, or the operation's error code.
  */
 DISTC_EXTERN(int) distc_work_error(const distc_work *work, const char **message);
 

@@ -76,11 +76,18 @@ typedef struct distc_buffer {
     int32_t reserved; /**< 0 */
 } distc_buffer;
 
-/** Bytes of one element of `dtype` (0 for an unknown value). */
+/**
+ * Bytes of one element of `dtype` (0 for an unknown value).
+ * @return the size in bytes, or 0.
+ */
 DISTC_EXTERN(size_t) distc_dtype_size(int32_t dtype);
-/** The dtype's name as torch spells it ("float32"); "unknown" for an unknown value. */
+/**
+ * The dtype's name as torch spells it ("float32"); "unknown" for an unknown value.
+ * @return a static string; never NULL.
+ */
 DISTC_EXTERN(const char *) distc_dtype_name(int32_t dtype);
 
+/** The version of distc_backend_group_info these headers describe. */
 #define DISTC_BACKEND_GROUP_INFO_VERSION 1
 
 /** What a backend learns about a group it creates. Valid during the call only, except `store`. */
@@ -95,6 +102,7 @@ typedef struct distc_backend_group_info {
     int32_t device;              /**< distc_pg_options.device: -1 lets the backend choose */
 } distc_backend_group_info;
 
+/** The version of distc_backend_op_args these headers describe. */
 #define DISTC_BACKEND_OP_ARGS_VERSION 1
 
 /** Per-operation values, resolved by the core. */
@@ -243,6 +251,7 @@ typedef int (*distc_backend_plugin_init_fn)(const distc_backend_ops **ops, void 
 /* ------------------------------------------------------------------------ */
 /* Completing work (for backends)                                            */
 
+/** The version of distc_work_hooks these headers describe. */
 #define DISTC_WORK_HOOKS_VERSION 1
 
 /** What a work can do beyond host completion; set before completing it. */

@@ -24,22 +24,38 @@
 
 DISTC_BEGIN_DECL
 
+/** The version of distc_store_vtable these headers describe. */
 #define DISTC_STORE_VTABLE_VERSION 1
 
+/**
+ * A caller-implemented store: the callbacks distc_store_new_custom() copies.
+ * Each gets the store's `payload` first, returns 0 or a negative distc code, and
+ * answers in its last argument, which is never NULL.
+ */
 typedef struct distc_store_vtable {
     unsigned int version; /**< DISTC_STORE_VTABLE_VERSION */
+    /** Sets `key` to `len` bytes of `value`. Required. */
     int (*set)(void *payload, const char *key, const void *value, size_t len);
     /** Waits up to timeout_ms for the key; DISTC_ETIMEOUT when it does not appear. */
     int (*get)(void *payload, const char *key, int64_t timeout_ms, distc_buf *out);
+    /** Adds `delta` to the counter `key` (missing: 0) and gives the new value. Required. */
     int (*add)(void *payload, const char *key, int64_t delta, int64_t *out);
+    /** As distc_store_compare_set(); the value after the call goes to `out`. */
     int (*compare_set)(void *payload, const char *key, const void *expected, size_t expected_len, const void *desired,
                        size_t desired_len, distc_buf *out);
+    /** Sets `*out` to 1 if every one of the `n` keys exists, else 0; never waits. */
     int (*check)(void *payload, const char *const *keys, size_t n, int32_t *out);
+    /** Waits up to timeout_ms until every one of the `n` keys exists; DISTC_ETIMEOUT if not. */
     int (*wait)(void *payload, const char *const *keys, size_t n, int64_t timeout_ms);
+    /** Deletes `key`; `*out` is 1 if it existed, else 0. */
     int (*delete_key)(void *payload, const char *key, int32_t *out);
+    /** The number of keys in the store. */
     int (*num_keys)(void *payload, int64_t *out);
+    /** Appends `len` bytes to the value of `key`, creating it when missing. */
     int (*append)(void *payload, const char *key, const void *value, size_t len);
+    /** Gets the `n` keys into `out[0..n)`, waiting up to timeout_ms for all of them. */
     int (*multi_get)(void *payload, const char *const *keys, size_t n, int64_t timeout_ms, distc_buf *out);
+    /** Sets `keys[i]` to `lens[i]` bytes of `values[i]` for each of the `n`. */
     int (*multi_set)(void *payload, const char *const *keys, const void *const *values, const size_t *lens, size_t n);
     /** Called once, when the last reference to the store goes; may be NULL. */
     void (*free)(void *payload);

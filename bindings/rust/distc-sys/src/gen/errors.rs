@@ -33,15 +33,18 @@ pub const DISTC_EPROTO: distc_status = -12;
 pub type distc_status = ::std::os::raw::c_int;
 extern "C" {
     #[doc = " A static, human-readable name for `code` (\"invalid argument\"); never NULL."]
+    #[doc = " @return a static string; \"unknown error code\" for a value that is no distc_status."]
     pub fn distc_strerror(code: ::std::os::raw::c_int) -> *const ::std::os::raw::c_char;
 }
 extern "C" {
     #[doc = " The message of the last failure on the calling thread; \"\" when none."]
     #[doc = " Never NULL. Valid until the next distc call on this thread."]
+    #[doc = " @return the message, owned by the library."]
     pub fn distc_error_last() -> *const ::std::os::raw::c_char;
 }
 extern "C" {
     #[doc = " The code of the last failure on the calling thread; 0 when none."]
+    #[doc = " @return a negative distc_status, or 0."]
     pub fn distc_error_last_code() -> ::std::os::raw::c_int;
 }
 extern "C" {
@@ -52,6 +55,7 @@ extern "C" {
     #[doc = " Records `code` and `message` as the calling thread's last failure and"]
     #[doc = " returns `code`. For implementors of callbacks (custom stores, backends)"]
     #[doc = " so that their failures reach the caller with a message."]
+    #[doc = " @return `code`, so that a callback can end with `return distc_error_set(...)`."]
     pub fn distc_error_set(
         code: ::std::os::raw::c_int,
         message: *const ::std::os::raw::c_char,

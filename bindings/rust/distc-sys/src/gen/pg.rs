@@ -154,6 +154,8 @@ extern "C" {
     pub fn distc_pg_timeout(out: *mut i64, pg: *const distc_pg) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief A group of some of the parent's ranks (c10d's new_group)."]
+    #[doc = ""]
     #[doc = " c10d's new_group: a group of the parent's ranks listed in `ranks` (n of"]
     #[doc = " them, distinct), numbered in that order. Every rank of the parent calls it,"]
     #[doc = " in the same order as other subgroup creations. A rank not listed gets 0 and"]
@@ -168,6 +170,8 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief Splits a group by color (MPI_Comm_split, ncclCommSplit)."]
+    #[doc = ""]
     #[doc = " MPI_Comm_split / ncclCommSplit: every parent rank calls it (a collective on"]
     #[doc = " the parent); ranks with the same `color` (>= 0) form one new group, ordered"]
     #[doc = " by `key` and then by parent rank. DISTC_SPLIT_NOCOLOR gives 0 and"]
@@ -392,6 +396,7 @@ extern "C" {
 }
 pub const DISTC_P2P_SEND: distc_p2p_kind = 0;
 pub const DISTC_P2P_RECV: distc_p2p_kind = 1;
+#[doc = " Whether a distc_p2p_op sends or receives. Values are part of the ABI."]
 pub type distc_p2p_kind = ::std::os::raw::c_uint;
 #[doc = " One send or receive of distc_batch_isend_irecv."]
 #[repr(C)]
@@ -406,6 +411,8 @@ pub struct distc_p2p_op {
     pub tag: i32,
 }
 extern "C" {
+    #[doc = " @brief Sends and receives posted as one operation (torch's batch_isend_irecv)."]
+    #[doc = ""]
     #[doc = " torch's batch_isend_irecv: posts all `n` sends and receives at once and"]
     #[doc = " completes when all have (so a ring of sends and receives cannot deadlock)."]
     #[doc = " One work handle covers the batch."]

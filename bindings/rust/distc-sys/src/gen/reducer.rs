@@ -6,6 +6,8 @@ pub const DISTC_BUCKET_CAP_BYTES: u32 = 26214400;
 pub const DISTC_FIRST_BUCKET_BYTES: u32 = 1048576;
 pub const DISTC_REDUCER_OPTIONS_VERSION: u32 = 3;
 extern "C" {
+    #[doc = " @brief Groups tensors into buckets by size (c10d's compute_bucket_assignment_by_size)."]
+    #[doc = ""]
     #[doc = " c10d's compute_bucket_assignment_by_size. Walks the `n` tensors in order"]
     #[doc = " (only their dtype, device and shape are read) and groups them into buckets"]
     #[doc = " of one dtype and device each: a bucket closes as soon as its size in bytes"]
@@ -103,6 +105,8 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief Where a gradient lives when gradients are views of their buckets."]
+    #[doc = ""]
     #[doc = " With gradient_as_bucket_view: where gradient `index` lives (its bucket's"]
     #[doc = " memory, as many elements of its dtype as grads[index] has), for the whole"]
     #[doc = " life of the reducer. Write the gradient there before mark_ready; read the"]
@@ -157,6 +161,8 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief A sparse gradient's average over ranks, after finalize."]
+    #[doc = ""]
     #[doc = " After finalize: sparse gradient `index` averaged over ranks, as `*nnz`"]
     #[doc = " distinct row numbers in increasing order (`*indices_out`) and their rows"]
     #[doc = " (`*values_out`, nnz x the row of grads[index], its dtype). The memory is the"]
@@ -213,6 +219,8 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief When a gradient was marked ready in the last iteration."]
+    #[doc = ""]
     #[doc = " When gradient `index` was marked ready in the last finalized iteration, in"]
     #[doc = " ns after its prepare_for_backward (-1: it was unused)."]
     pub fn distc_reducer_ready_ns(

@@ -150,6 +150,8 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief Gets the value of a key, waiting for the key to appear."]
+    #[doc = ""]
     #[doc = " Gets the value of `key` into `out` (release with distc_buf_dispose()),"]
     #[doc = " waiting up to the store's timeout for the key to appear."]
     #[doc = " @return 0, or DISTC_ETIMEOUT naming the key."]
@@ -171,6 +173,8 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief Sets a key if it holds the expected value (c10d's compare_set)."]
+    #[doc = ""]
     #[doc = " Sets `key` to `desired` if its value equals `expected`, or if the key is"]
     #[doc = " missing and `expected_len` is 0. `out` receives the value after the call;"]
     #[doc = " when the key is missing and `expected_len` > 0 it receives `expected`"]
@@ -283,6 +287,8 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief Creates the store a URL names, with this process's rank and the world size."]
+    #[doc = ""]
     #[doc = " Creates the store that `url` names and gives this process's rank and the"]
     #[doc = " world size, as torch.distributed's init_method does. Returns once the"]
     #[doc = " store is reachable (a TCP server started by rank 0 waits for all ranks)."]

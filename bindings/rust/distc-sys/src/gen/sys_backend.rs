@@ -42,10 +42,12 @@ pub struct distc_buffer {
 }
 extern "C" {
     #[doc = " Bytes of one element of `dtype` (0 for an unknown value)."]
+    #[doc = " @return the size in bytes, or 0."]
     pub fn distc_dtype_size(dtype: i32) -> usize;
 }
 extern "C" {
     #[doc = " The dtype's name as torch spells it (\"float32\"); \"unknown\" for an unknown value."]
+    #[doc = " @return a static string; never NULL."]
     pub fn distc_dtype_name(dtype: i32) -> *const ::std::os::raw::c_char;
 }
 #[doc = " What a backend learns about a group it creates. Valid during the call only, except `store`."]

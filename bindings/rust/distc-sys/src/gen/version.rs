@@ -9,9 +9,11 @@ pub const DISTC_VERSION_STRING: &[u8; 6usize] = b"0.1.0\0";
 pub const DISTC_VERSION_NUMBER: u32 = 100;
 extern "C" {
     #[doc = " The version of the loaded library as \"MAJOR.MINOR.PATCH\"; never NULL."]
+    #[doc = " @return a static string, which may differ from the headers' DISTC_VERSION_STRING."]
     pub fn distc_version() -> *const ::std::os::raw::c_char;
 }
 extern "C" {
     #[doc = " The version of the loaded library as DISTC_VERSION_NUMBER computes it."]
+    #[doc = " @return major * 10000 + minor * 100 + patch of the loaded library."]
     pub fn distc_version_number() -> u32;
 }

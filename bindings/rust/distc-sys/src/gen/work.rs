@@ -14,6 +14,8 @@ pub type distc_work_callback = ::std::option::Option<
 extern "C" {
     #[doc = " Polls the operation: 0 when it completed successfully, DISTC_INPROGRESS"]
     #[doc = " while it runs, or the operation's negative error code."]
+    #[doc = " @return 0, DISTC_INPROGRESS, or the operation's error code (DISTC_EINVAL for a"]
+    #[doc = " NULL or invalid handle)."]
     pub fn distc_work_test(work: *mut distc_work) -> ::std::os::raw::c_int;
 }
 extern "C" {
@@ -22,12 +24,15 @@ extern "C" {
     #[doc = " (DISTC_TIMEOUT_DEFAULT: no limit beyond the operation's own timeout) it"]
     #[doc = " returns DISTC_ETIMEOUT and the operation goes on; distc_work_test() tells"]
     #[doc = " the two cases apart."]
+    #[doc = " @return 0 when the operation succeeded, its error code when it failed, or"]
+    #[doc = " DISTC_ETIMEOUT when `timeout_ms` passed first."]
     pub fn distc_work_wait(work: *mut distc_work, timeout_ms: i64) -> ::std::os::raw::c_int;
 }
 extern "C" {
     #[doc = " The operation's status (as distc_work_test) and, in `*message` (may be"]
     #[doc = " NULL), its error message: \"\" while running or on success; valid as long"]
     #[doc = " as the handle."]
+    #[doc = " @return 0, DISTC_INPROGRESS, or the operation's error code."]
     pub fn distc_work_error(
         work: *const distc_work,
         message: *mut *const ::std::os::raw::c_char,
