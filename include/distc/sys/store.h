@@ -64,7 +64,7 @@ typedef struct distc_store_vtable {
 /**
  * Wraps a caller-implemented store. The vtable is copied; `payload` is passed
  * to every callback and released through vtable->free when the store goes.
- * @return DISTC_EINVAL when the vtable is NULL, of an unknown version, or
+ * @return 0, or DISTC_EINVAL when the vtable is NULL, of an unknown version, or
  * lacks set, get or add.
  */
 DISTC_EXTERN(int) distc_store_new_custom(distc_store **out, const distc_store_vtable *vtable, void *payload);

@@ -118,7 +118,7 @@ pub struct distc_store_vtable {
 extern "C" {
     #[doc = " Wraps a caller-implemented store. The vtable is copied; `payload` is passed"]
     #[doc = " to every callback and released through vtable->free when the store goes."]
-    #[doc = " @return DISTC_EINVAL when the vtable is NULL, of an unknown version, or"]
+    #[doc = " @return 0, or DISTC_EINVAL when the vtable is NULL, of an unknown version, or"]
     #[doc = " lacks set, get or add."]
     pub fn distc_store_new_custom(
         out: *mut *mut distc_store,
