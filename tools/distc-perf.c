@@ -74,7 +74,8 @@ static int usage(int code) {
             "  --backend NAME       gloo, mpi, ... (default gloo)\n"
             "  --url URL            rendezvous (default env://; mpi:// for --backend mpi)\n"
             "  --device cpu|cuda    where the buffers live (default cuda for --backend nccl, else cpu)\n"
-            "  --json, --csv        one record per row for machines, instead of the table\n");
+            "  --json, --csv        one record per row for machines, instead of the table\n"
+            "  -h, --help           this text\n");
     return code;
 }
 

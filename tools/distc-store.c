@@ -33,6 +33,7 @@ static int usage(const char *argv0, int code) {
             "                   reach the port can read and write every key unless a token is set)\n"
             "  --port PORT      port to listen on; 0 picks a free one (default 0)\n"
             "  --port-file PATH write the bound port to PATH once listening\n"
+            "  -h, --help       this text\n"
             "Access:\n"
             "  DISTC_STORE_TOKEN  (environment) a shared secret: only clients that prove they\n"
             "                     know it are served (a challenge-response; the token never\n"
