@@ -15,6 +15,7 @@ pkgs=(
   python3-torch                        # the PyTorch peer for wire-compatibility tests and benchmarks
   clang libclang-rt-14-dev             # libFuzzer and its sanitizer runtimes (tools/fuzz.sh)
   clang-format-14                      # the house style (.clang-format; tools/check-format.sh)
+  scdoc mandoc                         # the man1/man7 pages (man/*.scd) and their lint (tests/man)
 )
 
 missing=()
