@@ -30,6 +30,13 @@ for f in include/distc.h include/distc/common.h include/distc/errors.h include/d
          "$libdir/cmake/distc/distcConfigVersion.cmake" "$libdir/cmake/distc/distcTargets.cmake"; do
     [ -f "$prefix/$f" ] || fail "missing $f under the prefix (CMAKE_INSTALL_LIBDIR=$libdir)"
 done
+# The manual pages, when the build made them (DISTC_INSTALL_MANDIR: share/man).
+if [ -n "${DISTC_INSTALL_MANDIR:-}" ]; then
+    for f in man3/distc_allreduce.3 man3/distc_store_get.3 man3/libdistc.3 man1/distc-run.1 man1/distc-perf.1 \
+             man1/distc-store.1 man7/distc.7; do
+        [ -f "$prefix/$DISTC_INSTALL_MANDIR/$f" ] || fail "missing $DISTC_INSTALL_MANDIR/$f under the prefix"
+    done
+fi
 # The library: the real file, the SONAME link and the development link.
 [ -L "$lib/libdistc.so" ] || fail "missing the $libdir/libdistc.so link"
 [ -L "$lib/libdistc.so.0" ] || fail "missing the $libdir/libdistc.so.0 link"
