@@ -151,7 +151,13 @@ DISTC_EXTERN(void) distc_store_free(distc_store *store);
 /* ------------------------------------------------------------------------ */
 /* Operations                                                                */
 
-/** Sets `key` to `len` bytes of `value` (`value` may be NULL when `len` is 0). */
+/**
+ * Sets `key` to `len` bytes of `value` (`value` may be NULL when `len` is 0).
+ * Returns once the store holds it (a TCP store: once the server has applied
+ * it), so a peer that hears of the set by other means, a collective say,
+ * finds the key without waiting. distc_store_append() and
+ * distc_store_multi_set() do the same.
+ */
 DISTC_EXTERN(int) distc_store_set(distc_store *store, const char *key, const void *value, size_t len);
 
 /**

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 
+#include "backends/host/transport/address.hpp"
 #include "backends/host/transport/gloo/gloo_backend.hpp"
 #include "backends/host/transport/p2p_mailbox.hpp"
 #include "backends/host/transport/shm/shm_transport.hpp"
@@ -80,9 +81,13 @@ HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
         if (shm_) shm_->close();
         if (gloo_) gloo_->abort();
     }) {
+    Address here{"127.0.0.1", "alone in its group"};
+    if (size_ > 1) here = choose_address(*info.store, rank_, size_, info.timeout);
+    if (std::getenv("DISTC_DEBUG"))
+        std::fprintf(stderr, "distc: rank %d advertises %s (%s)\n", rank_, here.host.c_str(), here.why.c_str());
     if (size_ > 1 && mesh_limit() > 0) {
         box_ = std::make_unique<P2pMailbox>(size_);
-        tcp_ = std::make_unique<TcpTransport>(*info.store, rank_, size_, info.timeout, *box_);
+        tcp_ = std::make_unique<TcpTransport>(*info.store, rank_, size_, here.host, info.timeout, *box_);
         Locality loc = find_locality(*info.store, rank_, size_, info.timeout);
         std::string why_not;
         // Every rank agrees whether every host's segment was made (a rank
@@ -98,7 +103,7 @@ HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
     }
     // Every rank decides alike (by size and DISTC_MESH_BYTES), so all or none connect Gloo.
     if (!algo_ || mesh_limit() < static_cast<size_t>(kEverySize)) {
-        gloo_ = std::make_unique<GlooBackend>(info.store, info.rank, info.size, info.timeout);
+        gloo_ = std::make_unique<GlooBackend>(info.store, info.rank, info.size, here.host, info.timeout);
         if (!p2p_) p2p_ = gloo_.get();
     }
 }

@@ -44,7 +44,8 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
     } catch (const std::exception &e) {
         try {  // the first reason stays: peers name the rank that failed first
             std::string why = "rank " + std::to_string(rank_) + ": " + e.what();
-            store_->compare_set(kCreationFailed, ByteView(), ByteView(why.data(), why.size()));
+            // Briefly: when the store is what failed, this error is not to wait out a second timeout.
+            store_->compare_set_within(kCreationFailed, ByteView(), ByteView(why.data(), why.size()), Millis(500));
         } catch (const std::exception &) {
             // The store itself is gone: peers learn it from their own calls.
         }
@@ -83,10 +84,10 @@ void ProcessGroup::agree_created(Store &store) {
     try {
         if (store.add("connected", 1) < size_) return;
         for (int r = 0; r < size_; ++r)
-            for (const std::string &k :
-                 {"created/" + std::to_string(r), "mesh/" + std::to_string(r), std::to_string(r),
-                  "rank_" + std::to_string(r), "shm/host/" + std::to_string(r), "shm/ok/" + std::to_string(r),
-                  "shm/" + std::to_string(r) + "/seg", "shm/" + std::to_string(r) + "/fail"})
+            for (const std::string &k : {"created/" + std::to_string(r), "mesh/" + std::to_string(r), std::to_string(r),
+                                         "rank_" + std::to_string(r), "shm/host/" + std::to_string(r),
+                                         "shm/ok/" + std::to_string(r), "shm/" + std::to_string(r) + "/seg",
+                                         "shm/" + std::to_string(r) + "/fail", "net/" + std::to_string(r)})
                 store.delete_key(k);
         store.delete_key("connected");
     } catch (const Error &) {

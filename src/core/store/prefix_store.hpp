@@ -21,6 +21,11 @@ public:
     std::vector<Bytes> multi_get(const std::vector<std::string> &keys, Millis timeout) override;
     void multi_set(const std::vector<std::string> &keys, const std::vector<ByteView> &values) override;
 
+    std::string local_address() override { return inner_->local_address(); }
+    Bytes compare_set_within(const std::string &key, ByteView expected, ByteView desired, Millis timeout) override {
+        return inner_->compare_set_within(k(key), expected, desired, timeout);
+    }
+
     const std::shared_ptr<Store> &inner() const { return inner_; }
 
 private:

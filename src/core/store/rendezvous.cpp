@@ -132,8 +132,9 @@ RendezvousResult rendezvous(const RendezvousRequest &req) {
         auto colon = hp.rfind(':');
         if (colon == std::string::npos || colon == 0)
             fail(DISTC_EINVAL, "url '" + req.url + "' lacks HOST:PORT after tcp://");
-        std::string host = hp.substr(0, colon);
-        if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+        std::string host;
+        int port = 0;
+        split_host_port(hp.substr(0, colon) + ":1", host, port);  // strips an IPv6 literal's brackets
         return tcp_rendezvous(req, host, parse_int(hp.substr(colon + 1), "the port in '" + req.url + "'", 1, 65535),
                               rank, world, true);
     }

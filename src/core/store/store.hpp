@@ -38,6 +38,13 @@ public:
     virtual Bytes get(const std::string &key, Millis timeout) = 0;
     virtual int64_t add(const std::string &key, int64_t delta) = 0;
     virtual Bytes compare_set(const std::string &key, ByteView expected, ByteView desired) = 0;
+    // The same, giving up after `timeout` where the store can (a TCP
+    // store): for reports of a failure, which must not wait long for a
+    // store that may be what failed.
+    virtual Bytes compare_set_within(const std::string &key, ByteView expected, ByteView desired, Millis timeout) {
+        (void)timeout;
+        return compare_set(key, expected, desired);
+    }
     virtual bool check(const std::vector<std::string> &keys) = 0;
     virtual void wait(const std::vector<std::string> &keys, Millis timeout) = 0;
     virtual bool delete_key(const std::string &key) = 0;
@@ -47,6 +54,11 @@ public:
     virtual void append(const std::string &key, ByteView value);
     virtual std::vector<Bytes> multi_get(const std::vector<std::string> &keys, Millis timeout);
     virtual void multi_set(const std::vector<std::string> &keys, const std::vector<ByteView> &values);
+
+    // The numeric address this process reaches the store's server from
+    // ("" for stores that are not on the network): what the kernel chose to
+    // route to MASTER_ADDR, so an address that the store's peers reach.
+    virtual std::string local_address() { return {}; }
 
     void set_timeout(Millis t) { timeout_ms_.store(t.count()); }
     Millis timeout() const { return Millis(timeout_ms_.load()); }

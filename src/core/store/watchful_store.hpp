@@ -36,6 +36,10 @@ public:
     void multi_set(const std::vector<std::string> &keys, const std::vector<ByteView> &values) override {
         inner_->multi_set(keys, values);
     }
+    std::string local_address() override { return inner_->local_address(); }
+    Bytes compare_set_within(const std::string &key, ByteView expected, ByteView desired, Millis timeout) override {
+        return inner_->compare_set_within(key, expected, desired, timeout);
+    }
 
 private:
     // Waits for `keys` in slices, looking for the watched key between them.

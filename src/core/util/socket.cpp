@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -125,6 +124,22 @@ std::string peer_address(int fd) {
     return std::string(host) + ":" + std::to_string(port);
 }
 
+std::string host_port(const std::string &host, int port) {
+    bool six = host.find(':') != std::string::npos && host.front() != '[';
+    return (six ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+bool split_host_port(const std::string &s, std::string &host, int &port) {
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) return false;
+    host = s.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    char *end = nullptr;
+    long p = std::strtol(s.c_str() + colon + 1, &end, 10);
+    port = static_cast<int>(p);
+    return *end == '\0' && p > 0 && p < 65536;
+}
+
 Fd tcp_connect(const std::string &host, int port, Clock::time_point deadline) {
     AddrInfo ai;
     resolve(ai, host, port, false);
@@ -208,41 +223,6 @@ void recv_all(int fd, void *p, size_t n, Clock::time_point deadline, const std::
         }
         if (!wait_fd(fd, POLLIN, deadline)) fail(DISTC_ETIMEOUT, "waiting for " + peer + " timed out");
     }
-}
-
-std::string advertised_host() {
-    // The one place every transport learns its network from: an interface
-    // the user names wins, then a host name the user gives.
-    for (const char *var : {"DISTC_GLOO_IFNAME", "GLOO_SOCKET_IFNAME"}) {
-        const char *ifname = std::getenv(var);
-        if (!ifname || !*ifname) continue;
-        ifaddrs *ifs = nullptr;
-        if (getifaddrs(&ifs) != 0) break;
-        std::string found;
-        for (ifaddrs *i = ifs; i && found.empty(); i = i->ifa_next) {
-            if (!i->ifa_addr || std::strcmp(i->ifa_name, ifname) != 0) continue;
-            char buf[INET6_ADDRSTRLEN] = {0};
-            if (i->ifa_addr->sa_family == AF_INET)
-                inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr, buf, sizeof buf);
-            else if (i->ifa_addr->sa_family == AF_INET6)
-                inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6 *>(i->ifa_addr)->sin6_addr, buf, sizeof buf);
-            found = buf;
-        }
-        freeifaddrs(ifs);
-        if (!found.empty()) return found;
-    }
-    const char *e = std::getenv("DISTC_HOSTNAME");
-    if (e && *e) return e;
-    char name[256] = {0};
-    if (::gethostname(name, sizeof name - 1) == 0 && name[0]) {
-        addrinfo hints{}, *res = nullptr;
-        hints.ai_socktype = SOCK_STREAM;
-        if (getaddrinfo(name, nullptr, &hints, &res) == 0) {
-            freeaddrinfo(res);
-            return name;
-        }
-    }
-    return "127.0.0.1";
 }
 
 bool peer_closed(int fd) {

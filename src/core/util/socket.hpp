@@ -37,6 +37,9 @@ Fd tcp_listen(const std::string &host, int port, int backlog);
 int local_port(int fd);
 // "host:port" (IPv6 "[host]:port") of a connected socket's peer, "?:0" when unknown.
 std::string peer_address(int fd);
+// "host:port", with an IPv6 literal in brackets; and back (false when there is no port).
+std::string host_port(const std::string &host, int port);
+bool split_host_port(const std::string &s, std::string &host, int &port);
 // One connection attempt, bounded by `deadline`; throws DISTC_EIO/ETIMEOUT/EREMOTE.
 Fd tcp_connect(const std::string &host, int port, Clock::time_point deadline);
 void set_nodelay(int fd);
@@ -47,12 +50,6 @@ void set_nonblocking(int fd);
 void send_all(int fd, const void *p, size_t n, Clock::time_point deadline, const std::string &peer);
 void recv_all(int fd, void *p, size_t n, Clock::time_point deadline, const std::string &peer,
               std::chrono::microseconds spin);
-// The name peers should use to reach this host, for every transport: the
-// address of the interface named by $DISTC_GLOO_IFNAME or
-// $GLOO_SOCKET_IFNAME, else $DISTC_HOSTNAME, else this host's name when it
-// resolves, else 127.0.0.1.
-std::string advertised_host();
-
 // True when the peer has closed (or reset) an otherwise idle connection.
 bool peer_closed(int fd);
 

@@ -1,5 +1,7 @@
 #include "core/store/tcp/tcp_client.hpp"
 
+#include "core/util/netif.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -26,19 +28,28 @@ TcpClient::TcpClient(std::string host, int port, distc_tcp_protocol protocol, in
     idle_.push_back(connect(Clock::now() + timeout, connect_retries));
 }
 
+std::string TcpClient::local_address() {
+    std::lock_guard<std::mutex> g(mu_);
+    return local_;
+}
+
 Fd TcpClient::connect(Clock::time_point deadline, int retries) {
     Fd fd;
     auto backoff = Millis(10);
     for (int attempt = 0;; ++attempt) {
         try {
             fd = tcp_connect(host_, port_, deadline);
+            std::string here = distc::local_address(fd.get());
+            std::lock_guard<std::mutex> g(mu_);
+            local_ = here;
             break;
         } catch (const Error &e) {
             bool out_of_time = Clock::now() + backoff >= deadline;
-            if (e.code() != DISTC_EREMOTE || (retries >= 0 && attempt >= retries)) throw;
+            if (e.code() != DISTC_EREMOTE || (retries >= 0 && attempt >= retries))
+                fail(e.code(), "cannot reach the " + peer_ + ": " + e.what());
             if (out_of_time)
-                fail(DISTC_ETIMEOUT, std::string(e.what()) + " (gave up after " + std::to_string(attempt + 1) +
-                                         " attempts within the timeout)");
+                fail(DISTC_ETIMEOUT, "cannot reach the " + peer_ + ": " + e.what() + " (gave up after " +
+                                         std::to_string(attempt + 1) + " attempts within the timeout)");
             std::this_thread::sleep_for(backoff);
             backoff = std::min(backoff * 2, Millis(1000));
         }
@@ -141,6 +152,12 @@ auto TcpClient::call(Millis timeout, F &&body) -> decltype(body(std::declval<Io 
     }
 }
 
+void TcpClient::Io::applied() {
+    Writer w = c.request(Op::Check);
+    send(put_keys(w, {}));
+    if (recv_pod<uint8_t>() != wire::kCheckReady) fail(DISTC_EPROTO, c.peer_ + " answered CHECK wrongly");
+}
+
 void TcpClient::Io::send(const Writer &w) {
     // A request over the server's limit would cost the connection: refuse it here, with the reason.
     uint64_t limit = c.max_request_;
@@ -193,9 +210,8 @@ Writer &TcpClient::put_keys(Writer &w, const std::vector<std::string> &keys) {
 
 void TcpClient::set(const std::string &key, ByteView value, Millis timeout) {
     call(timeout, [&](Io &io) {
-        // SET has no reply: make sure the server is still there before trusting the send.
-        if (peer_closed(io.fd)) fail(DISTC_EREMOTE, peer_ + " closed the connection");
         io.send(request(Op::Set).str(key).bytes(value));
+        io.applied();
     });
 }
 
@@ -287,8 +303,8 @@ int64_t TcpClient::num_keys(Millis timeout) {
 
 void TcpClient::append(const std::string &key, ByteView value, Millis timeout) {
     call(timeout, [&](Io &io) {
-        if (peer_closed(io.fd)) fail(DISTC_EREMOTE, peer_ + " closed the connection");
         io.send(request(Op::Append).str(key).bytes(value));
+        io.applied();
     });
 }
 
@@ -317,7 +333,6 @@ std::vector<Bytes> TcpClient::multi_get(const std::vector<std::string> &keys, Mi
 
 void TcpClient::multi_set(const std::vector<std::string> &keys, const std::vector<ByteView> &values, Millis timeout) {
     call(timeout, [&](Io &io) {
-        if (peer_closed(io.fd)) fail(DISTC_EREMOTE, peer_ + " closed the connection");
         Writer w;
         if (protocol_ == DISTC_TCP_PROTOCOL_TORCH1) {
             for (size_t i = 0; i < keys.size(); ++i)
@@ -328,6 +343,7 @@ void TcpClient::multi_set(const std::vector<std::string> &keys, const std::vecto
             for (size_t i = 0; i < keys.size(); ++i) w.str(keys[i]).bytes(values[i]);
         }
         io.send(w);
+        io.applied();
     });
 }
 

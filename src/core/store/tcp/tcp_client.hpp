@@ -41,6 +41,8 @@ public:
 
     distc_tcp_protocol protocol() const { return protocol_; }
     const std::string &peer() const { return peer_; }
+    // This end's address on its last connection to the server ("" before one).
+    std::string local_address();
 
 private:
     // One request on one connection.
@@ -49,6 +51,12 @@ private:
         int fd;
         Clock::time_point deadline;
         void send(const wire::Writer &w);
+        // SET, APPEND and MULTI_SET have no reply. A CHECK of no keys right
+        // behind one does, and a server answers one connection's requests in
+        // order: after this the write is there for every client, so a rank
+        // that sets a key, then meets its peers in a collective, knows they
+        // see it (they need not wait for it).
+        void applied();
         template <typename T>
         T recv_pod();
         Bytes recv_bytes();
@@ -77,6 +85,7 @@ private:
     static constexpr size_t kMaxIdle = 8;
     std::mutex mu_;  // guards idle_ and the protocol resolution
     std::vector<Fd> idle_;
+    std::string local_;  // under mu_
 };
 
 }  // namespace distc

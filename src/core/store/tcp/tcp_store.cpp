@@ -1,5 +1,6 @@
 #include "core/store/tcp/tcp_store.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/util/error.hpp"
@@ -80,6 +81,10 @@ int64_t TcpStore::add(const std::string &key, int64_t delta) { return client_->a
 
 Bytes TcpStore::compare_set(const std::string &key, ByteView expected, ByteView desired) {
     return client_->compare_set(uk(key), expected, desired, timeout());
+}
+
+Bytes TcpStore::compare_set_within(const std::string &key, ByteView expected, ByteView desired, Millis timeout) {
+    return client_->compare_set(uk(key), expected, desired, std::min(timeout, this->timeout()));
 }
 
 bool TcpStore::check(const std::vector<std::string> &keys) { return client_->check(uks(keys), timeout()); }

@@ -43,6 +43,8 @@ public:
     void append(const std::string &key, ByteView value) override;
     std::vector<Bytes> multi_get(const std::vector<std::string> &keys, Millis timeout) override;
     void multi_set(const std::vector<std::string> &keys, const std::vector<ByteView> &values) override;
+    std::string local_address() override { return client_->local_address(); }
+    Bytes compare_set_within(const std::string &key, ByteView expected, ByteView desired, Millis timeout) override;
 
 private:
     void wait_for_workers(int world_size);

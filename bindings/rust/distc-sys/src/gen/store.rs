@@ -142,6 +142,10 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Sets `key` to `len` bytes of `value` (`value` may be NULL when `len` is 0)."]
+    #[doc = " Returns once the store holds it (a TCP store: once the server has applied"]
+    #[doc = " it), so a peer that hears of the set by other means, a collective say,"]
+    #[doc = " finds the key without waiting. distc_store_append() and"]
+    #[doc = " distc_store_multi_set() do the same."]
     pub fn distc_store_set(
         store: *mut distc_store,
         key: *const ::std::os::raw::c_char,

@@ -47,11 +47,11 @@ private:
     std::chrono::milliseconds timeout_;
 };
 
-// Where this rank's pairs listen: where the mesh does (advertised_host, the
+// Where this rank's pairs listen: where the mesh does (choose_address, the
 // one choice for every transport), when Gloo can bind it, else loopback.
-gloo::transport::tcp::attr device_attr() {
+gloo::transport::tcp::attr device_attr(const std::string &host) {
     gloo::transport::tcp::attr a;
-    a.hostname = advertised_host();
+    a.hostname = host;
     try {
         gloo::transport::tcp::CreateDevice(a);
     } catch (const std::exception &) {
@@ -86,13 +86,15 @@ std::chrono::milliseconds positive(std::chrono::milliseconds t) {
 
 }  // namespace
 
-GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds timeout) :
-    rank_(rank), size_(size) {
+GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const std::string &host,
+                         std::chrono::milliseconds timeout) :
+    rank_(rank),
+    size_(size) {
     // Gloo's loop threads are born here and inherit the mask: they write to
     // peers too, and must not take SIGPIPE (support/sigpipe.hpp).
     SigpipeBlocked no_sigpipe;
     try {
-        device_ = std::make_shared<AbortableDevice>(gloo::transport::tcp::CreateDevice(device_attr()), abort_,
+        device_ = std::make_shared<AbortableDevice>(gloo::transport::tcp::CreateDevice(device_attr(host)), abort_,
                                                     positive(timeout));
         auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
         ctx->setTimeout(positive(timeout));

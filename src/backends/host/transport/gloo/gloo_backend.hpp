@@ -16,7 +16,9 @@ namespace distc {
 
 class GlooBackend final : public Backend {
 public:
-    GlooBackend(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds timeout);
+    // `host`: the address its pairs listen on (choose_address).
+    GlooBackend(std::shared_ptr<Store> store, int rank, int size, const std::string &host,
+                std::chrono::milliseconds timeout);
     ~GlooBackend() override;
 
     const char *name() const override { return "gloo"; }

@@ -3,29 +3,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 
+#include "backends/host/transport/address.hpp"
 #include "core/util/error.hpp"
 
 namespace distc {
-
-namespace {
-
-std::string first_line(const char *path) {
-    std::ifstream f(path);
-    std::string s;
-    std::getline(f, s);
-    return s;
-}
-
-std::string link_of(const char *path) {
-    char buf[128];
-    ssize_t n = ::readlink(path, buf, sizeof buf);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
-}  // namespace
 
 const uint64_t kProbe = 0x70726f62652d6463ULL;
 
@@ -33,12 +16,10 @@ std::string host_identity() {
     const char *off = std::getenv("DISTC_SHM");
     if (off && std::string(off) == "0") return "";
     if (const char *id = std::getenv("DISTC_HOST_ID"); id && *id) return std::string("id:") + id;
-    std::string boot = first_line("/proc/sys/kernel/random/boot_id");
-    std::string ipc = link_of("/proc/self/ns/ipc"), net = link_of("/proc/self/ns/net"),
-                pidns = link_of("/proc/self/ns/pid");
+    std::string net = network_identity(), ipc = namespace_id("ipc"), pidns = namespace_id("pid");
     // Without a boot id or namespaces to compare, nobody is known to share this host.
-    if (boot.empty() || ipc.empty() || net.empty() || pidns.empty()) return "";
-    return boot + " " + ipc + " " + net + " " + pidns;
+    if (net.empty() || ipc.empty() || pidns.empty()) return "";
+    return net + " " + ipc + " " + pidns;
 }
 
 std::vector<int> Locality::peers_of(int rank) const {

@@ -141,12 +141,13 @@ void TcpP2p::connect(int dst) {
         std::lock_guard<std::mutex> lk(mu_);
         if (out_[d]) return;
     }
-    const std::string &a = addrs_[d];
-    auto colon = a.rfind(':');
+    std::string host;
+    int port = 0;
+    split_host_port(addrs_[d], host, port);  // TcpTransport checked every address
     auto deadline = Clock::now() + connect_timeout_;
     Fd fd;
     try {
-        fd = tcp_connect(a.substr(0, colon), std::atoi(a.c_str() + colon + 1), deadline);
+        fd = tcp_connect(host, port, deadline);
         uint32_t hello[2] = {kHello, static_cast<uint32_t>(rank_)};
         send_all(fd.get(), hello, sizeof hello, deadline, who(dst));
     } catch (const Error &e) {

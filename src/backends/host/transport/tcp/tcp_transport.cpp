@@ -12,10 +12,11 @@ namespace distc {
 
 namespace {
 
-Fd accept_one(int listener, Clock::time_point deadline) {
+// `missing`: who has not connected yet, for the error.
+Fd accept_one(int listener, Clock::time_point deadline, const std::string &missing) {
     for (;;) {
         int left = static_cast<int>(std::chrono::duration_cast<Millis>(deadline - Clock::now()).count());
-        if (left <= 0) fail(DISTC_ETIMEOUT, "peers did not connect to the group's mesh in time");
+        if (left <= 0) fail(DISTC_ETIMEOUT, missing + " did not connect to the group's mesh within the timeout");
         pollfd p{listener, POLLIN, 0};
         int rc = ::poll(&p, 1, left);
         if (rc < 0 && errno != EINTR) fail_errno(DISTC_EIO, "poll", errno);
@@ -33,28 +34,34 @@ std::chrono::microseconds spin_from_env() {
 
 }  // namespace
 
-TcpTransport::TcpTransport(Store &store, int rank, int size, Millis timeout, P2pMailbox &box) :
+TcpTransport::TcpTransport(Store &store, int rank, int size, const std::string &host, Millis timeout, P2pMailbox &box) :
     socks_(static_cast<size_t>(size)), where_(static_cast<size_t>(size)), spin_(spin_from_env()) {
     auto deadline = Clock::now() + timeout;
     Fd listener = tcp_listen("", 0, size + 8);
-    std::string me = advertised_host() + ":" + std::to_string(local_port(listener.get()));
+    std::string me = host_port(host, local_port(listener.get()));
     where_[static_cast<size_t>(rank)] = me;
     store.set("mesh/" + std::to_string(rank), ByteView(me.data(), me.size()));
     // Lower ranks accept, higher ranks connect and say who they are and
     // where they listen (for point-to-point connections made later).
     for (int p = 0; p < rank; ++p) {
         Bytes addr = store.get("mesh/" + std::to_string(p), timeout);
-        std::string a(addr.begin(), addr.end());
-        auto colon = a.rfind(':');
+        std::string a(addr.begin(), addr.end()), peer_host;
+        int port = 0;
+        if (!split_host_port(a, peer_host, port))
+            fail(DISTC_EPROTO, "rank " + std::to_string(p) + " published a mesh address without a port: " + a);
         where_[static_cast<size_t>(p)] = a;
-        Fd fd = tcp_connect(a.substr(0, colon), std::atoi(a.c_str() + colon + 1), deadline);
+        Fd fd = tcp_connect(peer_host, port, deadline);
         int32_t hello[2] = {rank, static_cast<int32_t>(me.size())};
         send_all(fd.get(), hello, sizeof hello, deadline, describe(p));
         send_all(fd.get(), me.data(), me.size(), deadline, describe(p));
         socks_[static_cast<size_t>(p)] = std::move(fd);
     }
     for (int n = rank + 1; n < size; ++n) {
-        Fd fd = accept_one(listener.get(), deadline);
+        std::string missing;
+        int count = 0;
+        for (int q = rank + 1; q < size; ++q)
+            if (!socks_[static_cast<size_t>(q)].valid()) missing += (count++ ? ", " : "") + std::to_string(q);
+        Fd fd = accept_one(listener.get(), deadline, (count > 1 ? "ranks " : "rank ") + missing);
         int32_t hello[2] = {-1, 0};
         recv_all(fd.get(), hello, sizeof hello, deadline, "a peer", spin_);
         int who = hello[0];
@@ -62,6 +69,10 @@ TcpTransport::TcpTransport(Store &store, int rank, int size, Millis timeout, P2p
             fail(DISTC_EPROTO, "unexpected peer " + std::to_string(who) + " joined the group's mesh");
         std::string a(static_cast<size_t>(hello[1]), '\0');
         recv_all(fd.get(), &a[0], a.size(), deadline, "rank " + std::to_string(who), spin_);
+        std::string unused;
+        int port = 0;
+        if (!split_host_port(a, unused, port))
+            fail(DISTC_EPROTO, "rank " + std::to_string(who) + " gave a mesh address without a port: " + a);
         set_nodelay(fd.get());
         where_[static_cast<size_t>(who)] = a;
         socks_[static_cast<size_t>(who)] = std::move(fd);

@@ -24,8 +24,9 @@ public:
     // Connects to every peer through `store` (the group's key space, keys
     // "mesh/<rank>"); lower ranks accept, higher ranks connect. The listener
     // stays open for point-to-point, connected on first use: this
-    // transport carries `box`'s messages to and from every peer.
-    TcpTransport(Store &store, int rank, int size, Millis timeout, P2pMailbox &box);
+    // transport carries `box`'s messages to and from every peer. `host` is
+    // what peers connect to (choose_address in transport/address.hpp).
+    TcpTransport(Store &store, int rank, int size, const std::string &host, Millis timeout, P2pMailbox &box);
 
     const char *name() const override { return "tcp"; }
     void send(int peer, const void *p, size_t n, const bool *gate) override { x_.send(peer, p, n, gate); }
