@@ -12,7 +12,9 @@
  * Output lines are prefixed with the rank. The first rank to fail stops the
  * others (SIGTERM, then SIGKILL after --grace-ms) and is named with its exit
  * code or signal and its last lines; SIGINT/SIGTERM to distc-run go to every
- * rank. --max-restarts N starts the whole node's ranks again after a failure.
+ * rank. With --nnodes > 1 the launchers also watch the job's store, so a
+ * failure on one node stops the ranks of every node.
+ * --max-restarts N starts the whole node's ranks again after a failure.
  * The store asks for a token, random per job, that the ranks get in
  * DISTC_STORE_TOKEN (a job over several machines takes the one in the
  * environment, the same on every node).
@@ -31,6 +33,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "run_nodes.h"
 
 #define MAX_LOCAL 1024
 #define LINE_MAX_BYTES 4096
@@ -73,7 +77,8 @@ static int usage(int code) {
             "  Starts N ranks of PROGRAM on this machine with torchrun's environment\n"
             "  (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...); node 0 hosts the store.\n"
             "  -n, --nproc-per-node N  ranks on this machine (required)\n"
-            "  --nnodes M              machines in the job (default 1)\n"
+            "  --nnodes M              machines in the job (default 1); a rank that fails on one\n"
+            "                          stops the ranks of all\n"
             "  --node-rank K           this machine's index, 0..M-1 (default 0)\n"
             "  --master-addr HOST      where node 0's store listens (default 127.0.0.1)\n"
             "  --master-port P         its port (default: a free one; required with --nnodes > 1)\n"
@@ -301,7 +306,7 @@ static void describe_status(int status, char *buf, size_t len) {
 }
 
 /* Runs the node's ranks once: 0 when all exited 0, else the failure's exit code for distc-run. */
-static int run_once(const opts *o, rank_proc *ps, int port, int attempt, int *interrupted) {
+static int run_once(const opts *o, rank_proc *ps, run_nodes *job, int port, int attempt, int *interrupted) {
     int n = o->nproc;
     for (int i = 0; i < n; ++i) {
         if (spawn(o, &ps[i], i, port, attempt) != 0) {
@@ -312,7 +317,8 @@ static int run_once(const opts *o, rank_proc *ps, int port, int attempt, int *in
         }
     }
     int alive = n, failed = -1, stopping = 0;
-    double kill_at = 0;
+    char *elsewhere = NULL; /* another node's failure, which stopped this node */
+    double kill_at = 0, next_look = now_ms() + 200;
     struct pollfd fds[2 * MAX_LOCAL + 1];
     for (;;) {
         /* Reap what has exited. */
@@ -327,6 +333,19 @@ static int run_once(const opts *o, rank_proc *ps, int port, int attempt, int *in
             int bad_exit = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
             if (bad_exit && failed < 0 && !stopping) {
                 failed = i;
+                stopping = 1;
+                signal_all(ps, n, SIGTERM);
+                kill_at = now_ms() + o->grace_ms;
+                char what[160], how[128];
+                describe_status(st, how, sizeof how);
+                snprintf(what, sizeof what, "rank %d on node %d %s", ps[i].rank, o->node_rank, how);
+                if (job) run_nodes_announce(job, attempt, what);
+            }
+        }
+        if (job && !stopping && now_ms() >= next_look) {
+            next_look = now_ms() + 200;
+            elsewhere = run_nodes_failure(job, attempt);
+            if (elsewhere) {
                 stopping = 1;
                 signal_all(ps, n, SIGTERM);
                 kill_at = now_ms() + o->grace_ms;
@@ -350,7 +369,7 @@ static int run_once(const opts *o, rank_proc *ps, int port, int attempt, int *in
             if (ps[i].err.fd >= 0) fds[nfds++] = (struct pollfd){ps[i].err.fd, POLLIN, 0};
         }
         if (alive == 0 && nfds == 1) break;
-        int timeout = stopping && alive > 0 ? 50 : (alive == 0 ? 200 : 1000);
+        int timeout = stopping && alive > 0 ? 50 : (alive == 0 || o->nnodes > 1 ? 200 : 1000);
         int r = poll(fds, (nfds_t)nfds, timeout);
         if (r < 0 && errno != EINTR) break;
         if (fds[0].revents & POLLIN) {
@@ -368,6 +387,11 @@ static int run_once(const opts *o, rank_proc *ps, int port, int attempt, int *in
                 if (ps[i].err.fd >= 0) close(ps[i].err.fd), ps[i].err.fd = -1;
             }
         }
+    }
+    if (elsewhere) {
+        fprintf(stderr, "distc-run: node %d stopped its %d rank(s): %s\n", o->node_rank, n, elsewhere);
+        free(elsewhere);
+        return 1;
     }
     if (failed < 0) return *interrupted ? 128 + *interrupted : 0;
     rank_proc *p = &ps[failed];
@@ -451,12 +475,38 @@ int main(int argc, char **argv) {
         int32_t bound = 0;
         distc_store_tcp_port(&bound, store);
         port = bound;
+    } else {
+        /* The other nodes' launchers join the same store, to hear of failures. */
+        distc_tcp_store_options so = DISTC_TCP_STORE_OPTIONS_INIT;
+        so.host = o.master_addr;
+        so.port = o.master_port;
+        if (distc_store_new_tcp(&store, &so) != 0) {
+            fprintf(stderr, "distc-run: cannot reach node 0's store at %s:%d: %s\n", o.master_addr, o.master_port,
+                    distc_error_last());
+            return 1;
+        }
     }
+    if (o.nnodes > 1) distc_store_set_timeout(store, 2000);
     rank_proc *ps = calloc((size_t)o.nproc, sizeof *ps);
     for (int i = 0; i < o.nproc; ++i) ps[i].tail = calloc((size_t)(o.tail ? o.tail : 1), sizeof(char *));
     int interrupted = 0;
+    run_nodes nodes = {store, o.nnodes, o.node_rank, 0}, *job = o.nnodes > 1 ? &nodes : NULL;
     for (int attempt = 0;; ++attempt) {
-        rc = run_once(&o, ps, port, attempt, &interrupted);
+        if (job && run_nodes_join(job, attempt, 300000) != 0) {
+            rc = 1;
+            break;
+        }
+        rc = run_once(&o, ps, job, port, attempt, &interrupted);
+        /* Node 0 keeps the store up for the others: as long as they may run
+         * when this attempt succeeded here, and while they stop their ranks
+         * when it failed. */
+        if (job) run_nodes_finish(job, attempt, rc == 0 ? 300000 : o.grace_ms + 2000);
+        char *elsewhere = job && rc == 0 ? run_nodes_failure(job, attempt) : NULL;
+        if (elsewhere) { /* after this node's ranks had all succeeded */
+            fprintf(stderr, "distc-run: the job failed on another node: %s\n", elsewhere);
+            free(elsewhere);
+            rc = 1;
+        }
         if (rc == 0 || interrupted || attempt >= o.max_restarts) break;
         fprintf(stderr, "distc-run: restarting the ranks (restart %d of %d)\n", attempt + 1, o.max_restarts);
     }
