@@ -154,35 +154,53 @@ const char *dt_backend(void) {
     return e;
 }
 
-/* MPI mode (DT_BACKEND=mpi, under mpirun): this process is one rank of the world. */
-static int mpi_env(const char *a, const char *b) {
+/* World modes: this process is one rank of a job of fixed size, and runs of
+ * other sizes are skipped. Under mpirun (DT_BACKEND=mpi) the ranks meet in
+ * the file store DT_STORE_FILE; under a launcher (DT_RANKS_AS=launched:
+ * distc-run, torchrun) they rendezvous through env://, as users' jobs do. */
+static int env_int(const char *a, const char *b) {
     const char *v = getenv(a);
-    if (!v) v = getenv(b);
+    if (!v && b) v = getenv(b);
     return v ? atoi(v) : -1;
 }
-static int mpi_world_size(void) { return mpi_env("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"); }
-static int mpi_world_rank(void) { return mpi_env("OMPI_COMM_WORLD_RANK", "PMI_RANK"); }
 static int is_mpi(void) { return strcmp(dt_backend(), "mpi") == 0; }
+static int is_launched(void) {
+    const char *e = getenv("DT_RANKS_AS");
+    return e && strcmp(e, "launched") == 0;
+}
+static int world_size(void) {
+    return is_mpi() ? env_int("OMPI_COMM_WORLD_SIZE", "PMI_SIZE") : env_int("WORLD_SIZE", NULL);
+}
+static int world_rank(void) { return is_mpi() ? env_int("OMPI_COMM_WORLD_RANK", "PMI_RANK") : env_int("RANK", NULL); }
 
 int dt_backend_max_size(void) {
     if (strcmp(dt_backend(), "loopback") == 0) return 1;
-    if (is_mpi()) return mpi_world_size();
+    if (is_mpi() || is_launched()) return world_size();
     return 1 << 30;
 }
 
-/* One rank of the world runs fn; the ranks meet in the file store DT_STORE_FILE. */
-static int dt_run_mpi_rank(struct dt_run *run) {
+/* This rank of the world runs fn, with the store every run of the process shares. */
+static int dt_run_world_rank(struct dt_run *run) {
     static distc_store *shared;
     if (!shared) {
-        const char *path = getenv("DT_STORE_FILE");
-        if (!path || distc_store_new_file(&shared, path, mpi_world_size()) != 0) {
-            fprintf(stderr, "MPI mode needs DT_STORE_FILE (a fresh path shared by the ranks): %s\n",
-                    distc_error_last());
+        int rc;
+        if (is_mpi()) {
+            const char *path = getenv("DT_STORE_FILE");
+            rc = path ? distc_store_new_file(&shared, path, world_size()) : -1;
+        } else {
+            int32_t rank = -1, size = -1;
+            rc = distc_rendezvous(&shared, &rank, &size, "env://", NULL);
+        }
+        if (rc != 0) {
+            fprintf(stderr, "%s: %s\n",
+                    is_mpi() ? "MPI mode needs DT_STORE_FILE (a fresh path shared by the ranks)"
+                             : "launched mode needs env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)",
+                    rc < 0 ? "not set" : distc_error_last());
             abort();
         }
     }
     run->store = shared;
-    struct dt_rank_arg ra = {run, mpi_world_rank()};
+    struct dt_rank_arg ra = {run, world_rank()};
     dt_rank_main(&ra);
     return __atomic_load_n(&g_failures, __ATOMIC_SEQ_CST);
 }
@@ -195,11 +213,14 @@ int dt_ranks_are_processes(void) {
 int dt_run_ranks_timeout(int size, int64_t timeout_ms, dt_rank_fn fn, void *arg) {
     struct dt_run run;
     memset(&run, 0, sizeof run);
-    if (size > dt_backend_max_size() || (is_mpi() && size != mpi_world_size())) {
+    int world = is_mpi() || is_launched();
+    if (size > dt_backend_max_size() || (world && size != world_size())) {
         static int said;
         if (!said++)
             printf("(backend %s runs world size %d%s: other sizes are skipped)\n", dt_backend(), dt_backend_max_size(),
-                   is_mpi() ? " (mpirun -np)" : " at most");
+                   is_mpi()        ? " (mpirun -np)"
+                   : is_launched() ? " (the launcher's WORLD_SIZE)"
+                                   : " at most");
         return 0;
     }
     /* Every run: a group name of its own, and a fresh failure count. */
@@ -210,10 +231,9 @@ int dt_run_ranks_timeout(int size, int64_t timeout_ms, dt_rank_fn fn, void *arg)
     snprintf(run.group, sizeof run.group, "dt_group_%d_size%d", __atomic_add_fetch(&g_run_counter, 1, __ATOMIC_SEQ_CST),
              size);
     __atomic_store_n(&g_failures, 0, __ATOMIC_SEQ_CST);
-    if (is_mpi()) {
-        int failures = dt_run_mpi_rank(&run);
-        if (failures != 0)
-            fail_msg("%s: %d failure(s) on MPI rank %d (see above)", run.group, failures, mpi_world_rank());
+    if (world) {
+        int failures = dt_run_world_rank(&run);
+        if (failures != 0) fail_msg("%s: %d failure(s) on rank %d (see above)", run.group, failures, world_rank());
         return failures;
     }
     if (dt_ranks_are_processes()) {

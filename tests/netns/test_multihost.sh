@@ -1,0 +1,201 @@
+#!/bin/sh
+# Multi-host tests on fake hosts (hosts.sh): ranks on different hosts find
+# each other with no interface configured, and faults between hosts end in
+# errors within the timeout, never hangs.
+#
+#   test_multihost.sh MODE BUILD_DIR
+#
+# MODE: suite-2x2, suite-3x1, loopback-store, ipv6, launcher, link-cut,
+# store-cut, netem. BUILD_DIR holds distc-run, distc-perf and tests/.
+set -u
+mode=$1
+build=$2
+here=$(dirname "$0")
+. "$here/hosts.sh"
+run="$build/distc-run"
+perf="$build/distc-perf"
+tests="$build/tests"
+out=$(mktemp -d "${TMPDIR:-/tmp}/distc-netns-XXXXXX")
+trap 'netns_down; rm -rf "$out"' EXIT
+export DISTC_STORE_TOKEN="netns-test-$$"
+status=0
+
+fail() {
+    echo "FAIL: $*"
+    status=1
+}
+
+show() {
+    for f in "$out"/*.log; do
+        echo "---- $(basename "$f")"
+        tail -n 25 "$f"
+    done
+}
+
+# job HOSTS NPROC MASTER LIMIT -- PROGRAM...: runs PROGRAM under distc-run on every
+# host (node K on host K, each launcher killed after LIMIT s) and waits;
+# job_failed counts the launchers that did not exit 0.
+job() {
+    hosts=$1 nproc=$2 master=$3 limit=$4
+    shift 5
+    port=$(netns_port)
+    pids=""
+    job_failed=0
+    for k in $(seq 0 $((hosts - 1))); do
+        netns_exec "$k" timeout "$limit" "$run" -n "$nproc" --nnodes "$hosts" --node-rank "$k" \
+            --master-addr "$master" --master-port "$port" "$@" >"$out/node$k.log" 2>&1 &
+        pids="$pids $!"
+    done
+    k=0
+    for p in $pids; do
+        wait "$p" || { echo "node $k of '$*' exited with $?"; job_failed=$((job_failed + 1)); }
+        k=$((k + 1))
+    done
+}
+
+# Waits until FILE has COUNT lines matching PATTERN (false after SECONDS).
+await() {
+    n=0
+    while [ "$(cat "$@" 2>/dev/null | grep -c "$READY_PATTERN")" -lt "$READY_COUNT" ]; do
+        n=$((n + 1))
+        [ $n -gt 300 ] && return 1
+        sleep 0.1
+    done
+}
+
+# Every rank's "FAILED after MS ms" line in the logs (not the launchers'
+# repeats of them) says MS <= LIMIT, and each log given has one at least:
+# a launcher stops its other ranks once one has failed, so not all may say it.
+failures_within() {
+    limit=$1
+    shift
+    for f in "$@"; do
+        grep -q '^\(\[[0-9]*\] \)\{0,1\}FAILED after' "$f" || fail "no rank in $(basename "$f") reported a failure"
+    done
+    for ms in $(cat "$@" | sed -n 's/^\(\[[0-9]*\] \)\{0,1\}FAILED after \([0-9]*\) ms.*/\2/p'); do
+        [ "$ms" -le "$limit" ] || fail "a rank took $ms ms to fail (limit $limit)"
+    done
+}
+
+perf_all="$perf -o all -b 8 -e 1M -f 8 -w 1 -n 3"
+
+case "$mode" in
+suite-2x2 | suite-3x1)
+    if [ "$mode" = suite-2x2 ]; then h=2 n=2; else h=3 n=1; fi
+    netns_up "$h"
+    export DT_RANKS_AS=launched
+    for prog in "$tests/test_pg_collectives" "$tests/test_pg_p2p" "$tests/test_pg_groups" \
+        "$tests/test_reducer_training" "$perf_all"; do
+        job "$h" "$n" "$(netns_addr 0)" 300 -- $prog
+        [ $job_failed -eq 0 ] || fail "$prog: $job_failed launcher(s) failed"
+        grep -q "FAILED\|Connection refused" "$out"/*.log && fail "$prog: a rank failed"
+        [ "$prog" = "$perf_all" ] && ! grep -q "OK: all results correct" "$out/node0.log" && fail "distc-perf found wrong results"
+        [ $status -ne 0 ] && show && exit 1
+        echo "ok: $(basename "${prog%% *}") on $h hosts x $n rank(s)"
+    done
+    ;;
+loopback-store)
+    # Host 0's ranks reach the store through 127.0.0.1, host 1's through
+    # host 0's address: host 0 must still advertise an address host 1 reaches.
+    netns_up 2
+    port=$(netns_port)
+    netns_exec 0 timeout 120 "$run" -n 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port "$port" \
+        $perf_all >"$out/node0.log" 2>&1 &
+    a=$!
+    netns_exec 1 timeout 120 "$run" -n 2 --nnodes 2 --node-rank 1 --master-addr "$(netns_addr 0)" \
+        --master-port "$port" $perf_all >"$out/node1.log" 2>&1 &
+    b=$!
+    wait $a || fail "node 0 exited with $?"
+    wait $b || fail "node 1 exited with $?"
+    grep -q "OK: all results correct" "$out/node0.log" || fail "distc-perf found wrong results"
+    ;;
+ipv6)
+    netns_up 2
+    netns_exec 0 ip -6 addr show dev eth0 | grep -q "$(netns_addr6 0)" || netns_skip "no IPv6 in these namespaces"
+    job 2 2 "$(netns_addr6 0)" 120 -- $perf_all
+    [ $job_failed -eq 0 ] || fail "$job_failed launcher(s) failed over IPv6"
+    grep -q "OK: all results correct" "$out/node0.log" || fail "distc-perf found wrong results over IPv6"
+    ;;
+launcher)
+    # Rank 3 fails on host 1 while every other rank sleeps, in no collective:
+    # both launchers stop their ranks, and host 0's says why.
+    netns_up 2
+    start=$(date +%s)
+    job 2 2 "$(netns_addr 0)" 60 -- sh -c 'if [ "$RANK" = 3 ]; then sleep 1; echo giving up; exit 7; fi; exec sleep 50'
+    took=$(($(date +%s) - start))
+    [ $job_failed -eq 2 ] || fail "$job_failed launcher(s) failed, expected both although only rank 3 failed"
+    grep -q "exited with code 7" "$out/node1.log" || fail "host 1's launcher did not name rank 3's exit"
+    grep -q "node 0 stopped its 2 rank(s): rank 3 on node 1 exited with code 7" "$out/node0.log" ||
+        fail "host 0's launcher did not say why it stopped"
+    [ "$took" -le 20 ] || fail "the job took $took s to stop"
+    ;;
+link-cut)
+    # Host 1's link is cut in the middle of allreduces: every rank, on both
+    # sides, fails within the timeout (+1 s), and the job ends.
+    netns_up 2
+    export FAULT_TIMEOUT_MS=3000
+    port=$(netns_port)
+    for k in 0 1; do
+        netns_exec "$k" timeout 60 "$run" -n 2 --nnodes 2 --node-rank "$k" --master-addr "$(netns_addr 0)" \
+            --master-port "$port" "$tests/fault_rank" loop >"$out/node$k.log" 2>&1 &
+    done
+    READY_PATTERN="READY" READY_COUNT=4 await "$out"/node0.log "$out"/node1.log || {
+        show
+        fail "the ranks never got going"
+        exit 1
+    }
+    netns_cut 1
+    cut=$(date +%s)
+    wait
+    took=$(($(date +%s) - cut))
+    failures_within 4000 "$out/node0.log" "$out/node1.log"
+    [ "$took" -le 15 ] || fail "the launchers took $took s to end after the cut"
+    ;;
+store-cut)
+    # Host 0 (the store's) is cut off while the job meets: ranks 0-2 are in
+    # the rendezvous, rank 3 comes after the cut (and is stopped by its
+    # launcher once rank 2 has failed). Every rank gets a clear
+    # error, not a hang: within the rendezvous's timeout and the group's
+    # (each step has its own) and a second.
+    netns_up 2
+    export FAULT_TIMEOUT_MS=3000
+    port=$(netns_port)
+    for k in 0 1; do
+        netns_exec "$k" timeout 60 "$run" -n 2 --nnodes 2 --node-rank "$k" --master-addr "$(netns_addr 0)" \
+            --master-port "$port" sh -c '[ "$RANK" = 3 ] && sleep 2; exec "$0" rendezvous' "$tests/fault_rank" \
+            >"$out/node$k.log" 2>&1 &
+    done
+    sleep 1
+    netns_cut 0
+    cut=$(date +%s)
+    wait
+    took=$(($(date +%s) - cut))
+    failures_within 7000 "$out/node0.log" "$out/node1.log"
+    grep -q "^\[[02]\] FAILED.*did not connect to the group's mesh" "$out"/node*.log ||
+        fail "no rank named the ranks that never connected"
+    [ "$took" -le 20 ] || fail "the launchers took $took s to end after the cut"
+    # A rank that starts while the store's host is still cut off says so.
+    netns_exec 1 env RANK=3 WORLD_SIZE=4 MASTER_ADDR="$(netns_addr 0)" MASTER_PORT="$port" \
+        TORCHELASTIC_USE_AGENT_STORE=True timeout 60 "$tests/fault_rank" rendezvous >"$out/late.log" 2>&1
+    failures_within 4000 "$out/late.log"
+    grep -q "FAILED.*cannot reach the store server $(netns_addr 0)" "$out/late.log" ||
+        fail "a rank that cannot reach the store does not say so"
+    ;;
+netem)
+    # 1 ms delay and 1% loss on every host's link: slower, still correct.
+    netns_up 2
+    for k in 0 1; do
+        netns_shape "$k" netem delay 1ms loss 1% || netns_skip "tc netem is not available in this kernel"
+    done
+    job 2 2 "$(netns_addr 0)" 300 -- $perf_all
+    [ $job_failed -eq 0 ] || fail "$job_failed launcher(s) failed under delay and loss"
+    grep -q "OK: all results correct" "$out/node0.log" || fail "distc-perf found wrong results"
+    ;;
+*)
+    echo "unknown mode $mode"
+    exit 2
+    ;;
+esac
+# NETNS_SHOW=1 prints the logs of a passing run too.
+if [ $status -ne 0 ] || [ "${NETNS_SHOW:-0}" = 1 ]; then show; fi
+exit $status
