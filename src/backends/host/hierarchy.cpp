@@ -20,6 +20,8 @@ Hierarchy::Hierarchy(int rank, const Locality &loc, Transport *local, Transport 
     leader_ = mine[0] == rank;
     host_size_.assign(leaders.size(), 0);
     for (int h : host_) most_ = std::max(most_, ++host_size_[static_cast<size_t>(h)]);
+    contiguous_ = host_.size() == host_size_.size() * static_cast<size_t>(most_);
+    for (size_t r = 0; r < host_.size(); ++r) contiguous_ = contiguous_ && host_[r] == static_cast<int>(r) / most_;
     if (local) local_ = std::make_unique<Algorithms>(*local, local_index(rank), static_cast<int>(mine.size()));
     if (leader_ && leaders.size() > 1) {
         int me = static_cast<int>(std::find(leaders.begin(), leaders.end(), rank) - leaders.begin());
@@ -64,7 +66,20 @@ void Hierarchy::allgather(const Tensor &in, Tensor &out, const Call &call, Milli
     // Each host's parts gather at its leader (in the host's rank order), the
     // leaders exchange their hosts' blocks (padded to the fullest host's),
     // each leader puts them in rank order, and shares them with its host.
-    if (leader_) {
+    // When hosts hold equal runs of consecutive ranks (the usual layout),
+    // the blocks are the output's own pieces: gathered and exchanged in
+    // place, with no scratch to fault in and no reordering copy.
+    if (leader_ && contiguous_) {
+        Tensor own = bytes(out.bytes() + block * static_cast<size_t>(my_host_), block);
+        if (local_)
+            local_->gather(bytes(in.data, n), &own, 0, call, left(deadline));
+        else if (n)
+            std::memcpy(own.data, in.data, n);
+        if (leaders_) {
+            Tensor all = bytes(out.data, block * hosts);
+            leaders_->allgather(own, all, call, left(deadline));
+        }
+    } else if (leader_) {
         Scratch blocks(DType::UInt8, block * hosts);
         uint8_t *mine = blocks.t.bytes() + block * static_cast<size_t>(my_host_);
         Tensor own = bytes(mine, n * static_cast<size_t>(host_size_[static_cast<size_t>(my_host_)]));

@@ -38,6 +38,7 @@ private:
     std::vector<int> host_;
     std::vector<int> host_size_;  // by host: its ranks
     int most_ = 0;                // ranks on the fullest host
+    bool contiguous_ = false;     // host h has ranks h*most_ .. h*most_+most_-1, every host most_ of them
     int my_host_;
     bool leader_;
     std::unique_ptr<Algorithms> local_;  // among this host's ranks, if more than one
