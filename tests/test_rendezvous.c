@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* Where calls that test something else put the rank and world size. */
@@ -14,8 +16,19 @@ static int32_t g_rank, g_world;
 
 /* The variables rendezvous reads; the test process starts without them. */
 static const char *const rdzv_env[] = {
-    "RANK",         "WORLD_SIZE",  "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",         "SLURM_PROCID",
-    "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT",          "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
+    "RANK",
+    "WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_RESTART_COUNT",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NODELIST",
+    "SLURM_JOB_ID",
 };
 
 static void clear_env(void) {
@@ -182,6 +195,48 @@ static int slurm_child(int rank, int n, void *arg) {
 static void test_env_slurm(void **state) {
     (void)state;
     run_on_free_port(WORLD, slurm_child);
+}
+
+/* Under srun with no MASTER_ADDR/MASTER_PORT: the node list's first host,
+ * and port 20000 + SLURM_JOB_ID % 10000 (a job id whose port is free). */
+static int slurm_nodes_child(int rank, int n, void *arg) {
+    int port = *(int *)arg;
+    setenv_int("SLURM_PROCID", rank);
+    setenv_int("SLURM_NTASKS", n);
+    setenv("SLURM_JOB_NODELIST", "127.0.0.[1-3,7],127.0.0.9", 1);
+    setenv_int("SLURM_JOB_ID", 70000 + port - 20000);
+    return rendezvous_child(rank, n, "env://", NULL);
+}
+
+static void expect_url_error(const char *url, const char *needle);
+
+static int free_port_between(int lo, int hi) {
+    for (int p = lo; p < hi; ++p) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)p);
+        int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        if (fd >= 0) close(fd);
+        if (ok) return p;
+    }
+    fail_msg("no free port in %d..%d", lo, hi);
+    return -1;
+}
+
+static void test_env_slurm_nodelist(void **state) {
+    (void)state;
+    int port = free_port_between(20000 + getpid() % 9000, 30000);
+    assert_int_equal(dt_run_procs(WORLD, slurm_nodes_child, &port, 30), 0);
+    /* A node list Slurm would never write is refused, saying so. */
+    setenv("SLURM_PROCID", "0", 1);
+    setenv("SLURM_NTASKS", "1", 1);
+    setenv("SLURM_JOB_NODELIST", "node[01-04", 1);
+    setenv("SLURM_JOB_ID", "5", 1);
+    expect_url_error("env://", "unclosed");
+    clear_env();
 }
 
 /* Options beat the URL and the environment. */
@@ -483,6 +538,7 @@ int main(void) {
         cmocka_unit_test_setup(test_env, setup),
         cmocka_unit_test_setup(test_env_ompi, setup),
         cmocka_unit_test_setup(test_env_slurm, setup),
+        cmocka_unit_test_setup(test_env_slurm_nodelist, setup),
         cmocka_unit_test_setup(test_options_override, setup),
         cmocka_unit_test_setup(test_env_agent_store, setup),
         cmocka_unit_test_setup(test_options_init, setup),

@@ -3,8 +3,9 @@
 # netns_up N makes N hosts: network namespaces h0..h(N-1), each with its own
 # loopback and an eth0 (10.88.0.(i+1)/24 and fd88::(i+1)/64) on a bridge in a
 # switch namespace, so that traffic between hosts crosses a link the test can
-# cut (netns_cut i) or shape (netns_shape i ...). Each host's name resolves to
-# 127.0.1.1 there, as on a stock Debian machine. Nothing is added to the
+# cut (netns_cut i) or shape (netns_shape i ...). Each host's name (the
+# machine's, and nodeK) resolves to 127.0.1.1 there, as on a stock Debian
+# machine; the other hosts' nodeJ to their addresses. Nothing is added to the
 # machine's own network namespace; every namespace (and /etc/netns entry) is
 # removed on exit, with what still runs inside.
 #
@@ -62,8 +63,18 @@ netns_up() {
         ip -n "$_h" addr add "$(netns_addr6 "$_i")/64" dev eth0 nodad 2>/dev/null
         ip -n "$_h" link set lo up
         ip -n "$_h" link set eth0 up
+    done
+    # Each host calls itself nodeK on 127.0.1.1, as Debian's /etc/hosts
+    # does, and knows the others' names by their addresses (like DNS).
+    for _i in $(seq 0 $((NETNS_N - 1))); do
+        _h=$(netns_name "$_i")
         mkdir -p "/etc/netns/$_h"
-        printf '127.0.0.1 localhost\n127.0.1.1 %s\n' "$(hostname)" >"/etc/netns/$_h/hosts"
+        {
+            printf '127.0.0.1 localhost\n127.0.1.1 %s node%d\n' "$(hostname)" "$_i"
+            for _j in $(seq 0 $((NETNS_N - 1))); do
+                [ "$_j" = "$_i" ] || printf '%s node%d\n' "$(netns_addr "$_j")" "$_j"
+            done
+        } >"/etc/netns/$_h/hosts"
     done
 }
 

@@ -5,8 +5,8 @@
 #
 #   test_multihost.sh MODE BUILD_DIR
 #
-# MODE: suite-2x2, suite-3x1, loopback-store, ipv6, launcher, link-cut,
-# store-cut, netem. BUILD_DIR holds distc-run, distc-perf and tests/.
+# MODE: suite-2x2, suite-3x1, loopback-store, ipv6, slurm, launcher,
+# link-cut, store-cut, netem. BUILD_DIR holds distc-run, distc-perf and tests/.
 set -u
 mode=$1
 build=$2
@@ -180,6 +180,24 @@ store-cut)
     failures_within 4000 "$out/late.log"
     grep -q "FAILED.*cannot reach the store server $(netns_addr 0)" "$out/late.log" ||
         fail "a rank that cannot reach the store does not say so"
+    ;;
+slurm)
+    # As srun starts a job: each rank a process with Slurm's variables and
+    # no MASTER_ADDR or MASTER_PORT. env:// takes the node list's first host
+    # (node0, which is 127.0.1.1 on host 0 itself, so rank 0's store listens
+    # on every interface) and a port from the job id.
+    netns_up 2
+    pids=""
+    for r in 0 1 2 3; do
+        netns_exec $((r / 2)) env -u MASTER_ADDR -u MASTER_PORT SLURM_PROCID=$r SLURM_NTASKS=4 \
+            SLURM_LOCALID=$((r % 2)) SLURM_JOB_NODELIST="node[0-1]" SLURM_JOB_ID=4242 \
+            timeout 120 $perf_all >"$out/rank$r.log" 2>&1 &
+        pids="$pids $!"
+    done
+    failed=0
+    for p in $pids; do wait "$p" || failed=$((failed + 1)); done
+    [ $failed -eq 0 ] || fail "$failed rank(s) failed"
+    grep -q "OK: all results correct" "$out/rank0.log" || fail "distc-perf found wrong results"
     ;;
 netem)
     # 1 ms delay and 1% loss on every host's link: slower, still correct.

@@ -8,6 +8,7 @@
 #include "core/store/file_store.hpp"
 #include "core/store/tcp/tcp_store.hpp"
 #include "core/util/error.hpp"
+#include "core/util/netif.hpp"
 
 namespace distc {
 
@@ -64,6 +65,9 @@ RendezvousResult tcp_rendezvous(const RendezvousRequest &req, const std::string 
     o.host = host;
     o.port = port;
     o.is_server = rank0_serves && rank == 0;
+    // As c10d's: peers on other machines reach rank 0 by MASTER_ADDR, which
+    // may resolve to loopback on rank 0's own machine.
+    o.listen_everywhere = !is_loopback(host);
     o.world_size = world;
     o.wait_for_workers = true;
     o.timeout = req.timeout;
@@ -71,6 +75,25 @@ RendezvousResult tcp_rendezvous(const RendezvousRequest &req, const std::string 
 }
 
 }  // namespace
+
+std::string first_slurm_host(const std::string &nodelist) {
+    // "pre[01-04,7]post,other": the first name is "pre01post".
+    size_t end = 0;
+    for (int depth = 0; end < nodelist.size(); ++end) {
+        char c = nodelist[end];
+        if (c == '[') ++depth;
+        if (c == ']') --depth;
+        if (c == ',' && depth == 0) break;
+    }
+    std::string first = nodelist.substr(0, end);
+    auto open = first.find('['), close = first.find(']');
+    if (open == std::string::npos) return first;
+    if (close == std::string::npos || close < open)
+        fail(DISTC_EINVAL, "SLURM_JOB_NODELIST '" + nodelist + "' has an unclosed '['");
+    std::string range = first.substr(open + 1, close - open - 1);
+    size_t stop = range.find_first_of("-,");
+    return first.substr(0, open) + range.substr(0, stop) + first.substr(close + 1);
+}
 
 ParsedUrl parse_url(const std::string &url) {
     ParsedUrl u;
@@ -111,8 +134,24 @@ RendezvousResult rendezvous(const RendezvousRequest &req) {
         resolve_rank_world(req, u, true, &rank, &world);
         const char *addr = std::getenv("MASTER_ADDR");
         const char *port = std::getenv("MASTER_PORT");
-        if (!addr || !*addr) fail(DISTC_EINVAL, "env:// needs MASTER_ADDR, which is not set");
-        if (!port || !*port) fail(DISTC_EINVAL, "env:// needs MASTER_PORT, which is not set");
+        // Under srun: the allocation's first node (where task 0 runs), and a
+        // port of the job's own.
+        std::string slurm_addr, slurm_port;
+        const char *nodes = std::getenv("SLURM_JOB_NODELIST");
+        if (!nodes || !*nodes) nodes = std::getenv("SLURM_NODELIST");
+        if ((!addr || !*addr) && nodes && *nodes && std::getenv("SLURM_PROCID")) {
+            slurm_addr = first_slurm_host(nodes);
+            addr = slurm_addr.c_str();
+        }
+        const char *job = std::getenv("SLURM_JOB_ID");
+        if ((!port || !*port) && job && *job && std::getenv("SLURM_PROCID")) {
+            slurm_port = std::to_string(20000 + parse_int(job, "SLURM_JOB_ID", 0, 2147483647) % 10000);
+            port = slurm_port.c_str();
+        }
+        if (!addr || !*addr)
+            fail(DISTC_EINVAL, "env:// needs MASTER_ADDR, which is not set (nor is srun's SLURM_JOB_NODELIST)");
+        if (!port || !*port)
+            fail(DISTC_EINVAL, "env:// needs MASTER_PORT, which is not set (nor is srun's SLURM_JOB_ID)");
         // A launcher that already hosts the store says so as torchelastic does.
         const char *agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
         bool launcher_serves = agent && (std::string(agent) == "True" || std::string(agent) == "1");

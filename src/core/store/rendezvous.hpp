@@ -28,5 +28,7 @@ struct ParsedUrl {
     std::map<std::string, std::string> query;
 };
 ParsedUrl parse_url(const std::string &url);
+// The first host of a Slurm node list ("node[01-04],gpu7" -> "node01").
+std::string first_slurm_host(const std::string &nodelist);
 
 }  // namespace distc

@@ -48,7 +48,7 @@ TcpStore::TcpStore(const TcpStoreOptions &o) {
     if (o.is_server) {
         TcpServerOptions so = o.server;
         so.token = token;
-        server_ = std::make_unique<TcpServer>(is_wildcard(host) ? "" : host, o.port, so);
+        server_ = std::make_unique<TcpServer>(is_wildcard(host) || o.listen_everywhere ? "" : host, o.port, so);
         port_ = server_->port();
         if (is_wildcard(host)) host = "127.0.0.1";
     } else {

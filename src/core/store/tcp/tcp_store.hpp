@@ -15,6 +15,10 @@ struct TcpStoreOptions {
     std::string host;
     int port = 0;
     bool is_server = false;
+    // The server listens on every interface, whatever `host` (which its own
+    // client connects to): a host name that resolves to 127.0.1.1 here, as
+    // Debian's does, still serves the other machines.
+    bool listen_everywhere = false;
     int world_size = -1;
     bool wait_for_workers = true;
     Millis timeout{Store::kDefaultTimeoutMs};
