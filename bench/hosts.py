@@ -45,8 +45,9 @@ class Hosts:
         """`cmd` run on host `host`."""
         return ["ip", "netns", "exec", self.name(host)] + cmd
 
-    def iperf(self, seconds=3, streams=1):
-        """host 1 -> host 0 over the link, in GB/s (1e9 B/s); None without iperf3."""
+    def iperf(self, seconds=3, streams=1, bidir=False):
+        """host 1 -> host 0 over the link, in GB/s (1e9 B/s); None without iperf3.
+        bidir: both ways at once, the slower direction's rate."""
         if not shutil.which("iperf3") or self.n < 2:
             return None
         server = subprocess.Popen(self.wrap(0, ["iperf3", "-s", "-1", "-p", "5201"]), stdout=subprocess.DEVNULL,
@@ -54,10 +55,14 @@ class Hosts:
         try:
             for _ in range(50):
                 out = subprocess.run(self.wrap(1, ["iperf3", "-c", self.addr(0), "-p", "5201", "-t", str(seconds),
-                                                   "-P", str(streams), "-J"]),
+                                                   "-P", str(streams), "-J"] + (["--bidir"] if bidir else [])),
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True)
                 try:
-                    return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 8e9
+                    end = json.loads(out.stdout)["end"]
+                    rate = end["sum_received"]["bits_per_second"]
+                    if bidir:
+                        rate = min(rate, end["sum_received_bidir_reverse"]["bits_per_second"])
+                    return rate / 8e9
                 except (ValueError, KeyError):
                     time.sleep(0.1)  # the server is not listening yet
             return None
