@@ -1,4 +1,3 @@
-#define _GNU_SOURCE
 #include "run_nodes.h"
 
 #include <stdio.h>
@@ -82,7 +81,11 @@ char *run_nodes_failure(run_nodes *j, int attempt) {
         return NULL;
     }
     if (!there) return NULL;
-    char *s = strndup((const char *)v.data, v.size);
+    char *s = malloc(v.size + 1); /* not strndup: the value has no NUL for it to stop at */
+    if (s) {
+        memcpy(s, v.data, v.size);
+        s[v.size] = 0;
+    }
     distc_buf_dispose(&v);
     return s;
 }

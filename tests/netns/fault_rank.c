@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <distc.h>
 #include <stdio.h>
+#include "pg_harness.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -47,28 +48,22 @@ int main(int argc, char **argv) {
         return 0;
     }
     enum { N = 16384 };
-    static float x[N];
-    int64_t shape[1] = {N};
-    DLTensor d;
-    memset(&d, 0, sizeof d);
-    d.data = x;
-    d.device.device_type = kDLCPU;
-    d.ndim = 1;
-    d.dtype.code = kDLFloat;
-    d.dtype.bits = 32;
-    d.dtype.lanes = 1;
-    d.shape = shape;
+    DLTensor *d = dt_tensor_1d(DT_F32, N);
+    float *x = d->data;
     for (long it = 0; it < 10000000; ++it) {
         for (int i = 0; i < N; ++i) x[i] = (float)(rank + i % 7);
         double call = now_ms();
-        if (distc_allreduce(NULL, pg, &d, DISTC_SUM, NULL) != 0) {
+        if (distc_allreduce(NULL, pg, d, DISTC_SUM, NULL) != 0) {
             int rc = failed(call, "allreduce");
+            dt_tensor_free(d);
             distc_pg_free(pg);
             return rc;
         }
         for (int i = 0; i < N; ++i)
             if (x[i] != (float)(size * (i % 7) + size * (size - 1) / 2)) {
                 printf("FAILED after 0 ms: allreduce #%ld gave %g at %d\n", it, x[i], i);
+                dt_tensor_free(d);
+                distc_pg_free(pg);
                 return 4;
             }
         if (it == 20) {
@@ -76,6 +71,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
+    dt_tensor_free(d);
     distc_pg_free(pg);
     return 0;
 }

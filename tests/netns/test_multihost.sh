@@ -28,29 +28,38 @@ fail() {
 show() {
     for f in "$out"/*.log; do
         echo "---- $(basename "$f")"
-        tail -n 25 "$f"
+        tail -n "${NETNS_TAIL:-25}" "$f"
     done
 }
 
-# job HOSTS NPROC MASTER LIMIT -- PROGRAM...: runs PROGRAM under distc-run on every
-# host (node K on host K, each launcher killed after LIMIT s) and waits;
-# job_failed counts the launchers that did not exit 0.
-job() {
+# start_job HOSTS NPROC MASTER LIMIT -- PROGRAM...: starts PROGRAM under
+# distc-run on every host (node K on host K, its log nodeK.log, each
+# launcher killed after LIMIT s), the store on $port. wait_job waits for
+# them; job_failed counts the launchers that did not exit 0. job does both.
+start_job() {
     hosts=$1 nproc=$2 master=$3 limit=$4
     shift 5
     port=$(netns_port)
-    pids=""
-    job_failed=0
+    job_pids=""
     for k in $(seq 0 $((hosts - 1))); do
         netns_exec "$k" timeout "$limit" "$run" -n "$nproc" --nnodes "$hosts" --node-rank "$k" \
             --master-addr "$master" --master-port "$port" "$@" >"$out/node$k.log" 2>&1 &
-        pids="$pids $!"
+        job_pids="$job_pids $!"
     done
+}
+
+wait_job() {
+    job_failed=0
     k=0
-    for p in $pids; do
-        wait "$p" || { echo "node $k of '$*' exited with $?"; job_failed=$((job_failed + 1)); }
+    for p in $job_pids; do
+        wait "$p" || { echo "node $k exited with $?"; job_failed=$((job_failed + 1)); }
         k=$((k + 1))
     done
+}
+
+job() {
+    start_job "$@"
+    wait_job
 }
 
 # Waits until FILE has COUNT lines matching PATTERN (false after SECONDS).
@@ -134,11 +143,7 @@ link-cut)
     # sides, fails within the timeout (+1 s), and the job ends.
     netns_up 2
     export FAULT_TIMEOUT_MS=3000
-    port=$(netns_port)
-    for k in 0 1; do
-        netns_exec "$k" timeout 60 "$run" -n 2 --nnodes 2 --node-rank "$k" --master-addr "$(netns_addr 0)" \
-            --master-port "$port" "$tests/fault_rank" loop >"$out/node$k.log" 2>&1 &
-    done
+    start_job 2 2 "$(netns_addr 0)" 60 -- "$tests/fault_rank" loop
     READY_PATTERN="READY" READY_COUNT=4 await "$out"/node0.log "$out"/node1.log || {
         show
         fail "the ranks never got going"
@@ -146,7 +151,7 @@ link-cut)
     }
     netns_cut 1
     cut=$(date +%s)
-    wait
+    wait_job
     took=$(($(date +%s) - cut))
     failures_within 4000 "$out/node0.log" "$out/node1.log"
     [ "$took" -le 15 ] || fail "the launchers took $took s to end after the cut"
@@ -159,16 +164,12 @@ store-cut)
     # (each step has its own) and a second.
     netns_up 2
     export FAULT_TIMEOUT_MS=3000
-    port=$(netns_port)
-    for k in 0 1; do
-        netns_exec "$k" timeout 60 "$run" -n 2 --nnodes 2 --node-rank "$k" --master-addr "$(netns_addr 0)" \
-            --master-port "$port" sh -c '[ "$RANK" = 3 ] && sleep 2; exec "$0" rendezvous' "$tests/fault_rank" \
-            >"$out/node$k.log" 2>&1 &
-    done
+    start_job 2 2 "$(netns_addr 0)" 60 -- sh -c '[ "$RANK" = 3 ] && sleep 2; exec "$0" rendezvous' "$tests/fault_rank"
     sleep 1
     netns_cut 0
     cut=$(date +%s)
-    wait
+    wait_job
+    [ $job_failed -eq 2 ] || fail "$job_failed launcher(s) failed, expected both"
     took=$(($(date +%s) - cut))
     failures_within 7000 "$out/node0.log" "$out/node1.log"
     grep -q "^\[[02]\] FAILED.*did not connect to the group's mesh" "$out"/node*.log ||
