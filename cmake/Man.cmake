@@ -46,7 +46,7 @@ if(DISTC_HAVE_MAN)
     COMMENT "man3 pages from the headers' doc comments"
     VERBATIM)
   set(distc_man_outputs ${distc_man3_stamp})
-  foreach(distc_man_page distc-run.1 distc-perf.1 distc-store.1 distc.7)
+  foreach(distc_man_page distc-run.1 distc-perf.1 distc-store.1 distc-trace.1 distc.7)
     string(REGEX MATCH "[0-9]$" distc_man_section ${distc_man_page})
     set(distc_man_out ${DISTC_MAN_DIR}/man${distc_man_section}/${distc_man_page})
     add_custom_command(OUTPUT ${distc_man_out}

@@ -219,6 +219,48 @@ DISTC_EXTERN(int) distc_pg_group_rank(int32_t *out, const distc_pg *pg, int32_t 
  */
 DISTC_EXTERN(int) distc_pg_abort(distc_pg *pg);
 
+/* ------------------------------------------------------------------------ */
+/* The flight recorder                                                       */
+
+/**
+ * @brief Writes this group's recent operations to the file `path`.
+ *
+ * Every group records its last DISTC_TRACE_BUFFER operations (default
+ * 1000; 0 turns recording off): group, ranks, sequence number, operation,
+ * dtype, element count, root or peer and tag, reduce op, the calling
+ * thread, state (queued, started, completed, failed, aborted), when it was
+ * queued and when it ended, and a failure's message. The file is JSON
+ * lines, version 1: a header ({"type":"distc-trace","version":1,"host",
+ * "pid","rank","time_us","groups"}), a line per group ({"type":"group",
+ * "group","rank","size","global_rank","backend","ranks","capacity",
+ * "recorded"}), then its operations, oldest first ({"type":"op","group",
+ * "rank","id","seq","op","dtype","numel","root","reduce","peer","tag",
+ * "blocking","thread","state","queued_us","ended_us","duration_us","code",
+ * "error"}; times in microseconds since the epoch). It is written aside
+ * and renamed, so a reader sees all of it or nothing. `distc-trace DIR`
+ * reads every rank's file and names the rank at fault.
+ *
+ * With DISTC_TRACE_DIR set, every rank writes all its groups there by
+ * itself (distc_trace_dump_all()) when an operation times out, fails
+ * because a peer is gone, or is aborted, and when a group is aborted.
+ *
+ * @return 0; DISTC_ENOTSUP when recording is off; DISTC_EIO when the file
+ *         cannot be written.
+ */
+DISTC_EXTERN(int) distc_pg_trace_dump(const distc_pg *pg, const char *path);
+
+/**
+ * @brief Writes every live group's recent operations into the directory `dir`.
+ *
+ * One file per process, named distc-trace-rank<R>-<host>-<pid>.jsonl (R:
+ * the lowest root-group rank of its groups), in distc_pg_trace_dump()'s
+ * format. Safe from any thread, also while collectives run: it never waits
+ * for one.
+ *
+ * @return 0; DISTC_EIO when the file cannot be written.
+ */
+DISTC_EXTERN(int) distc_trace_dump_all(const char *dir);
+
 /**
  * Releases the handle. Queued work is aborted; work handles stay valid (and
  * report DISTC_EABORTED if their operation could not run). NULL is a no-op.

@@ -365,6 +365,25 @@ DISTC_EXTERN(int) distc_pg_abort(distc_pg *pg) {
     });
 }
 
+DISTC_EXTERN(int) distc_pg_trace_dump(const distc_pg *pg, const char *path) {
+    return guard(__func__, [&] {
+        const ProcessGroup &g = pg_arg(pg);
+        require_ptr(path, "path");
+        if (!*path) fail(DISTC_EINVAL, "path is empty");
+        g.trace_dump(path);
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_trace_dump_all(const char *dir) {
+    return guard(__func__, [&] {
+        require_ptr(dir, "dir");
+        if (!*dir) fail(DISTC_EINVAL, "dir is empty");
+        TraceRecorder::dump_all(dir);
+        return 0;
+    });
+}
+
 DISTC_EXTERN(void) distc_pg_free(distc_pg *pg) {
     if (pg && on_group_thread()) {
         // Called from a completion callback: the group (if this was its last

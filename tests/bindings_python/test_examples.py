@@ -100,3 +100,19 @@ def test_torch_ddp_example():
     final = [float(m) for m in re.findall(r"step 200 loss ([0-9.]+)", out)]
     assert len(losses) == RANKS and len(final) == RANKS, out
     assert max(final) < min(losses) / 4, f"the loss did not fall: {losses} -> {final}"
+
+
+def test_hang_named_by_the_flight_recorder(tmp_path):
+    """examples/python/hang.py: the last rank skips an all_reduce; the others
+    time out and dump by themselves; distc-trace names the last rank."""
+    os.environ["DISTC_TRACE_DIR"] = str(tmp_path)
+    try:
+        out = run_example("hang.py")
+    finally:
+        del os.environ["DISTC_TRACE_DIR"]
+    assert "allreduce #6" in out and "timed out" in out
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "distc-trace"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert re.search(r"verdict: rank 1 never called allreduce #6 of group default_pg; rank 0 waited 3\.\d s",
+                     r.stdout), r.stdout

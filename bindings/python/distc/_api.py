@@ -6,6 +6,7 @@ import atexit
 import datetime
 import warnings
 
+from . import _distc
 from ._group import ProcessGroup
 from ._store import as_store
 from ._types import ReduceOp
@@ -205,6 +206,12 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
 
 def barrier(group=None, async_op=False, device_ids=None):
     return _call("barrier", group, lambda g: g.barrier(async_op))
+
+
+def dump_trace(dir):
+    """Writes every live group's flight recorder into the directory `dir`, one file
+    per process (distc_trace_dump_all(3)); `distc-trace DIR` names the rank at fault."""
+    _distc.distc_trace_dump_all(str(dir))
 
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):

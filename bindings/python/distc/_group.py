@@ -154,6 +154,11 @@ class ProcessGroup(Owned):
         """Fails every operation in flight or queued on this rank with DistcAborted; never hangs."""
         self._call(_distc.distc_pg_abort)
 
+    def dump_trace(self, path):
+        """Writes this group's flight recorder (its recent operations) to the file `path`
+        (JSON lines; distc_pg_trace_dump(3)); `distc-trace DIR` reads such files."""
+        self._call(_distc.distc_pg_trace_dump, str(path))
+
     # ---- queries
     def rank(self):
         return self._call(_distc.distc_pg_rank)

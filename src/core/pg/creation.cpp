@@ -52,6 +52,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
         throw;
     }
     watchful->stop_watching();
+    trace_ = TraceRecorder::make(name_, rank_, size_, global_ranks_, backend_->name());
 }
 
 void ProcessGroup::connect(const PgOptions &opts, const MakeAsync &make, const std::shared_ptr<Store> &store,

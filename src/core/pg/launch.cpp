@@ -11,9 +11,17 @@ namespace distc {
 
 ProcessGroup::~ProcessGroup() = default;
 
+const std::string ProcessGroup::kNoMessage;
+
 void ProcessGroup::abort() {
     aborted_ = true;
     backend_->abort();
+    if (trace_) trace_->dump_on_failure(DISTC_EABORTED);
+}
+
+void ProcessGroup::trace_dump(const std::string &path) const {
+    if (!trace_) fail(DISTC_ENOTSUP, "the flight recorder is off (DISTC_TRACE_BUFFER=0)");
+    TraceRecorder::write_file(path, {trace_});
 }
 
 void ProcessGroup::fail_aborted() const { fail(DISTC_EABORTED, "the group was aborted"); }
@@ -38,9 +46,10 @@ void ProcessGroup::abort_timed_out(const OpInfo &info, const AsyncArgs &a) {
                              " ms; the group was aborted");
 }
 
-ProcessGroup::WorkPtr ProcessGroup::launch_work(const OpInfo &info, const AsyncArgs &a, bool host_ordered,
-                                                Start start) {
+ProcessGroup::WorkPtr ProcessGroup::launch_work(const OpInfo &info, const AsyncArgs &a, bool host_ordered, Start start,
+                                                uint64_t traced) {
     auto w = std::make_shared<Work>(a.seq, info.kind, info.label);
+    if (traced) w->trace_to(trace_, traced);
     if (!a.blocking) w->start();  // a blocking call's duration is nobody's to read
     start(w, a);
     if (host_ordered) {

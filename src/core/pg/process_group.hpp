@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/pg/async_backend.hpp"
+#include "core/pg/trace_recorder.hpp"
 #include "core/store/store.hpp"
 #include "core/util/fn_ref.hpp"
 #include "core/work/work.hpp"
@@ -103,6 +104,8 @@ public:
 
     void abort();
     bool aborted() const { return aborted_.load(); }
+    // This group's flight recorder into the file `path` (trace_recorder.hpp).
+    void trace_dump(const std::string &path) const;
 
 private:
     // What an operation is, for messages and for the transports' check that
@@ -138,21 +141,31 @@ private:
             &info.label,
             !async,
             make_call(info.kind, info.dtype, info.reduce, info.root, info.numel, static_cast<uint32_t>(seq))};
-        if (async || stream_ordered_) return launch_work(info, args, host_ordered, start);
+        uint64_t traced =
+            trace_ ? trace_->begin({info.kind, seq, info.label, info.root, info.reduce, !async && !stream_ordered_})
+                   : 0;
+        if (async || stream_ordered_) return launch_work(info, args, host_ordered, start, traced);
         // A blocking call on the host: the backend completes it before we
         // return, so it needs no Work (nobody else sees it) and returns none.
         try {
-            start(nullptr, args);
-        } catch (const BlockingCallTimedOut &) {
-            abort_timed_out(info, args);
+            try {
+                start(nullptr, args);
+            } catch (const BlockingCallTimedOut &) {
+                abort_timed_out(info, args);
+            }
+        } catch (const Error &e) {
+            if (traced) trace_->finished(traced, e.code(), e.what());
+            throw;
         }
+        if (traced) trace_->finished(traced, 0, kNoMessage);
         return nullptr;
     }
     [[noreturn, gnu::cold]] void fail_aborted() const;
     // Its parts off the blocking fast path: an asynchronous or stream-ordered
     // call's Work; waiting for earlier asynchronous collectives; a blocking
     // call the backend did not complete in time (aborts the group, throws).
-    WorkPtr launch_work(const OpInfo &info, const AsyncArgs &a, bool host_ordered, Start start);
+    WorkPtr launch_work(const OpInfo &info, const AsyncArgs &a, bool host_ordered, Start start, uint64_t traced);
+    static const std::string kNoMessage;
     void wait_outstanding(Millis timeout);
     [[noreturn]] void abort_timed_out(const OpInfo &info, const AsyncArgs &a);
     // Byte collectives through the store (device-only backends): `kind` is
@@ -191,6 +204,7 @@ private:
     std::atomic<uint64_t> subgroups_{0};     // creations so far, same on every rank
     std::atomic<uint64_t> monitored_{0};     // monitored barriers so far
     std::unique_ptr<AsyncBackend> backend_;  // the host backend, or a registered or plugin one
+    std::shared_ptr<TraceRecorder> trace_;   // its flight recorder (null: DISTC_TRACE_BUFFER=0)
     uint64_t device_types_ = 0;              // backend_'s, read once
     bool stream_ordered_ = false;            // backend_'s, read once
     // Asynchronous collectives not known to be done: a blocking collective on

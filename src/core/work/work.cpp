@@ -60,6 +60,7 @@ bool Work::complete(int code, const std::string &message, int32_t source_rank) {
         cb = std::move(cb_);
         done_.store(true, std::memory_order_release);
     }
+    if (trace_) trace_->finished(trace_id_, code, message);
     cv_.notify_all();
     if (cb) cb();
     return true;

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -38,6 +39,14 @@ std::string describe_op(const char *kind, uint64_t seq, const OpLabel &label);
 void mark_group_thread();
 bool on_group_thread();
 
+// Who hears of an operation's outcome besides its waiters: the group's
+// flight recorder (core/pg/trace_recorder.hpp), under the id it gave.
+class TraceSink {
+public:
+    virtual ~TraceSink() = default;
+    virtual void finished(uint64_t id, int code, const std::string &message) = 0;
+};
+
 class Work final : public Completion {
 public:
     // `kind` is a static string ("allreduce"); seq 0 means no number (point-to-point).
@@ -52,6 +61,11 @@ public:
     const std::string &what() const;
 
     void start();  // marks the running start (for duration)
+    // Tells `sink` the outcome under `id`; set before the work can complete.
+    void trace_to(std::shared_ptr<TraceSink> sink, uint64_t id) {
+        trace_ = std::move(sink);
+        trace_id_ = id;
+    }
     // Records the outcome, wakes waiters and runs the callback; first call wins
     // (false for the others).
     bool complete(int code, const std::string &message, int32_t source_rank = -1);
@@ -96,6 +110,8 @@ private:
     int32_t source_ = -1;
     std::chrono::steady_clock::time_point start_{}, end_{};
     std::function<void()> cb_;
+    std::shared_ptr<TraceSink> trace_;
+    uint64_t trace_id_ = 0;
     bool has_hooks_ = false;
     StreamWait wait_stream_;
     std::function<void()> release_;

@@ -208,6 +208,46 @@ extern "C" {
     pub fn distc_pg_abort(pg: *mut distc_pg) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief Writes this group's recent operations to the file `path`."]
+    #[doc = ""]
+    #[doc = " Every group records its last DISTC_TRACE_BUFFER operations (default"]
+    #[doc = " 1000; 0 turns recording off): group, ranks, sequence number, operation,"]
+    #[doc = " dtype, element count, root or peer and tag, reduce op, the calling"]
+    #[doc = " thread, state (queued, started, completed, failed, aborted), when it was"]
+    #[doc = " queued and when it ended, and a failure's message. The file is JSON"]
+    #[doc = " lines, version 1: a header ({\"type\":\"distc-trace\",\"version\":1,\"host\","]
+    #[doc = " \"pid\",\"rank\",\"time_us\",\"groups\"}), a line per group ({\"type\":\"group\","]
+    #[doc = " \"group\",\"rank\",\"size\",\"global_rank\",\"backend\",\"ranks\",\"capacity\","]
+    #[doc = " \"recorded\"}), then its operations, oldest first ({\"type\":\"op\",\"group\","]
+    #[doc = " \"rank\",\"id\",\"seq\",\"op\",\"dtype\",\"numel\",\"root\",\"reduce\",\"peer\",\"tag\","]
+    #[doc = " \"blocking\",\"thread\",\"state\",\"queued_us\",\"ended_us\",\"duration_us\",\"code\","]
+    #[doc = " \"error\"}; times in microseconds since the epoch). It is written aside"]
+    #[doc = " and renamed, so a reader sees all of it or nothing. `distc-trace DIR`"]
+    #[doc = " reads every rank's file and names the rank at fault."]
+    #[doc = ""]
+    #[doc = " With DISTC_TRACE_DIR set, every rank writes all its groups there by"]
+    #[doc = " itself (distc_trace_dump_all()) when an operation times out, fails"]
+    #[doc = " because a peer is gone, or is aborted, and when a group is aborted."]
+    #[doc = ""]
+    #[doc = " @return 0; DISTC_ENOTSUP when recording is off; DISTC_EIO when the file"]
+    #[doc = "         cannot be written."]
+    pub fn distc_pg_trace_dump(
+        pg: *const distc_pg,
+        path: *const ::std::os::raw::c_char,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    #[doc = " @brief Writes every live group's recent operations into the directory `dir`."]
+    #[doc = ""]
+    #[doc = " One file per process, named distc-trace-rank<R>-<host>-<pid>.jsonl (R:"]
+    #[doc = " the lowest root-group rank of its groups), in distc_pg_trace_dump()'s"]
+    #[doc = " format. Safe from any thread, also while collectives run: it never waits"]
+    #[doc = " for one."]
+    #[doc = ""]
+    #[doc = " @return 0; DISTC_EIO when the file cannot be written."]
+    pub fn distc_trace_dump_all(dir: *const ::std::os::raw::c_char) -> ::std::os::raw::c_int;
+}
+extern "C" {
     #[doc = " Releases the handle. Queued work is aborted; work handles stay valid (and"]
     #[doc = " report DISTC_EABORTED if their operation could not run). NULL is a no-op."]
     pub fn distc_pg_free(pg: *mut distc_pg);

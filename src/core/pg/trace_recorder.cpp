@@ -1,0 +1,228 @@
+#include "core/pg/trace_recorder.hpp"
+
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "core/pg/types.hpp"
+#include "core/util/error.hpp"
+#include "distc/errors.h"
+
+namespace distc {
+
+namespace {
+
+enum State { kQueued = 1, kStarted, kCompleted, kFailed, kAborted };
+const char *const kStateNames[] = {"", "queued", "started", "completed", "failed", "aborted"};
+
+// The kernel tick's clock: a few milliseconds of resolution, enough to say
+// who waited how long, at a fraction of the precise clock's cost per call.
+int64_t now_us() {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t thread_id() {
+    thread_local int64_t id = static_cast<int64_t>(::syscall(SYS_gettid));
+    return id;
+}
+
+size_t capacity_from_env() {
+    const char *e = std::getenv("DISTC_TRACE_BUFFER");
+    if (!e || !*e) return 1000;
+    long long n = std::atoll(e);
+    return n <= 0 ? 0 : static_cast<size_t>(std::min<long long>(n, 10000000));
+}
+
+std::string json_string(const std::string &s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += static_cast<char>(c);
+        } else if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out += buf;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out + "\"";
+}
+
+std::string host_name() {
+    char name[256] = {0};
+    return ::gethostname(name, sizeof name - 1) == 0 ? name : "?";
+}
+
+// The recorders of live groups, for dump_all.
+std::mutex g_mu;
+std::vector<std::weak_ptr<TraceRecorder>> &registry() {
+    static auto *r = new std::vector<std::weak_ptr<TraceRecorder>>();  // outlives static destructors
+    return *r;
+}
+
+// A spin lock on one slot: begin and finished touch one slot each, briefly.
+struct SlotLock {
+    std::atomic_flag &f;
+    explicit SlotLock(std::atomic_flag &flag) : f(flag) {
+        while (f.test_and_set(std::memory_order_acquire)) {}
+    }
+    ~SlotLock() { f.clear(std::memory_order_release); }
+};
+
+}  // namespace
+
+TraceRecorder::TraceRecorder(std::string group, int rank, int size, std::vector<int> global_ranks,
+                             std::string backend) :
+    group_(std::move(group)),
+    backend_(std::move(backend)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)),
+    capacity_(capacity_from_env()) {
+    slots_.reset(new Slot[capacity_ ? capacity_ : 1]);
+}
+
+std::shared_ptr<TraceRecorder> TraceRecorder::make(std::string group, int rank, int size, std::vector<int> global_ranks,
+                                                   std::string backend) {
+    if (capacity_from_env() == 0) return nullptr;
+    auto r = std::make_shared<TraceRecorder>(std::move(group), rank, size, std::move(global_ranks), std::move(backend));
+    std::lock_guard<std::mutex> lk(g_mu);
+    auto &all = registry();
+    all.erase(std::remove_if(all.begin(), all.end(), [](const auto &w) { return w.expired(); }), all.end());
+    all.push_back(r);
+    return r;
+}
+
+uint64_t TraceRecorder::begin(const TraceOp &op) {
+    uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
+    Slot &s = slots_[(id - 1) % capacity_];
+    SlotLock lk(s.busy);
+    s.id = id;
+    s.op = op;
+    s.thread = thread_id();
+    s.queued_us = now_us();
+    s.ended_us = 0;
+    s.state = op.blocking ? kStarted : kQueued;
+    s.code = 0;
+    s.error.clear();
+    return id;
+}
+
+void TraceRecorder::finished(uint64_t id, int code, const std::string &message) {
+    {
+        Slot &s = slots_[(id - 1) % capacity_];
+        SlotLock lk(s.busy);
+        if (s.id != id) return;  // overwritten since: the ring has moved on
+        s.ended_us = now_us();
+        s.code = code;
+        s.state = code == 0 ? kCompleted : code == DISTC_EABORTED ? kAborted : kFailed;
+        if (code != 0) s.error = message;
+    }
+    if (code == DISTC_ETIMEOUT || code == DISTC_EABORTED || code == DISTC_EREMOTE) dump_on_failure(code);
+}
+
+int TraceRecorder::global_rank() const {
+    return global_ranks_.empty() ? rank_ : global_ranks_[static_cast<size_t>(rank_)];
+}
+
+void TraceRecorder::write(std::ostream &out) const {
+    out << "{\"type\":\"group\",\"group\":" << json_string(group_) << ",\"rank\":" << rank_ << ",\"size\":" << size_
+        << ",\"global_rank\":" << global_rank() << ",\"backend\":" << json_string(backend_) << ",\"ranks\":[";
+    for (int r = 0; r < size_; ++r)
+        out << (r ? "," : "") << (global_ranks_.empty() ? r : global_ranks_[static_cast<size_t>(r)]);
+    uint64_t last = next_.load(std::memory_order_acquire);
+    uint64_t first = last > capacity_ ? last - capacity_ + 1 : 1;
+    out << "],\"capacity\":" << capacity_ << ",\"recorded\":" << last << "}\n";
+    for (uint64_t id = first; id <= last; ++id) {
+        Slot copy;
+        {
+            Slot &s = slots_[(id - 1) % capacity_];
+            SlotLock lk(s.busy);
+            if (s.id != id) continue;  // being overwritten right now
+            copy.op = s.op;
+            copy.thread = s.thread;
+            copy.queued_us = s.queued_us;
+            copy.ended_us = s.ended_us;
+            copy.state = s.state;
+            copy.code = s.code;
+            copy.error = s.error;
+        }
+        const OpLabel &l = copy.op.label;
+        out << "{\"type\":\"op\",\"group\":" << json_string(group_) << ",\"rank\":" << rank_ << ",\"id\":" << id
+            << ",\"seq\":" << copy.op.seq << ",\"op\":" << json_string(copy.op.kind)
+            << ",\"dtype\":" << (l.dtype ? json_string(l.dtype) : "null") << ",\"numel\":" << l.numel;
+        if (l.form == OpLabel::Form::List || l.form == OpLabel::Form::Ops || l.form == OpLabel::Form::Bytes)
+            out << ",\"count\":" << l.n;
+        if (l.form == OpLabel::Form::Send || l.form == OpLabel::Form::Recv)
+            out << ",\"peer\":" << l.peer << ",\"tag\":" << l.tag;
+        if (copy.op.root >= 0) out << ",\"root\":" << copy.op.root;
+        if (copy.op.reduce >= 0) out << ",\"reduce\":" << json_string(op_name(static_cast<ReduceOp>(copy.op.reduce)));
+        out << ",\"blocking\":" << (copy.op.blocking ? "true" : "false") << ",\"thread\":" << copy.thread
+            << ",\"state\":\"" << kStateNames[copy.state] << "\",\"queued_us\":" << copy.queued_us;
+        if (copy.ended_us)
+            out << ",\"ended_us\":" << copy.ended_us << ",\"duration_us\":" << copy.ended_us - copy.queued_us;
+        if (copy.code) out << ",\"code\":" << copy.code << ",\"error\":" << json_string(copy.error);
+        out << "}\n";
+    }
+}
+
+void TraceRecorder::write_file(const std::string &path, const std::vector<std::shared_ptr<TraceRecorder>> &groups) {
+    int rank = -1;
+    for (auto &r : groups)
+        if (rank < 0 || r->global_rank() < rank) rank = r->global_rank();
+    // Written aside, then renamed: a reader (distc-trace) sees a whole file
+    // or none. One dump at a time per process (ranks that are threads of
+    // one process fail together, and each dumps).
+    static std::mutex one_at_a_time;
+    std::lock_guard<std::mutex> lk(one_at_a_time);
+    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    {
+        std::ofstream out(tmp, std::ios::trunc);
+        if (!out) fail_errno(DISTC_EIO, "cannot write the trace " + tmp, errno);
+        out << "{\"type\":\"distc-trace\",\"version\":1,\"host\":" << json_string(host_name())
+            << ",\"pid\":" << ::getpid() << ",\"rank\":" << rank << ",\"time_us\":" << now_us()
+            << ",\"groups\":" << groups.size() << "}\n";
+        for (auto &r : groups) r->write(out);
+        out.flush();
+        if (!out) fail_errno(DISTC_EIO, "cannot write the trace " + tmp, errno);
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+        fail_errno(DISTC_EIO, "cannot rename " + tmp + " to " + path, errno);
+}
+
+std::string TraceRecorder::dump_all(const std::string &dir) {
+    std::vector<std::shared_ptr<TraceRecorder>> live;
+    {
+        std::lock_guard<std::mutex> lk(g_mu);
+        for (auto &w : registry())
+            if (auto r = w.lock()) live.push_back(std::move(r));
+    }
+    int rank = -1;
+    for (auto &r : live)
+        if (rank < 0 || r->global_rank() < rank) rank = r->global_rank();
+    std::string path = dir + "/distc-trace-rank" + std::to_string(rank) + "-" + host_name() + "-" +
+                       std::to_string(::getpid()) + ".jsonl";
+    write_file(path, live);
+    return path;
+}
+
+void TraceRecorder::dump_on_failure(int code) noexcept {
+    (void)code;
+    const char *dir = std::getenv("DISTC_TRACE_DIR");
+    if (!dir || !*dir || dumped_.exchange(true)) return;
+    try {
+        std::string path = dump_all(dir);
+        std::fprintf(stderr, "distc: rank %d wrote its trace to %s\n", global_rank(), path.c_str());
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "distc: rank %d could not write its trace: %s\n", global_rank(), e.what());
+    }
+}
+
+}  // namespace distc

@@ -1,0 +1,247 @@
+/* The flight recorder: what groups record, the dumps (on demand and by
+ * themselves on a failure), and distc-trace naming the rank at fault. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pg_harness.h"
+#include "test_util.h"
+
+static char *make_dir(const char *tag) {
+    char *d = dt_temp_path(tag);
+    assert_int_equal(mkdir(d, 0700), 0);
+    return d;
+}
+
+static void remove_dir(char *d) {
+    DIR *dir = opendir(d);
+    struct dirent *e;
+    while (dir && (e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", d, e->d_name);
+        unlink(p);
+    }
+    if (dir) closedir(dir);
+    rmdir(d);
+    free(d);
+}
+
+static int count_files(const char *d, const char *suffix) {
+    DIR *dir = opendir(d);
+    struct dirent *e;
+    int n = 0;
+    while (dir && (e = readdir(dir)) != NULL) {
+        size_t l = strlen(e->d_name), s = strlen(suffix);
+        n += l > s && strcmp(e->d_name + l - s, suffix) == 0;
+    }
+    if (dir) closedir(dir);
+    return n;
+}
+
+/* Files whose name contains `part`. */
+static int count_named(const char *d, const char *part) {
+    DIR *dir = opendir(d);
+    struct dirent *e;
+    int n = 0;
+    while (dir && (e = readdir(dir)) != NULL) n += strstr(e->d_name, part) != NULL;
+    if (dir) closedir(dir);
+    return n;
+}
+
+/* distc-trace's report on `dir` (its exit status in *status). */
+static char *analyse(const char *dir, int *status) {
+    const char *tool = getenv("DISTC_TRACE_TOOL"), *py = getenv("DISTC_TEST_PYTHON");
+    if (!tool || !py) fail_msg("DISTC_TRACE_TOOL and DISTC_TEST_PYTHON must be set (CTest sets them)");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", py, tool, dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, len = 0;
+    char *out = calloc(1, cap);
+    size_t got;
+    while ((got = fread(out + len, 1, cap - 1 - len, p)) > 0) len += got;
+    int rc = pclose(p);
+    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    printf("%s", out);
+    return out;
+}
+
+/* ----------------------------------------------------- a rank skips one */
+
+struct skip_arg {
+    const char *dir;    /* explicit dumps, one file per rank */
+    const char *victim; /* "skip" or "other-op" */
+};
+
+static void rank_skips(distc_pg *pg, int rank, int size, void *arg) {
+    struct skip_arg *a = arg;
+    (void)size;
+    DLTensor *t = dt_tensor_1d(DT_F32, 16);
+    distc_op_options o = DISTC_OP_OPTIONS_INIT;
+    o.timeout_ms = 1500;
+    for (int i = 0; i < 2; ++i) RK_OK(distc_allreduce(NULL, pg, t, DISTC_SUM, &o));
+    if (rank != 1) {
+        RK_CHECK(distc_allreduce(NULL, pg, t, DISTC_SUM, &o) != 0);
+    } else if (strcmp(a->victim, "other-op") == 0) {
+        RK_CHECK(distc_broadcast(NULL, pg, t, 0, &o) != 0);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank%d.jsonl", a->dir, rank);
+    RK_OK(distc_pg_trace_dump(pg, path));
+    dt_tensor_free(t);
+}
+
+/* Rank 1 never calls the third allreduce: its peers time out, write their
+ * traces into DISTC_TRACE_DIR by themselves, every rank dumps on demand
+ * too, and distc-trace names rank 1 and the sequence number. */
+static void test_rank_skips_one(void **state) {
+    (void)state;
+    char *auto_dir = make_dir("trace-auto"), *dir = make_dir("trace");
+    setenv("DISTC_TRACE_DIR", auto_dir, 1);
+    struct skip_arg a = {dir, "skip"};
+    dt_run_ranks(3, rank_skips, &a);
+    unsetenv("DISTC_TRACE_DIR");
+    assert_true(count_files(auto_dir, ".jsonl") >= 1);
+    assert_int_equal(count_named(auto_dir, ".tmp"), 0); /* every dump was renamed into place */
+    int status = -1;
+    char *out = analyse(dir, &status);
+    assert_int_equal(status, 1);
+    assert_non_null(strstr(out, "rank 1 never called allreduce #3 of group"));
+    assert_non_null(strstr(out, "ranks 0, 2 waited"));
+    free(out);
+    /* The automatic dump holds the same story (one file for this process's ranks). */
+    out = analyse(auto_dir, &status);
+    assert_non_null(strstr(out, "#3"));
+    free(out);
+    remove_dir(dir);
+    remove_dir(auto_dir);
+}
+
+/* Rank 1 calls broadcast where the others call allreduce: named with both. */
+static void test_rank_calls_another_op(void **state) {
+    (void)state;
+    char *dir = make_dir("trace-op");
+    struct skip_arg a = {dir, "other-op"};
+    dt_run_ranks(3, rank_skips, &a);
+    int status = -1;
+    char *out = analyse(dir, &status);
+    assert_int_equal(status, 1);
+    assert_non_null(strstr(out, "ranks disagree on #3 of group"));
+    assert_non_null(strstr(out, "rank 1 called broadcast(float32[16], root 0)"));
+    assert_non_null(strstr(out, "ranks 0, 2 called allreduce(float32[16], SUM)"));
+    free(out);
+    remove_dir(dir);
+}
+
+/* ------------------------------------------------------ the ring wraps */
+
+static void rank_many(distc_pg *pg, int rank, int size, void *arg) {
+    (void)rank;
+    (void)size;
+    const char *path = arg;
+    for (int i = 0; i < 100000; ++i) RK_OK(distc_barrier(NULL, pg, NULL));
+    RK_OK(distc_pg_trace_dump(pg, path));
+}
+
+/* 100k operations through a ring of 100: the last 100, in order, complete. */
+static void test_ring_wraps(void **state) {
+    (void)state;
+    char *dir = make_dir("trace-wrap");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/one.jsonl", dir);
+    setenv("DISTC_TRACE_BUFFER", "100", 1);
+    dt_run_ranks(1, rank_many, path);
+    unsetenv("DISTC_TRACE_BUFFER");
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[4096];
+    long expect = 100000 - 100 + 1, ops = 0;
+    int header = 0, group = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, "\"type\":\"distc-trace\",\"version\":1")) header = 1;
+        if (strstr(line, "\"type\":\"group\"")) {
+            group = 1;
+            assert_non_null(strstr(line, "\"capacity\":100,\"recorded\":100000"));
+        }
+        char *s = strstr(line, "\"seq\":");
+        if (!strstr(line, "\"type\":\"op\"") || !s) continue;
+        assert_int_equal(atol(s + 6), expect);
+        assert_non_null(strstr(line, "\"op\":\"barrier\""));
+        assert_non_null(strstr(line, "\"state\":\"completed\""));
+        ++expect;
+        ++ops;
+    }
+    fclose(f);
+    assert_true(header && group);
+    assert_int_equal(ops, 100);
+    remove_dir(dir);
+}
+
+/* ------------------------------------------------- a rank that is killed */
+
+static int killed_child(int rank, int n, void *arg) {
+    const char *dir = arg;
+    setenv("DISTC_TRACE_DIR", dir, 1);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/store", dir);
+    distc_store *st = NULL;
+    if (distc_store_new_file(&st, path, n) != 0) return 1;
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.timeout_ms = 2000;
+    distc_pg *pg = NULL;
+    if (distc_pg_new(&pg, st, rank, n, &o) != 0) return 1;
+    DLTensor *t = dt_tensor_1d(DT_F32, 16);
+    for (int i = 0; i < 4; ++i) distc_allreduce(NULL, pg, t, DISTC_SUM, NULL);
+    if (rank == 2) _exit(9); /* dies before the fifth, with no trace */
+    int rc = distc_allreduce(NULL, pg, t, DISTC_SUM, NULL) != 0 ? 0 : 1;
+    dt_tensor_free(t);
+    distc_pg_free(pg);
+    distc_store_free(st);
+    return rc;
+}
+
+/* Rank 2's process dies: the others fail, dump by themselves, and
+ * distc-trace names rank 2 as the one that left no trace. */
+static void test_killed_rank(void **state) {
+    (void)state;
+    char *dir = make_dir("trace-killed");
+    dt_run_procs(3, killed_child, dir, 60);
+    assert_int_equal(count_files(dir, ".jsonl"), 2);
+    int status = -1;
+    char *out = analyse(dir, &status);
+    assert_int_equal(status, 1);
+    assert_non_null(strstr(out, "rank 2 left no trace"));
+    assert_non_null(strstr(out, "#5"));
+    free(out);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/store", dir);
+    unlink(path);
+    remove_dir(dir);
+}
+
+/* ------------------------------------------------------------- arguments */
+
+static void test_arguments(void **state) {
+    (void)state;
+    ASSERT_ERR(distc_pg_trace_dump(NULL, "/tmp/x"), DISTC_EINVAL, "pg");
+    ASSERT_ERR(distc_trace_dump_all(NULL), DISTC_EINVAL, "dir");
+    ASSERT_ERR(distc_trace_dump_all(""), DISTC_EINVAL, "empty");
+    ASSERT_ERR(distc_trace_dump_all("/nonexistent/dir"), DISTC_EIO, "cannot write");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_arguments),
+        cmocka_unit_test(test_rank_skips_one),
+        cmocka_unit_test(test_rank_calls_another_op),
+        cmocka_unit_test(test_ring_wraps),
+        cmocka_unit_test(test_killed_rank),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
