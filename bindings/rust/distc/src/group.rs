@@ -68,6 +68,14 @@ pub struct GroupOptions {
     pub group_name: Option<String>,
 }
 
+/// Writes every live group's flight recorder into the directory `dir`, one
+/// file per process (`distc_trace_dump_all(3)`).
+pub fn dump_trace_all(dir: &str) -> Result<()> {
+    let d = cstr(dir, "dir")?;
+    check(unsafe { sys::distc_trace_dump_all(d.as_ptr()) })?;
+    Ok(())
+}
+
 /// A group of ranks over a backend. Collectives on one group must be issued
 /// in the same order on every rank; queries and `abort` are safe from any
 /// thread (so the group is `Send` and `Sync`).
@@ -185,6 +193,14 @@ impl ProcessGroup {
     /// Fails everything in flight or queued on this rank with `Aborted`; never hangs.
     pub fn abort(&self) -> Result<()> {
         check(unsafe { sys::distc_pg_abort(self.as_ptr()) })?;
+        Ok(())
+    }
+
+    /// Writes this group's flight recorder (its recent operations, JSON lines;
+    /// `distc_pg_trace_dump(3)`) to the file `path`. `distc-trace DIR` reads such files.
+    pub fn dump_trace(&self, path: &str) -> Result<()> {
+        let p = cstr(path, "path")?;
+        check(unsafe { sys::distc_pg_trace_dump(self.as_ptr(), p.as_ptr()) })?;
         Ok(())
     }
 

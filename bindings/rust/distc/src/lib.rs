@@ -35,6 +35,6 @@ mod store;
 pub use distc_sys as sys;
 pub use element::{Complex32, Complex64, Element, BF16, F16};
 pub use error::{Error, ErrorKind, Result};
-pub use group::{GroupOptions, ProcessGroup, ReduceOp, Scope, Work};
+pub use group::{dump_trace_all, GroupOptions, ProcessGroup, ReduceOp, Scope, Work};
 pub use reducer::{Reducer, ReducerOptions};
 pub use store::{rendezvous, version, Store, TcpStoreOptions};

@@ -309,3 +309,23 @@ fn reducer_sparse_rows() {
         assert!(red.mark_ready_sparse(1, &[0], &[1.0], 2).is_err());
     });
 }
+
+#[test]
+fn flight_recorder_dumps() {
+    let dir = std::env::temp_dir().join(format!("distc-rust-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.clone();
+    ranks(2, move |pg| {
+        let mut x = [1.0f32; 4];
+        pg.all_reduce(&mut x, ReduceOp::Sum).unwrap();
+        pg.dump_trace(d.join(format!("rank{}.jsonl", pg.rank())).to_str().unwrap()).unwrap();
+    });
+    let text = std::fs::read_to_string(dir.join("rank0.jsonl")).unwrap();
+    assert!(text.starts_with("{\"type\":\"distc-trace\",\"version\":1"), "{text}");
+    assert!(text.contains("\"op\":\"allreduce\"") && text.contains("\"state\":\"completed\""), "{text}");
+    distc::dump_trace_all(dir.to_str().unwrap()).unwrap();
+    let e = distc::dump_trace_all("/nonexistent/dir").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert_eq!(distc::dump_trace_all("").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
