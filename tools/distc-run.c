@@ -42,7 +42,8 @@
 typedef struct opts {
     int nproc, nnodes, node_rank, master_port, max_restarts, prefix, tail, grace_ms, allow_torch;
     const char *master_addr;
-    char **argv; /* the program and its arguments */
+    const char *trace_dir; /* --trace-dir: where ranks write their traces when asked */
+    char **argv;           /* the program and its arguments */
 } opts;
 
 /* One output stream of one rank: a partial line, and the last lines for failure reports. */
@@ -62,11 +63,15 @@ typedef struct rank_proc {
 } rank_proc;
 
 static volatile sig_atomic_t g_signal = 0; /* SIGINT/SIGTERM received */
+static volatile sig_atomic_t g_dump = 0;   /* SIGUSR2 received (with --trace-dir): ask the ranks for traces */
 static int g_wake[2] = {-1, -1};           /* self-pipe: SIGCHLD and signals wake poll() */
 
 static void on_signal(int sig) {
     int saved = errno;
-    if (sig != SIGCHLD) g_signal = sig;
+    if (sig == SIGUSR2)
+        g_dump = 1;
+    else if (sig != SIGCHLD)
+        g_signal = sig;
     if (g_wake[1] >= 0) (void)!write(g_wake[1], "x", 1);
     errno = saved;
 }
@@ -86,6 +91,8 @@ static int usage(int code) {
             "  --grace-ms MS           after SIGTERM, wait this long before SIGKILL (default 5000)\n"
             "  --tail L                lines of a failed rank's output to repeat (default 10)\n"
             "  --no-prefix             do not prefix output lines with [rank]\n"
+            "  --trace-dir DIR         ranks write their flight recorders into DIR on a failure, and\n"
+            "                          when distc-run gets SIGUSR2 (distc-trace --live PID DIR)\n"
             "  --allow-torch-clients   let PyTorch processes use the store (they cannot prove the\n"
             "                          token, so anyone who reaches the port gets in that way)\n"
             "  -h, --help              this text\n"
@@ -127,6 +134,7 @@ static int parse_args(int argc, char **argv, opts *o) {
                 .grace_ms = 5000,
                 .allow_torch = 0,
                 .master_addr = "127.0.0.1",
+                .trace_dir = NULL,
                 .argv = NULL};
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; ++i) {
@@ -143,6 +151,12 @@ static int parse_args(int argc, char **argv, opts *o) {
         }
         if (!strcmp(a, "--allow-torch-clients")) {
             o->allow_torch = 1;
+            continue;
+        }
+        if (!strcmp(a, "--trace-dir")) {
+            if (!v || !*v) return bad("--trace-dir needs a directory");
+            o->trace_dir = v;
+            ++i;
             continue;
         }
         if (!strcmp(a, "--master-addr")) {
@@ -274,6 +288,10 @@ static int spawn(const opts *o, rank_proc *p, int local, int port, int attempt) 
         set_env_int("TORCHELASTIC_RESTART_COUNT", attempt);
         set_env_int("TORCHELASTIC_MAX_RESTARTS", o->max_restarts);
         if (o->nproc > 1) setenv("OMP_NUM_THREADS", "1", 0); /* as torchrun: N ranks share the cores */
+        if (o->trace_dir) {
+            setenv("DISTC_TRACE_DIR", o->trace_dir, 1);
+            setenv("DISTC_TRACE_SIGNAL", "SIGUSR2", 1);
+        }
         execvp(o->argv[0], o->argv);
         fprintf(stderr, "distc-run: cannot run %s: %s\n", o->argv[0], strerror(errno));
         _exit(127);
@@ -319,6 +337,7 @@ static int run_once(const opts *o, rank_proc *ps, run_nodes *job, int port, int 
     int alive = n, failed = -1, stopping = 0;
     char *elsewhere = NULL; /* another node's failure, which stopped this node */
     double kill_at = 0, next_look = now_ms() + 200;
+    long dumps_seen = job && o->trace_dir ? run_nodes_dumps(job, attempt, 0) : 0;
     struct pollfd fds[2 * MAX_LOCAL + 1];
     for (;;) {
         /* Reap what has exited. */
@@ -341,6 +360,21 @@ static int run_once(const opts *o, rank_proc *ps, run_nodes *job, int port, int 
                 snprintf(what, sizeof what, "rank %d on node %d %s", ps[i].rank, o->node_rank, how);
                 if (job) run_nodes_announce(job, attempt, what);
             }
+        }
+        /* Traces asked for, here (SIGUSR2) or on another node (the store's count). */
+        int ask = g_dump && o->trace_dir;
+        g_dump = 0;
+        if (ask && job) dumps_seen = run_nodes_dumps(job, attempt, 1);
+        if (job && o->trace_dir && !ask && now_ms() >= next_look) {
+            long now_asked = run_nodes_dumps(job, attempt, 0);
+            ask = now_asked > dumps_seen;
+            if (ask) dumps_seen = now_asked;
+        }
+        if (ask) {
+            for (int i = 0; i < n; ++i)
+                if (ps[i].running) kill(ps[i].pid, SIGUSR2);
+            fprintf(stderr, "distc-run: asked node %d's ranks to write their traces into %s\n", o->node_rank,
+                    o->trace_dir);
         }
         if (job && !stopping && now_ms() >= next_look) {
             next_look = now_ms() + 200;
@@ -454,6 +488,7 @@ int main(int argc, char **argv) {
     sigaction(SIGCHLD, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (o.trace_dir) sigaction(SIGUSR2, &sa, NULL);
 
     /* Node 0 hosts the store for the whole job, across restarts (each attempt
      * has keys of its own: /worker/attempt_N, as torchelastic). */

@@ -90,6 +90,8 @@ char *run_nodes_failure(run_nodes *j, int attempt) {
     return s;
 }
 
+long run_nodes_dumps(run_nodes *j, int attempt, int delta) { return counter(j, attempt, "dumps", delta); }
+
 void run_nodes_finish(run_nodes *j, int attempt, int timeout_ms) {
     long n = counter(j, attempt, "finished", 1);
     if (j->node_rank != 0) return;

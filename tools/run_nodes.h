@@ -24,6 +24,9 @@ int run_nodes_join(run_nodes *j, int attempt, int timeout_ms);
 void run_nodes_announce(run_nodes *j, int attempt, const char *what);
 /* What another node announced for this attempt (the caller frees it), or NULL. */
 char *run_nodes_failure(run_nodes *j, int attempt);
+/* Asks for traces (delta 1) or reads how many times they were asked (0);
+ * -1 once the store is lost. Every launcher forwards a new ask to its ranks. */
+long run_nodes_dumps(run_nodes *j, int attempt, int delta);
 /* This node is done with the attempt; node 0 waits up to timeout_ms for the others. */
 void run_nodes_finish(run_nodes *j, int attempt, int timeout_ms);
 

@@ -4,6 +4,8 @@
  *                          result, until one fails; says READY once the
  *                          group works (the test then cuts a link)
  *   fault_rank rendezvous  join the job (env://) and make a group
+ *   fault_rank hang        allreduce like loop, but the last rank skips
+ *                          the third and then sleeps: a hung job
  *
  * FAULT_TIMEOUT_MS bounds the rendezvous and the group's operations. A
  * failure prints "FAILED after MS ms: MESSAGE", MS being how long the
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_ms(void) {
     struct timespec ts;
@@ -50,7 +53,13 @@ int main(int argc, char **argv) {
     enum { N = 16384 };
     DLTensor *d = dt_tensor_1d(DT_F32, N);
     float *x = d->data;
+    int hang = strcmp(mode, "hang") == 0;
     for (long it = 0; it < 10000000; ++it) {
+        if (hang && rank == size - 1 && it == 2) {
+            printf("SKIPPING rank %d\n", rank);
+            fflush(stdout);
+            for (;;) sleep(600); /* a signal (a trace request) only cuts one sleep short */
+        }
         for (int i = 0; i < N; ++i) x[i] = (float)(rank + i % 7);
         double call = now_ms();
         if (distc_allreduce(NULL, pg, d, DISTC_SUM, NULL) != 0) {

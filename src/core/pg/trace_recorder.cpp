@@ -1,5 +1,7 @@
 #include "core/pg/trace_recorder.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -8,7 +10,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "core/pg/types.hpp"
 #include "core/util/error.hpp"
@@ -79,6 +83,61 @@ struct SlotLock {
     ~SlotLock() { f.clear(std::memory_order_release); }
 };
 
+// DISTC_TRACE_SIGNAL: the signal (USR1, SIGUSR2, 12, ...) on which this
+// process dumps every group into DISTC_TRACE_DIR, as a launcher asks a
+// running job. The handler only writes to a pipe; a thread of its own
+// dumps, so a rank stuck in a collective still answers.
+int g_dump_pipe[2] = {-1, -1};
+
+int signal_number(const char *name) {
+    std::string s = name;
+    if (s.rfind("SIG", 0) == 0) s = s.substr(3);
+    if (s == "USR1") return SIGUSR1;
+    if (s == "USR2") return SIGUSR2;
+    if (s == "HUP") return SIGHUP;
+    if (s == "PWR") return SIGPWR;
+    int n = std::atoi(s.c_str());
+    return n > 0 && n < NSIG && n != SIGKILL && n != SIGSTOP ? n : 0;
+}
+
+void on_dump_signal(int) {
+    int saved = errno;
+    if (g_dump_pipe[1] >= 0) (void)!::write(g_dump_pipe[1], "d", 1);
+    errno = saved;
+}
+
+void start_dump_on_signal() {
+    const char *name = std::getenv("DISTC_TRACE_SIGNAL");
+    if (!name || !*name) return;
+    int sig = signal_number(name);
+    if (!sig) {
+        std::fprintf(stderr, "distc: DISTC_TRACE_SIGNAL=%s is not a signal this process can catch\n", name);
+        return;
+    }
+    if (::pipe2(g_dump_pipe, O_CLOEXEC) != 0) return;
+    std::thread([] {
+        char b[64];
+        for (;;) {
+            ssize_t n = ::read(g_dump_pipe[0], b, sizeof b);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return;
+            const char *dir = std::getenv("DISTC_TRACE_DIR");
+            try {
+                std::string path = TraceRecorder::dump_all(dir && *dir ? dir : ".");
+                std::fprintf(stderr, "distc: wrote the trace %s (asked by a signal)\n", path.c_str());
+            } catch (const std::exception &e) {
+                std::fprintf(stderr, "distc: could not write the trace asked by a signal: %s\n", e.what());
+            }
+        }
+    }).detach();
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_dump_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+}
+
 }  // namespace
 
 TraceRecorder::TraceRecorder(std::string group, int rank, int size, std::vector<int> global_ranks,
@@ -92,6 +151,8 @@ TraceRecorder::TraceRecorder(std::string group, int rank, int size, std::vector<
 std::shared_ptr<TraceRecorder> TraceRecorder::make(std::string group, int rank, int size, std::vector<int> global_ranks,
                                                    std::string backend) {
     if (capacity_from_env() == 0) return nullptr;
+    static std::once_flag signal_once;
+    std::call_once(signal_once, start_dump_on_signal);
     auto r = std::make_shared<TraceRecorder>(std::move(group), rank, size, std::move(global_ranks), std::move(backend));
     std::lock_guard<std::mutex> lk(g_mu);
     auto &all = registry();
