@@ -67,8 +67,12 @@ std::string host_name() {
     return ::gethostname(name, sizeof name - 1) == 0 ? name : "?";
 }
 
-// The recorders of live groups, for dump_all.
-std::mutex g_mu;
+// The recorders of live groups, for dump_all; both outlive static
+// destructors, as a dump may come from a process that is exiting.
+std::mutex &registry_mu() {
+    static auto *m = new std::mutex();
+    return *m;
+}
 std::vector<std::weak_ptr<TraceRecorder>> &registry() {
     static auto *r = new std::vector<std::weak_ptr<TraceRecorder>>();  // outlives static destructors
     return *r;
@@ -144,8 +148,8 @@ TraceRecorder::TraceRecorder(std::string group, int rank, int size, std::vector<
                              std::string backend) :
     group_(std::move(group)),
     backend_(std::move(backend)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)),
-    capacity_(capacity_from_env()) {
-    slots_.reset(new Slot[capacity_ ? capacity_ : 1]);
+    capacity_(std::max<size_t>(1, capacity_from_env())) {
+    slots_.reset(new Slot[capacity_]);
 }
 
 std::shared_ptr<TraceRecorder> TraceRecorder::make(std::string group, int rank, int size, std::vector<int> global_ranks,
@@ -154,7 +158,7 @@ std::shared_ptr<TraceRecorder> TraceRecorder::make(std::string group, int rank, 
     static std::once_flag signal_once;
     std::call_once(signal_once, start_dump_on_signal);
     auto r = std::make_shared<TraceRecorder>(std::move(group), rank, size, std::move(global_ranks), std::move(backend));
-    std::lock_guard<std::mutex> lk(g_mu);
+    std::lock_guard<std::mutex> lk(registry_mu());
     auto &all = registry();
     all.erase(std::remove_if(all.begin(), all.end(), [](const auto &w) { return w.expired(); }), all.end());
     all.push_back(r);
@@ -241,8 +245,8 @@ void TraceRecorder::write_file(const std::string &path, const std::vector<std::s
     // Written aside, then renamed: a reader (distc-trace) sees a whole file
     // or none. One dump at a time per process (ranks that are threads of
     // one process fail together, and each dumps).
-    static std::mutex one_at_a_time;
-    std::lock_guard<std::mutex> lk(one_at_a_time);
+    static auto *one_at_a_time = new std::mutex();  // outlives static destructors too
+    std::lock_guard<std::mutex> lk(*one_at_a_time);
     std::string tmp = path + ".tmp." + std::to_string(::getpid());
     {
         std::ofstream out(tmp, std::ios::trunc);
@@ -261,7 +265,7 @@ void TraceRecorder::write_file(const std::string &path, const std::vector<std::s
 std::string TraceRecorder::dump_all(const std::string &dir) {
     std::vector<std::shared_ptr<TraceRecorder>> live;
     {
-        std::lock_guard<std::mutex> lk(g_mu);
+        std::lock_guard<std::mutex> lk(registry_mu());
         for (auto &w : registry())
             if (auto r = w.lock()) live.push_back(std::move(r));
     }
