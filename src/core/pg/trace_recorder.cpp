@@ -34,7 +34,8 @@ int64_t now_us() {
 }
 
 int64_t thread_id() {
-    thread_local int64_t id = static_cast<int64_t>(::syscall(SYS_gettid));
+    thread_local int64_t id = 0;  // constant-initialised: no guard variable
+    if (!id) id = static_cast<int64_t>(::syscall(SYS_gettid));
     return id;
 }
 
@@ -155,8 +156,11 @@ TraceRecorder::TraceRecorder(std::string group, int rank, int size, std::vector<
 std::shared_ptr<TraceRecorder> TraceRecorder::make(std::string group, int rank, int size, std::vector<int> global_ranks,
                                                    std::string backend) {
     if (capacity_from_env() == 0) return nullptr;
-    static std::once_flag signal_once;
-    std::call_once(signal_once, start_dump_on_signal);
+    // A function-local static, not std::call_once: that one's thread-local
+    // state would take static TLS, which a library loaded late (Python's
+    // import after torch's) may not get.
+    static const bool signal_started = (start_dump_on_signal(), true);
+    (void)signal_started;
     auto r = std::make_shared<TraceRecorder>(std::move(group), rank, size, std::move(global_ranks), std::move(backend));
     std::lock_guard<std::mutex> lk(registry_mu());
     auto &all = registry();
