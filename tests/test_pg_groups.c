@@ -361,6 +361,31 @@ static void test_freed_groups_leave_no_keys(void **state) {
     }
 }
 
+/* ------------------------------------------- a named interface that is not there */
+
+static void missing_interface_rank(distc_store *store, int rank, int size, void *arg) {
+    (void)arg;
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.group_name = "no_such_interface";
+    o.timeout_ms = 10000;
+    distc_pg *pg = NULL;
+    RK_ERR2(distc_pg_new(&pg, store, rank, size, &o), DISTC_EINVAL, "DISTC_IFNAME=no-such-if0", "names no interface");
+}
+
+/* DISTC_IFNAME naming an interface this host lacks fails group creation
+ * with that name, instead of quietly taking another address. */
+static void test_missing_interface_is_an_error(void **state) {
+    (void)state;
+    if (strcmp(dt_backend(), "gloo") != 0) skip();
+    setenv("DISTC_IFNAME", "no-such-if0", 1);
+    distc_store *st = NULL;
+    ASSERT_OK(distc_store_new_hash(&st));
+    int failures = dt_run_threads(st, 2, missing_interface_rank, NULL);
+    unsetenv("DISTC_IFNAME");
+    distc_store_free(st);
+    assert_int_equal(failures, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_subgroups),
@@ -372,6 +397,7 @@ int main(void) {
         cmocka_unit_test(test_group_call_args),
         cmocka_unit_test(test_free_group_in_callback),
         cmocka_unit_test(test_freed_groups_leave_no_keys),
+        cmocka_unit_test(test_missing_interface_is_an_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -361,14 +361,17 @@ static int run_once(const opts *o, rank_proc *ps, run_nodes *job, int port, int 
                 if (job) run_nodes_announce(job, attempt, what);
             }
         }
+        int look = job && now_ms() >= next_look; /* the job's store, every 200 ms */
+        if (look) next_look = now_ms() + 200;
         /* Traces asked for, here (SIGUSR2) or on another node (the store's count). */
         int ask = g_dump && o->trace_dir;
         g_dump = 0;
-        if (ask && job) dumps_seen = run_nodes_dumps(job, attempt, 1);
-        if (job && o->trace_dir && !ask && now_ms() >= next_look) {
-            long now_asked = run_nodes_dumps(job, attempt, 0);
-            ask = now_asked > dumps_seen;
-            if (ask) dumps_seen = now_asked;
+        if (ask && job) {
+            dumps_seen = run_nodes_dumps(job, attempt, 1);
+        } else if (look && o->trace_dir) {
+            long asked = run_nodes_dumps(job, attempt, 0);
+            ask = asked > dumps_seen;
+            if (ask) dumps_seen = asked;
         }
         if (ask) {
             for (int i = 0; i < n; ++i)
@@ -376,8 +379,7 @@ static int run_once(const opts *o, rank_proc *ps, run_nodes *job, int port, int 
             fprintf(stderr, "distc-run: asked node %d's ranks to write their traces into %s\n", o->node_rank,
                     o->trace_dir);
         }
-        if (job && !stopping && now_ms() >= next_look) {
-            next_look = now_ms() + 200;
+        if (look && !stopping) {
             elsewhere = run_nodes_failure(job, attempt);
             if (elsewhere) {
                 stopping = 1;

@@ -16,7 +16,7 @@ const std::string ProcessGroup::kNoMessage;
 void ProcessGroup::abort() {
     aborted_ = true;
     backend_->abort();
-    if (trace_) trace_->dump_on_failure(DISTC_EABORTED);
+    if (trace_) trace_->dump_on_failure();
 }
 
 void ProcessGroup::trace_dump(const std::string &path) const {

@@ -194,7 +194,7 @@ void TraceRecorder::finished(uint64_t id, int code, const std::string &message) 
         s.state = code == 0 ? kCompleted : code == DISTC_EABORTED ? kAborted : kFailed;
         if (code != 0) s.error = message;
     }
-    if (code == DISTC_ETIMEOUT || code == DISTC_EABORTED || code == DISTC_EREMOTE) dump_on_failure(code);
+    if (code == DISTC_ETIMEOUT || code == DISTC_EABORTED || code == DISTC_EREMOTE) dump_on_failure();
 }
 
 int TraceRecorder::global_rank() const {
@@ -242,10 +242,15 @@ void TraceRecorder::write(std::ostream &out) const {
     }
 }
 
-void TraceRecorder::write_file(const std::string &path, const std::vector<std::shared_ptr<TraceRecorder>> &groups) {
+// The rank a trace file is known by: the lowest root-group rank of its groups.
+static int lowest_rank(const std::vector<std::shared_ptr<TraceRecorder>> &groups) {
     int rank = -1;
     for (auto &r : groups)
         if (rank < 0 || r->global_rank() < rank) rank = r->global_rank();
+    return rank;
+}
+
+void TraceRecorder::write_file(const std::string &path, const std::vector<std::shared_ptr<TraceRecorder>> &groups) {
     // Written aside, then renamed: a reader (distc-trace) sees a whole file
     // or none. One dump at a time per process (ranks that are threads of
     // one process fail together, and each dumps).
@@ -256,7 +261,7 @@ void TraceRecorder::write_file(const std::string &path, const std::vector<std::s
         std::ofstream out(tmp, std::ios::trunc);
         if (!out) fail_errno(DISTC_EIO, "cannot write the trace " + tmp, errno);
         out << "{\"type\":\"distc-trace\",\"version\":1,\"host\":" << json_string(host_name())
-            << ",\"pid\":" << ::getpid() << ",\"rank\":" << rank << ",\"time_us\":" << now_us()
+            << ",\"pid\":" << ::getpid() << ",\"rank\":" << lowest_rank(groups) << ",\"time_us\":" << now_us()
             << ",\"groups\":" << groups.size() << "}\n";
         for (auto &r : groups) r->write(out);
         out.flush();
@@ -273,17 +278,13 @@ std::string TraceRecorder::dump_all(const std::string &dir) {
         for (auto &w : registry())
             if (auto r = w.lock()) live.push_back(std::move(r));
     }
-    int rank = -1;
-    for (auto &r : live)
-        if (rank < 0 || r->global_rank() < rank) rank = r->global_rank();
-    std::string path = dir + "/distc-trace-rank" + std::to_string(rank) + "-" + host_name() + "-" +
+    std::string path = dir + "/distc-trace-rank" + std::to_string(lowest_rank(live)) + "-" + host_name() + "-" +
                        std::to_string(::getpid()) + ".jsonl";
     write_file(path, live);
     return path;
 }
 
-void TraceRecorder::dump_on_failure(int code) noexcept {
-    (void)code;
+void TraceRecorder::dump_on_failure() noexcept {
     const char *dir = std::getenv("DISTC_TRACE_DIR");
     if (!dir || !*dir || dumped_.exchange(true)) return;
     try {

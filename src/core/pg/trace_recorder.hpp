@@ -28,7 +28,7 @@ struct TraceOp {
     bool blocking = false;
 };
 
-class TraceRecorder final : public TraceSink, public std::enable_shared_from_this<TraceRecorder> {
+class TraceRecorder final : public TraceSink {
 public:
     // `global_ranks[i]`: group rank i's rank in the root group (empty: the root group).
     TraceRecorder(std::string group, int rank, int size, std::vector<int> global_ranks, std::string backend);
@@ -46,8 +46,8 @@ public:
     static void write_file(const std::string &path, const std::vector<std::shared_ptr<TraceRecorder>> &groups);
     // Every live group's records into `dir` (one file per process and rank); the path written.
     static std::string dump_all(const std::string &dir);
-    // dump_all(DISTC_TRACE_DIR) when that is set, at most once per group and reason.
-    void dump_on_failure(int code) noexcept;
+    // dump_all(DISTC_TRACE_DIR) when that is set, at most once per group.
+    void dump_on_failure() noexcept;
 
 private:
     struct Slot {

@@ -9,6 +9,7 @@
 #include "core/store/tcp/tcp_store.hpp"
 #include "core/util/error.hpp"
 #include "core/util/netif.hpp"
+#include "core/util/socket.hpp"
 
 namespace distc {
 
@@ -171,11 +172,9 @@ RendezvousResult rendezvous(const RendezvousRequest &req) {
         auto colon = hp.rfind(':');
         if (colon == std::string::npos || colon == 0)
             fail(DISTC_EINVAL, "url '" + req.url + "' lacks HOST:PORT after tcp://");
-        std::string host;
-        int port = 0;
-        split_host_port(hp.substr(0, colon) + ":1", host, port);  // strips an IPv6 literal's brackets
-        return tcp_rendezvous(req, host, parse_int(hp.substr(colon + 1), "the port in '" + req.url + "'", 1, 65535),
-                              rank, world, true);
+        return tcp_rendezvous(req, unbracketed(hp.substr(0, colon)),
+                              parse_int(hp.substr(colon + 1), "the port in '" + req.url + "'", 1, 65535), rank, world,
+                              true);
     }
     if (u.scheme == "file") {
         resolve_rank_world(req, u, false, &rank, &world);

@@ -17,18 +17,6 @@ namespace distc {
 
 namespace {
 
-std::string numeric(const sockaddr *sa) {
-    char buf[INET6_ADDRSTRLEN] = {0};
-    if (sa->sa_family == AF_INET)
-        ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in *>(sa)->sin_addr, buf, sizeof buf);
-    else if (sa->sa_family == AF_INET6)
-        ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_addr, buf, sizeof buf);
-    std::string s = buf;
-    // A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d; peers want a.b.c.d.
-    if (s.rfind("::ffff:", 0) == 0 && s.find('.') != std::string::npos) s = s.substr(7);
-    return s;
-}
-
 bool link_local6(const sockaddr *sa) {
     return sa->sa_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_addr);
 }
@@ -44,7 +32,7 @@ std::vector<Interface> interfaces() {
         if (link_local6(i->ifa_addr)) continue;
         Interface f;
         f.name = i->ifa_name;
-        f.address = numeric(i->ifa_addr);
+        f.address = numeric_address(i->ifa_addr);
         f.family = i->ifa_addr->sa_family;
         f.up = (i->ifa_flags & IFF_UP) && (i->ifa_flags & IFF_RUNNING);
         f.loopback = (i->ifa_flags & IFF_LOOPBACK) || is_loopback(f.address);
@@ -52,13 +40,6 @@ std::vector<Interface> interfaces() {
     }
     ::freeifaddrs(ifs);
     return out;
-}
-
-std::string local_address(int fd) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) return "";
-    return numeric(reinterpret_cast<sockaddr *>(&ss));
 }
 
 int address_family(const std::string &address) {
@@ -111,7 +92,7 @@ std::vector<std::string> resolve_all(const std::string &host) {
     hints.ai_socktype = SOCK_STREAM;
     if (host.empty() || ::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
     for (addrinfo *a = res; a; a = a->ai_next) {
-        std::string s = numeric(a->ai_addr);
+        std::string s = numeric_address(a->ai_addr);
         if (!s.empty() && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
     }
     ::freeaddrinfo(res);

@@ -18,8 +18,6 @@ struct Interface {
 // Every address of every interface (IPv6 link-local ones left out: they
 // need a scope that peers cannot use).
 std::vector<Interface> interfaces();
-// The numeric address of a socket's local end, "" when it has none.
-std::string local_address(int fd);
 // The address the kernel would send from to reach `address` (numeric), ""
 // when there is no route. Sends nothing: a UDP socket is only connected.
 std::string route_source(const std::string &address);

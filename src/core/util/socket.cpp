@@ -105,23 +105,35 @@ int local_port(int fd) {
     return ntohs(reinterpret_cast<sockaddr_in *>(&ss)->sin_port);
 }
 
+std::string numeric_address(const sockaddr *sa) {
+    char buf[INET6_ADDRSTRLEN] = {0};
+    if (sa->sa_family == AF_INET)
+        ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in *>(sa)->sin_addr, buf, sizeof buf);
+    else if (sa->sa_family == AF_INET6)
+        ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_addr, buf, sizeof buf);
+    std::string s = buf;
+    // A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d; peers want a.b.c.d.
+    if (s.rfind("::ffff:", 0) == 0 && s.find('.') != std::string::npos) s = s.substr(7);
+    return s;
+}
+
+std::string local_address(int fd) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) return "";
+    return numeric_address(reinterpret_cast<sockaddr *>(&ss));
+}
+
 std::string peer_address(int fd) {
     sockaddr_storage a{};
     socklen_t len = sizeof a;
-    char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    if (::getpeername(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0) {
-        if (a.ss_family == AF_INET) {
-            auto *in = reinterpret_cast<sockaddr_in *>(&a);
-            ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-            port = ntohs(in->sin_port);
-        } else if (a.ss_family == AF_INET6) {
-            auto *in6 = reinterpret_cast<sockaddr_in6 *>(&a);
-            ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-            return std::string("[") + host + "]:" + std::to_string(ntohs(in6->sin6_port));
-        }
-    }
-    return std::string(host) + ":" + std::to_string(port);
+    if (::getpeername(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0 ||
+        (a.ss_family != AF_INET && a.ss_family != AF_INET6))
+        return "?:0";
+    const auto *sa = reinterpret_cast<const sockaddr *>(&a);
+    int port = ntohs(a.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_port
+                                             : reinterpret_cast<const sockaddr_in *>(sa)->sin_port);
+    return host_port(numeric_address(sa), port);
 }
 
 std::string host_port(const std::string &host, int port) {
@@ -129,11 +141,14 @@ std::string host_port(const std::string &host, int port) {
     return (six ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
+std::string unbracketed(const std::string &host) {
+    return host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+}
+
 bool split_host_port(const std::string &s, std::string &host, int &port) {
     auto colon = s.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) return false;
-    host = s.substr(0, colon);
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    host = unbracketed(s.substr(0, colon));
     char *end = nullptr;
     long p = std::strtol(s.c_str() + colon + 1, &end, 10);
     port = static_cast<int>(p);

@@ -7,6 +7,8 @@
 
 #include "core/util/clock.hpp"
 
+struct sockaddr;
+
 namespace distc {
 
 class Fd {
@@ -37,9 +39,15 @@ Fd tcp_listen(const std::string &host, int port, int backlog);
 int local_port(int fd);
 // "host:port" (IPv6 "[host]:port") of a connected socket's peer, "?:0" when unknown.
 std::string peer_address(int fd);
-// "host:port", with an IPv6 literal in brackets; and back (false when there is no port).
+// The numeric address of a socket's local end ("" when it has none), and of
+// a socket address (an IPv4 peer of a dual-stack socket as a.b.c.d).
+std::string local_address(int fd);
+std::string numeric_address(const sockaddr *sa);
+// "host:port", with an IPv6 literal in brackets; and back (false when there
+// is no port); and a host without the brackets of an IPv6 literal.
 std::string host_port(const std::string &host, int port);
 bool split_host_port(const std::string &s, std::string &host, int &port);
+std::string unbracketed(const std::string &host);
 // One connection attempt, bounded by `deadline`; throws DISTC_EIO/ETIMEOUT/EREMOTE.
 Fd tcp_connect(const std::string &host, int port, Clock::time_point deadline);
 void set_nodelay(int fd);

@@ -1,7 +1,5 @@
 #include "core/store/tcp/tcp_client.hpp"
 
-#include "core/util/netif.hpp"
-
 #include <cstdlib>
 #include <cstring>
 #include <thread>
