@@ -2,10 +2,12 @@
  * themselves on a failure), and distc-trace naming the rank at fault. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -210,6 +212,147 @@ static void test_killed_rank(void **state) {
     remove_dir(dir);
 }
 
+/* ------------------------------------------- a hang inside a subgroup */
+
+static void *dump_later(void *dir) {
+    usleep(2500 * 1000);
+    distc_trace_dump_all(dir); /* what a live query does, from another thread */
+    return NULL;
+}
+
+struct sub_arg {
+    const char *dir;
+    int gives_up; /* rank 1's subgroup times out first, and it dumps then */
+};
+
+/* Ranks 1 and 2 form a subgroup. Rank 2 skips the subgroup's second
+ * allreduce, so rank 1 hangs there and never reaches the world's third
+ * allreduce, where ranks 0 and 2 time out and dump by themselves. Rank 1
+ * is dumped while it hangs (a long timeout), or when it gives up. */
+static int subgroup_child(int rank, int n, void *arg) {
+    const struct sub_arg *a = arg;
+    const char *dir = a->dir;
+    if (rank != 1 || a->gives_up) setenv("DISTC_TRACE_DIR", dir, 1);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/store", dir);
+    distc_store *st = NULL;
+    if (distc_store_new_file(&st, path, n) != 0) return 1;
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.timeout_ms = 1500;
+    distc_pg *world = NULL, *sub = NULL;
+    if (distc_pg_new(&world, st, rank, n, &o) != 0) return 1;
+    o.timeout_ms = a->gives_up ? 500 : 8000;
+    const int32_t pair[] = {1, 2};
+    if (distc_pg_new_subgroup(&sub, world, pair, 2, &o) != 0) return 1;
+    DLTensor *t = dt_tensor_1d(DT_F32, 16);
+    int rc = 0;
+    for (int i = 0; i < 2; ++i) rc |= distc_allreduce(NULL, world, t, DISTC_SUM, NULL);
+    if (sub) rc |= distc_allreduce(NULL, sub, t, DISTC_SUM, NULL);
+    if (rc) return 1;
+    if (rank == 1) {
+        pthread_t th;
+        if (!a->gives_up) pthread_create(&th, NULL, dump_later, (void *)dir);
+        if (distc_allreduce(NULL, sub, t, DISTC_SUM, NULL) == 0) rc = 1; /* its peer never comes */
+        if (!a->gives_up) pthread_join(th, NULL);
+    } else {
+        if (distc_allreduce(NULL, world, t, DISTC_SUM, NULL) == 0) rc = 1; /* rank 1 never comes */
+        usleep(4000 * 1000);                                              /* outlive rank 1's dump */
+    }
+    dt_tensor_free(t);
+    if (sub) distc_pg_free(sub);
+    distc_pg_free(world);
+    distc_store_free(st);
+    return rc;
+}
+
+static void run_subgroup_hang(int gives_up, const char *held) {
+    char *dir = make_dir("trace-sub");
+    struct sub_arg a = {dir, gives_up};
+    assert_int_equal(dt_run_procs(3, subgroup_child, &a, 60), 0);
+    assert_int_equal(count_named(dir, ".jsonl"), 3);
+    const char *const said[] = {"rank 1 never called allreduce #3 of group default_pg", held,
+                                "rank 2 never called allreduce #2 of group", NULL};
+    expect_report(dir, said);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/store", dir);
+    unlink(path);
+    remove_dir(dir);
+}
+
+static void test_subgroup_hang(void **state) {
+    (void)state;
+    run_subgroup_hang(0, "(rank 1 waits in allreduce #2 of group default_pg/sub1)");
+    run_subgroup_hang(1, "(rank 1 was held in allreduce #2 of group default_pg/sub1, which failed)");
+}
+
+/* ---------------------------------------------------------- the clock */
+
+static int64_t wall_us(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+/* The n-th "queued_us" in the file `path`, or -1. */
+static int64_t queued_at(const char *path, int n) {
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    int64_t at = -1;
+    while (f && at < 0 && fgets(line, sizeof line, f)) {
+        char *q = strstr(line, "\"queued_us\":");
+        if (q && n-- == 0) at = atoll(q + 12);
+    }
+    if (f) fclose(f);
+    return at;
+}
+
+/* Records carry the wall clock: an operation after a pause is stamped
+ * after it, both within the time around them. Also in a forked child,
+ * which has no ticker thread of its parent's. */
+static int clock_check(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/store-%d", dir, (int)getpid());
+    distc_store *st = NULL;
+    distc_pg *pg = NULL;
+    if (distc_store_new_file(&st, path, 1) != 0 || distc_pg_new(&pg, st, 0, 1, NULL) != 0) return 1;
+    int64_t before = wall_us();
+    int rc = distc_barrier(NULL, pg, NULL);
+    usleep(200 * 1000);
+    rc |= distc_barrier(NULL, pg, NULL);
+    int64_t after = wall_us();
+    snprintf(path, sizeof path, "%s/clock-%d.jsonl", dir, (int)getpid());
+    rc |= distc_pg_trace_dump(pg, path);
+    int64_t a = queued_at(path, 0), b = queued_at(path, 1);
+    distc_pg_free(pg);
+    distc_store_free(st);
+    if (rc || a < 0 || b < 0) return 1;
+    /* The recorder's clock may lag the real one by a few ms: allow 20 ms. */
+    if (a < before - 20000 || b > after || b - a < 200 * 1000 - 20000) {
+        fprintf(stderr, "clock: before %lld, %lld, %lld, after %lld\n", (long long)before, (long long)a,
+                (long long)b, (long long)after);
+        return 1;
+    }
+    return 0;
+}
+
+#ifndef __SANITIZE_THREAD__ /* TSan: no threads in a multi-threaded process's fork */
+static int clock_child(int rank, int n, void *dir) {
+    (void)rank;
+    (void)n;
+    return clock_check(dir);
+}
+#endif
+
+static void test_clock(void **state) {
+    (void)state;
+    char *dir = make_dir("trace-clock");
+    assert_int_equal(clock_check(dir), 0);
+#ifndef __SANITIZE_THREAD__ /* TSan: no threads in a multi-threaded process's fork */
+    assert_int_equal(dt_run_procs(1, clock_child, dir, 30), 0); /* a fork of a process whose ticker runs */
+#endif
+    remove_dir(dir);
+}
+
 /* ------------------------------------------------------------- arguments */
 
 static void test_arguments(void **state) {
@@ -222,11 +365,16 @@ static void test_arguments(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        /* Processes first: TSan cannot start threads in the child of a
+         * process that has some, and the recorder's clock thread, once
+         * started, stays. */
         cmocka_unit_test(test_arguments),
+        cmocka_unit_test(test_killed_rank),
+        cmocka_unit_test(test_subgroup_hang),
+        cmocka_unit_test(test_clock),
         cmocka_unit_test(test_rank_skips_one),
         cmocka_unit_test(test_rank_calls_another_op),
         cmocka_unit_test(test_ring_wraps),
-        cmocka_unit_test(test_killed_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

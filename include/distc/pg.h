@@ -236,7 +236,9 @@ DISTC_EXTERN(int) distc_pg_abort(distc_pg *pg);
  * "recorded"}), then its operations, oldest first ({"type":"op","group",
  * "rank","id","seq","op","dtype","numel","root","reduce","peer","tag",
  * "blocking","thread","state","queued_us","ended_us","duration_us","code",
- * "error"}; times in microseconds since the epoch). It is written aside
+ * "error"}; times in microseconds since the epoch, to a few milliseconds:
+ * a thread of the library reads the clock while operations run, so that
+ * recording costs no clock read). It is written aside
  * and renamed, so a reader sees all of it or nothing. `distc-trace DIR`
  * reads every rank's file and names the rank at fault.
  *

@@ -2,8 +2,8 @@
  * The nccl backend on a real GPU, world size 1 (one device): every
  * collective and dtype with results checked against the host, the list and
  * flat forms, streams and work handles, engine splits, byte collectives, bad
- * arguments, and the watchdog's timeout and distc_pg_abort with a stream
- * that never gets to the operation. Exits 77 (CTest: skipped) without a GPU.
+ * arguments, the watchdog's timeout and distc_pg_abort with a stream that
+ * never gets to the operation, and the flight recorder's dump. Exits 77 (CTest: skipped) without a GPU.
  */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pg_harness.h"
@@ -428,6 +429,58 @@ static void test_blocking_calls_are_watched(void **state) {
     dt_tensor_free(h);
 }
 
+/* The flight recorder on nccl: completed collectives are recorded, and one
+ * the watchdog times out writes the trace into DISTC_TRACE_DIR by itself. */
+static void test_flight_recorder(void **state) {
+    (void)state;
+    char *dir = dt_temp_path("nccl-trace");
+    assert_int_equal(mkdir(dir, 0700), 0);
+    setenv("DISTC_TRACE_DIR", dir, 1);
+    distc_pg *pg = nccl_group("traced_pg", 60000);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    DLTensor *h = dt_tensor_1d(DT_F32, 64);
+    DLTensor *dv = dev_like(h);
+    distc_op_options oo = DISTC_OP_OPTIONS_INIT;
+    oo.stream = s;
+    for (int i = 0; i < 3; ++i) ASSERT_OK(distc_allreduce(NULL, pg, dv, DISTC_SUM, &oo));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaLaunchHostFunc(s, sleep_host, (void *)(intptr_t)2000000));
+    oo.timeout_ms = 300;
+    distc_work *w = NULL;
+    ASSERT_OK(distc_allreduce(&w, pg, dv, DISTC_SUM, &oo));
+    ASSERT_ERR(distc_work_wait(w, 10000), DISTC_ETIMEOUT, "timed out");
+    distc_work_free(w);
+    unsetenv("DISTC_TRACE_DIR");
+    char cmd[4200], text[1 << 16] = {0};
+    size_t len = 0;
+    /* The failure is seen before the dump is written (a waiter may spin on
+     * the work): up to 5 s for the file. */
+    snprintf(cmd, sizeof cmd, "cat %s/distc-trace-rank0-*.jsonl 2>/dev/null", dir);
+    for (int i = 0; i < 50 && len == 0; ++i) {
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        len = fread(text, 1, sizeof text - 1, p);
+        pclose(p);
+        if (!len) usleep(100000);
+    }
+    text[len] = 0;
+    dt_assert_contains(text, "\"group\":\"traced_pg\"");
+    dt_assert_contains(text, "\"backend\":\"nccl\"");
+    dt_assert_contains(text, "\"op\":\"allreduce\",\"dtype\":\"float32\",\"numel\":64");
+    dt_assert_contains(text, "\"state\":\"completed\"");
+    dt_assert_contains(text, "\"state\":\"failed\"");
+    dt_assert_contains(text, "timed out");
+    CUDA_OK(cudaStreamSynchronize(s));
+    distc_pg_free(pg);
+    cudaStreamDestroy(s);
+    dev_free(dv);
+    dt_tensor_free(h);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    free(dir);
+}
+
 static void test_abort_wakes_waiters(void **state) {
     (void)state;
     distc_pg *pg = nccl_group("abort_pg", 60000);
@@ -492,6 +545,7 @@ int main(void) {
         cmocka_unit_test(test_watchdog_timeout),
         cmocka_unit_test(test_blocking_calls_are_watched),
         cmocka_unit_test(test_abort_wakes_waiters),
+        cmocka_unit_test(test_flight_recorder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

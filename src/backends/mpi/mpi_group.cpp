@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "distc.h"
 #include "support/sigpipe.hpp"
 
 namespace distc_mpi {
@@ -224,6 +225,11 @@ void Group::progress() {
                          blocking_name_.load(), static_cast<unsigned long long>(blocking_seq_.load()),
                          static_cast<long long>(blocking_timeout_ms_.load()));
             std::fflush(stderr);
+            // The flight recorder's dump first: this rank's part of the story
+            // ends here, with the blocking call still "started".
+            const char *dir = std::getenv("DISTC_TRACE_DIR");
+            if (dir && *dir && distc_trace_dump_all(dir) != 0)
+                std::fprintf(stderr, "distc mpi backend: could not write the trace: %s\n", distc_error_last());
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
 

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 
 #include "core/pg/types.hpp"
 #include "core/util/error.hpp"
+#include "core/util/tick_clock.hpp"
 #include "distc/errors.h"
 
 namespace distc {
@@ -24,14 +24,6 @@ namespace {
 
 enum State { kQueued = 1, kStarted, kCompleted, kFailed, kAborted };
 const char *const kStateNames[] = {"", "queued", "started", "completed", "failed", "aborted"};
-
-// The kernel tick's clock: a few milliseconds of resolution, enough to say
-// who waited how long, at a fraction of the precise clock's cost per call.
-int64_t now_us() {
-    timespec ts;
-    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-}
 
 int64_t thread_id() {
     thread_local int64_t id = 0;  // constant-initialised: no guard variable
@@ -79,14 +71,35 @@ std::vector<std::weak_ptr<TraceRecorder>> &registry() {
     return *r;
 }
 
-// A spin lock on one slot: begin and finished touch one slot each, briefly.
-struct SlotLock {
-    std::atomic_flag &f;
-    explicit SlotLock(std::atomic_flag &flag) : f(flag) {
-        while (f.test_and_set(std::memory_order_acquire)) {}
-    }
-    ~SlotLock() { f.clear(std::memory_order_release); }
-};
+template <typename T, typename V>
+void put(std::atomic<T> &a, V v) {
+    a.store(static_cast<T>(v), std::memory_order_release);
+}
+template <typename T>
+T get(const std::atomic<T> &a) {
+    return a.load(std::memory_order_acquire);
+}
+
+// Fields packed in pairs, so that a record takes fewer stores.
+uint64_t pair32(int32_t lo, int32_t hi) {
+    return static_cast<uint32_t>(lo) | static_cast<uint64_t>(static_cast<uint32_t>(hi)) << 32;
+}
+int32_t lo32(uint64_t w) { return static_cast<int32_t>(static_cast<uint32_t>(w)); }
+int32_t hi32(uint64_t w) { return static_cast<int32_t>(static_cast<uint32_t>(w >> 32)); }
+uint64_t meta_of(int root, int reduce, OpLabel::Form form, bool blocking, int state) {
+    return static_cast<uint32_t>(root) | static_cast<uint64_t>(static_cast<uint8_t>(reduce + 1)) << 32 |
+           static_cast<uint64_t>(form) << 40 | static_cast<uint64_t>(blocking) << 48 |
+           static_cast<uint64_t>(state) << 56;
+}
+uint64_t with_state(uint64_t meta, int state) {
+    return (meta & ~(uint64_t{0xff} << 56)) | static_cast<uint64_t>(state) << 56;
+}
+
+uint64_t ring_mask(size_t capacity) {
+    uint64_t n = 1;
+    while (n < capacity) n <<= 1;
+    return n - 1;
+}
 
 // DISTC_TRACE_SIGNAL: the signal (USR1, SIGUSR2, 12, ...) on which this
 // process dumps every group into DISTC_TRACE_DIR, as a launcher asks a
@@ -149,8 +162,8 @@ TraceRecorder::TraceRecorder(std::string group, int rank, int size, std::vector<
                              std::string backend) :
     group_(std::move(group)),
     backend_(std::move(backend)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)),
-    capacity_(std::max<size_t>(1, capacity_from_env())) {
-    slots_.reset(new Slot[capacity_]);
+    capacity_(std::max<size_t>(1, capacity_from_env())), mask_(ring_mask(capacity_)) {
+    slots_.reset(new Slot[mask_ + 1]);
 }
 
 std::shared_ptr<TraceRecorder> TraceRecorder::make(std::string group, int rank, int size, std::vector<int> global_ranks,
@@ -169,32 +182,88 @@ std::shared_ptr<TraceRecorder> TraceRecorder::make(std::string group, int rank, 
     return r;
 }
 
-uint64_t TraceRecorder::begin(const TraceOp &op) {
+uint64_t TraceRecorder::begin(const char *kind, uint64_t seq, const OpLabel &label, int root, int reduce,
+                              bool blocking) {
     uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
-    Slot &s = slots_[(id - 1) % capacity_];
-    SlotLock lk(s.busy);
-    s.id = id;
-    s.op = op;
-    s.thread = thread_id();
-    s.queued_us = now_us();
-    s.ended_us = 0;
-    s.state = op.blocking ? kStarted : kQueued;
-    s.code = 0;
-    s.error.clear();
+    Slot &s = slots_[(id - 1) & mask_];
+    s.version.store(4 * id + 1, std::memory_order_relaxed);
+    put(s.kind, kind);
+    put(s.seq, seq);
+    put(s.dtype, label.dtype);
+    put(s.numel, label.numel);
+    put(s.n, label.n);
+    put(s.peer_tag, pair32(label.peer, label.tag));
+    put(s.meta, meta_of(root, reduce, label.form, blocking, blocking ? kStarted : kQueued));
+    put(s.who, pair32(static_cast<int32_t>(thread_id()), 0));
+    put(s.queued_us, tick_now_us());
+    put(s.ended_us, 0);
+    put(s.version, 4 * id + 2);
     return id;
 }
 
 void TraceRecorder::finished(uint64_t id, int code, const std::string &message) {
+    if (code != 0) return failed(id, code, message);
+    Slot &s = slots_[(id - 1) & mask_];
+    if (get(s.version) != 4 * id + 2) return;  // overwritten since: the ring has moved on
+    s.version.store(4 * id + 3, std::memory_order_relaxed);
+    put(s.ended_us, tick_now_us());
+    put(s.meta, with_state(s.meta.load(std::memory_order_relaxed), kCompleted));
+    put(s.version, 4 * id + 4);
+}
+
+void TraceRecorder::failed(uint64_t id, int code, const std::string &message) {
+    Slot &s = slots_[(id - 1) & mask_];
+    if (get(s.version) != 4 * id + 2) return;
     {
-        Slot &s = slots_[(id - 1) % capacity_];
-        SlotLock lk(s.busy);
-        if (s.id != id) return;  // overwritten since: the ring has moved on
-        s.ended_us = now_us();
-        s.code = code;
-        s.state = code == 0 ? kCompleted : code == DISTC_EABORTED ? kAborted : kFailed;
-        if (code != 0) s.error = message;
+        std::lock_guard<std::mutex> lk(errors_mu_);
+        errors_[id] = message;
+        while (errors_.begin()->first + mask_ < id) errors_.erase(errors_.begin());  // out of the ring
     }
+    s.version.store(4 * id + 3, std::memory_order_relaxed);
+    put(s.ended_us, tick_now_us());
+    put(s.who, pair32(lo32(s.who.load(std::memory_order_relaxed)), code));
+    put(s.meta, with_state(s.meta.load(std::memory_order_relaxed), code == DISTC_EABORTED ? kAborted : kFailed));
+    put(s.version, 4 * id + 4);
     if (code == DISTC_ETIMEOUT || code == DISTC_EABORTED || code == DISTC_EREMOTE) dump_on_failure();
+}
+
+struct TraceRecorder::Record {
+    TraceOp op{};
+    int64_t thread = 0, queued_us = 0, ended_us = 0;
+    int state = 0, code = 0;
+};
+
+// A consistent copy of record `id`, if the ring still holds it; a writer
+// busy on its slot is waited for a little.
+bool TraceRecorder::read(uint64_t id, Record &r) const {
+    const Slot &s = slots_[(id - 1) & mask_];
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+        uint64_t v = get(s.version);
+        if (v == 0 || (v - 1) / 4 != id) return false;
+        if (v % 2) {
+            std::this_thread::yield();
+            continue;
+        }
+        r.op.kind = get(s.kind);
+        r.op.seq = get(s.seq);
+        r.op.label.dtype = get(s.dtype);
+        r.op.label.numel = get(s.numel);
+        r.op.label.n = get(s.n);
+        uint64_t pt = get(s.peer_tag), meta = get(s.meta), who = get(s.who);
+        r.op.label.peer = lo32(pt);
+        r.op.label.tag = hi32(pt);
+        r.op.root = lo32(meta);
+        r.op.reduce = static_cast<int>((meta >> 32) & 0xff) - 1;
+        r.op.label.form = static_cast<OpLabel::Form>((meta >> 40) & 0xff);
+        r.op.blocking = (meta >> 48) & 1;
+        r.state = static_cast<int>(meta >> 56);
+        r.thread = lo32(who);
+        r.code = hi32(who);
+        r.queued_us = get(s.queued_us);
+        r.ended_us = get(s.ended_us);
+        if (s.version.load(std::memory_order_relaxed) == v) return true;
+    }
+    return false;
 }
 
 int TraceRecorder::global_rank() const {
@@ -210,19 +279,8 @@ void TraceRecorder::write(std::ostream &out) const {
     uint64_t first = last > capacity_ ? last - capacity_ + 1 : 1;
     out << "],\"capacity\":" << capacity_ << ",\"recorded\":" << last << "}\n";
     for (uint64_t id = first; id <= last; ++id) {
-        Slot copy;
-        {
-            Slot &s = slots_[(id - 1) % capacity_];
-            SlotLock lk(s.busy);
-            if (s.id != id) continue;  // being overwritten right now
-            copy.op = s.op;
-            copy.thread = s.thread;
-            copy.queued_us = s.queued_us;
-            copy.ended_us = s.ended_us;
-            copy.state = s.state;
-            copy.code = s.code;
-            copy.error = s.error;
-        }
+        Record copy;
+        if (!read(id, copy)) continue;  // being overwritten right now
         const OpLabel &l = copy.op.label;
         out << "{\"type\":\"op\",\"group\":" << json_string(group_) << ",\"rank\":" << rank_ << ",\"id\":" << id
             << ",\"seq\":" << copy.op.seq << ",\"op\":" << json_string(copy.op.kind)
@@ -237,7 +295,15 @@ void TraceRecorder::write(std::ostream &out) const {
             << ",\"state\":\"" << kStateNames[copy.state] << "\",\"queued_us\":" << copy.queued_us;
         if (copy.ended_us)
             out << ",\"ended_us\":" << copy.ended_us << ",\"duration_us\":" << copy.ended_us - copy.queued_us;
-        if (copy.code) out << ",\"code\":" << copy.code << ",\"error\":" << json_string(copy.error);
+        if (copy.code) {
+            std::string error;
+            {
+                std::lock_guard<std::mutex> lk(errors_mu_);
+                auto it = errors_.find(id);
+                if (it != errors_.end()) error = it->second;
+            }
+            out << ",\"code\":" << copy.code << ",\"error\":" << json_string(error);
+        }
         out << "}\n";
     }
 }
@@ -261,7 +327,7 @@ void TraceRecorder::write_file(const std::string &path, const std::vector<std::s
         std::ofstream out(tmp, std::ios::trunc);
         if (!out) fail_errno(DISTC_EIO, "cannot write the trace " + tmp, errno);
         out << "{\"type\":\"distc-trace\",\"version\":1,\"host\":" << json_string(host_name())
-            << ",\"pid\":" << ::getpid() << ",\"rank\":" << lowest_rank(groups) << ",\"time_us\":" << now_us()
+            << ",\"pid\":" << ::getpid() << ",\"rank\":" << lowest_rank(groups) << ",\"time_us\":" << real_now_us()
             << ",\"groups\":" << groups.size() << "}\n";
         for (auto &r : groups) r->write(out);
         out.flush();
