@@ -256,7 +256,7 @@ static int subgroup_child(int rank, int n, void *arg) {
         if (!a->gives_up) pthread_join(th, NULL);
     } else {
         if (distc_allreduce(NULL, world, t, DISTC_SUM, NULL) == 0) rc = 1; /* rank 1 never comes */
-        usleep(4000 * 1000);                                              /* outlive rank 1's dump */
+        usleep(4000 * 1000);                                               /* outlive rank 1's dump */
     }
     dt_tensor_free(t);
     if (sub) distc_pg_free(sub);
@@ -328,8 +328,8 @@ static int clock_check(const char *dir) {
     if (rc || a < 0 || b < 0) return 1;
     /* The recorder's clock may lag the real one by a few ms: allow 20 ms. */
     if (a < before - 20000 || b > after || b - a < 200 * 1000 - 20000) {
-        fprintf(stderr, "clock: before %lld, %lld, %lld, after %lld\n", (long long)before, (long long)a,
-                (long long)b, (long long)after);
+        fprintf(stderr, "clock: before %lld, %lld, %lld, after %lld\n", (long long)before, (long long)a, (long long)b,
+                (long long)after);
         return 1;
     }
     return 0;
@@ -368,12 +368,9 @@ int main(void) {
         /* Processes first: TSan cannot start threads in the child of a
          * process that has some, and the recorder's clock thread, once
          * started, stays. */
-        cmocka_unit_test(test_arguments),
-        cmocka_unit_test(test_killed_rank),
-        cmocka_unit_test(test_subgroup_hang),
-        cmocka_unit_test(test_clock),
-        cmocka_unit_test(test_rank_skips_one),
-        cmocka_unit_test(test_rank_calls_another_op),
+        cmocka_unit_test(test_arguments),      cmocka_unit_test(test_killed_rank),
+        cmocka_unit_test(test_subgroup_hang),  cmocka_unit_test(test_clock),
+        cmocka_unit_test(test_rank_skips_one), cmocka_unit_test(test_rank_calls_another_op),
         cmocka_unit_test(test_ring_wraps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
