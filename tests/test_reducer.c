@@ -70,6 +70,9 @@ static void rank_average(distc_pg *pg, int rank, int size, void *arg) {
         RK_OK(distc_reducer_finalize(r));
         for (int i = 0; i < NGRADS; ++i) check_mean(g[i], size, it, i, 0);
     }
+    int32_t used = -1;
+    RK_OK(distc_reducer_grad_used(&used, r, 0));
+    RK_CHECKF(used == 1, "without find_unused_parameters, grad_used is %d", used);
     distc_reducer_free(r);
     free_grads(g);
 }
@@ -95,8 +98,33 @@ static void rank_unused(distc_pg *pg, int rank, int size, void *arg) {
         fill(g[i], rank, 0, i);
         if (i != 1 && i != 4) RK_OK(distc_reducer_mark_ready(r, i)); /* 4: found unused at finalize */
     }
+    int32_t used = -1;
+    RK_OK(distc_reducer_grad_used(&used, r, 1));
+    RK_CHECKF(used == 1, "before the first finalize, grad_used is %d", used);
     RK_OK(distc_reducer_finalize(r));
     for (int i = 0; i < NGRADS; ++i) check_mean(g[i], size, 0, i, i == 1 || i == 4);
+    /* No rank used 1 and 4: the allreduced map says so. */
+    for (int i = 0; i < NGRADS; ++i) {
+        RK_OK(distc_reducer_grad_used(&used, r, i));
+        RK_CHECKF(used == (i != 1 && i != 4), "gradient %d: grad_used %d", i, used);
+    }
+    /* Only rank 0 uses gradient 4 now: used, and averaged with the others' zeros. */
+    RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+    for (int i = 0; i < NGRADS; ++i) {
+        fill(g[i], rank, 1, i);
+        if (i != 4 || rank == 0) RK_OK(distc_reducer_mark_ready(r, i));
+    }
+    RK_OK(distc_reducer_finalize(r));
+    for (int i = 0; i < NGRADS; ++i) {
+        RK_OK(distc_reducer_grad_used(&used, r, i));
+        RK_CHECKF(used == 1, "iteration 1, gradient %d: grad_used %d", i, used);
+    }
+    for (int64_t j = 0; j < dt_numel(g[4]); ++j)
+        if (!RK_CHECKF(fabs(dt_get(g[4], j) - gval(0, 1, 4, j) / size) <= 1e-6, "gradient 4 element %lld is %g",
+                       (long long)j, dt_get(g[4], j)))
+            break;
+    RK_ERR(distc_reducer_grad_used(NULL, r, 0), DISTC_EINVAL, "out");
+    RK_ERR(distc_reducer_grad_used(&used, r, NGRADS), DISTC_EINVAL, "index");
     distc_reducer_free(r);
     free_grads(g);
 }
@@ -288,6 +316,9 @@ static void rank_rebuild(distc_pg *pg, int rank, int size, void *arg) {
         RK_OK(distc_reducer_finalize(r));
         for (int i = 0; i < NGRADS; ++i) check_mean(g[i], size, it, i, 0);
     }
+    int32_t used = -1;
+    RK_OK(distc_reducer_grad_used(&used, r, 0));
+    RK_CHECKF(used == 1, "without find_unused_parameters, grad_used is %d", used);
     distc_reducer_free(r);
     free_grads(g);
 }

@@ -231,6 +231,20 @@ DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reduc
 DISTC_EXTERN(int) distc_reducer_ready_ns(int64_t *out, const distc_reducer *r, int32_t index);
 
 /**
+ * @brief Whether any rank used a gradient in the last iteration.
+ *
+ * With find_unused_parameters: 1 when some rank marked gradient `index`
+ * ready in the last finalized iteration, 0 when no rank did (each listed it
+ * unused or left it unmarked). c10d's DDP leaves such a parameter's gradient
+ * alone (None stays None); its buffer here holds zeros. finalize learns it
+ * with one more allreduce (an int32 per gradient, launched after the
+ * buckets'). Without the option it is not learned and the answer is 1, as
+ * it is before the first finalize. DISTC_ENOTSUP for device gradients with
+ * find_unused_parameters.
+ */
+DISTC_EXTERN(int) distc_reducer_grad_used(int32_t *out, const distc_reducer *r, int32_t index);
+
+/**
  * Bucket `bucket` in the last finalized iteration: its size in bytes, when
  * its allreduce started (ns after prepare_for_backward) and how long it took
  * (ns). Any output may be NULL. A first bucket that starts before the last

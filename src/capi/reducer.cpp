@@ -278,6 +278,15 @@ DISTC_EXTERN(int) distc_reducer_ready_ns(int64_t *out, const distc_reducer *r, i
     });
 }
 
+DISTC_EXTERN(int) distc_reducer_grad_used(int32_t *out, const distc_reducer *r, int32_t index) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        Reducer &rd = reducer_arg(r);
+        *out = rd.used(index_arg(rd, index, "index")) ? 1 : 0;
+        return 0;
+    });
+}
+
 DISTC_EXTERN(int) distc_reducer_bucket_stats(uint64_t *bytes, int64_t *launch_ns, int64_t *reduce_ns,
                                              const distc_reducer *r, size_t bucket) {
     return guard(__func__, [&] {

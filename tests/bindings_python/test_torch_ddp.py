@@ -44,8 +44,10 @@ def data(rank, step):
     return torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
 
 
-def train(model, rank, accumulate):
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def train(model, rank, accumulate, adamw=False):
+    # AdamW's weight decay moves a parameter whose grad is 0.0 but not one whose grad is None.
+    opt = (torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1) if adamw
+           else torch.optim.SGD(model.parameters(), lr=0.1))
     snapshots = []
     for step in range(STEPS):
         opt.zero_grad()
@@ -66,7 +68,8 @@ def compare(pg, variant):
     port = pg.broadcast_object(free_port() if rank == 0 else None, 0)
     torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                          world_size=size, timeout=datetime.timedelta(seconds=30))
-    unused, emb = variant == "unused", variant == "sparse"
+    unused, emb = variant in ("unused", "unused_adamw"), variant == "sparse"
+    adamw = variant == "unused_adamw"
     ref = torch.nn.parallel.DistributedDataParallel(Net(unused, emb), find_unused_parameters=unused)
     if variant == "fp16":
         ref.register_comm_hook(None, default_hooks.fp16_compress_hook)
@@ -76,9 +79,13 @@ def compare(pg, variant):
         net, group=pg, find_unused_parameters=unused, gradient_as_bucket_view=variant == "view",
         comm_hook="fp16" if variant == "fp16" else None, bucket_cap_mb=0.0002 if variant == "small" else 25,
         first_bucket_mb=0.0002 if variant == "small" else 1)
-    want = train(ref, rank, variant == "no_sync")
-    got = train(ours, rank, variant == "no_sync")
+    want = train(ref, rank, variant == "no_sync", adamw)
+    got = train(ours, rank, variant == "no_sync", adamw)
     torch.distributed.destroy_process_group()
+    # Unused parameters' grads stay None, as torch's.
+    none_ref = [p.grad is None for p in ref.parameters()]
+    assert [p.grad is None for p in ours.parameters()] == none_ref
+    assert any(none_ref) == unused
     rtol, atol = (1e-3, 1e-4) if variant == "fp16" else (1e-5, 1e-6)
     for step, (w, g) in enumerate(zip(want, got)):
         for i, (a, b) in enumerate(zip(w, g)):
@@ -90,7 +97,7 @@ def compare(pg, variant):
     return ours.reducer.num_buckets
 
 
-VARIANTS = ["plain", "small", "view", "unused", "no_sync", "fp16", "sparse"]
+VARIANTS = ["plain", "small", "view", "unused", "unused_adamw", "no_sync", "fp16", "sparse"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

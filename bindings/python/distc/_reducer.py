@@ -111,6 +111,11 @@ class Reducer(Owned):
         """When gradient `index` was marked in the last iteration (ns after prepare; -1: unused)."""
         return self._call(_distc.distc_reducer_ready_ns, index)
 
+    def grad_used(self, index):
+        """With find_unused_parameters: whether any rank used gradient `index` in the last
+        iteration (False: its buffer holds zeros, and torch's DDP leaves such a grad alone)."""
+        return bool(self._call(_distc.distc_reducer_grad_used, index))
+
     def bucket_stats(self, bucket):
         """(bytes, launch_ns, reduce_ns) of `bucket` in the last iteration."""
         return tuple(self._call(_distc.distc_reducer_bucket_stats, bucket))

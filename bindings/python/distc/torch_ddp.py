@@ -32,6 +32,7 @@ class DistributedDataParallel(torch.nn.Module):
         if self.group is None:
             raise ValueError("this rank is not a member of the group")
         self.broadcast_buffers = broadcast_buffers
+        self._find_unused = find_unused_parameters
         self._params = [p for p in module.parameters() if p.requires_grad]
         if not self._params:
             raise ValueError("the module has no parameter that requires a gradient")
@@ -83,6 +84,8 @@ class DistributedDataParallel(torch.nn.Module):
         self.reducer.finalize()
         with torch.no_grad():
             for i, (p, g) in enumerate(zip(self._params, self._grads)):
+                if self._find_unused and not self.reducer.grad_used(i):
+                    continue  # no rank used it: as torch, its grad is left alone (None stays None)
                 if self._sparse[i]:
                     idx, rows = self.reducer.sparse_grad(i)
                     p.grad = torch.sparse_coo_tensor(idx.unsqueeze(0), rows, p.shape).coalesce()

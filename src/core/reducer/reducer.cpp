@@ -40,6 +40,7 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
     ready_.assign(n, 0);
     ready_at_.assign(n, Clock::time_point{});
     last_ready_ns_.assign(n, -1);
+    last_used_.assign(n, 1);
     set_buckets(buckets);
 }
 
@@ -159,6 +160,15 @@ void *Reducer::grad_view(size_t i) const {
 int64_t Reducer::ready_ns(size_t i) const {
     std::lock_guard<std::mutex> lk(mu_);
     return last_ready_ns_[i];
+}
+
+bool Reducer::used(size_t i) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (find_unused_ && device_)
+        fail(DISTC_ENOTSUP,
+             "which gradients some rank used is known for host gradients only (find_unused_parameters "
+             "with device gradients reduces unused ones as zeros)");
+    return last_used_[i] != 0;
 }
 
 Reducer::BucketStats Reducer::bucket_stats(size_t b) const {
@@ -363,6 +373,27 @@ void Reducer::finalize() {
         in_iteration_ = false;
         throw;
     }
+    // With find_unused, which gradients any rank used (c10d's local_used_map
+    // allreduce): launched after the buckets, so in the same order on every
+    // rank, and overlapping their tail.
+    std::shared_ptr<Work> used_work;
+    if (find_unused_ && !device_) {
+        used_map_.resize(grads_.size());
+        for (size_t i = 0; i < grads_.size(); ++i) used_map_[i] = ready_at_[i] != Clock::time_point{};
+        Tensor t;
+        t.data = used_map_.data();
+        t.numel = used_map_.size();
+        t.dtype = DType::Int32;
+        t.dim0 = static_cast<int64_t>(t.numel);
+        try {
+            used_work = pg_->allreduce(t, ReduceOp::Max, OpOptions{}, true);
+        } catch (...) {
+            for (auto &b : buckets_)
+                if (b.work) b.work->wait(Millis(-1));
+            in_iteration_ = false;
+            throw;
+        }
+    }
     in_iteration_ = false;
     ++iterations_;
     std::vector<std::shared_ptr<Work>> works;
@@ -398,6 +429,15 @@ void Reducer::finalize() {
         if (!views_)
             for (size_t i : b.members)
                 if (grads_[i].nbytes()) copy(grads_[i].data, b.buf->t.bytes() + offset_of_[i], grads_[i].nbytes());
+    }
+    if (used_work) {
+        used_work->wait(Millis(-1));
+        if (used_work->status() != 0) {
+            if (!code) code = used_work->status(), msg = "the map of used gradients: " + used_work->message();
+        } else {
+            std::lock_guard<std::mutex> relock(mu_);
+            for (size_t i = 0; i < grads_.size(); ++i) last_used_[i] = used_map_[i] != 0;
+        }
     }
     if (code) fail(code, msg);
 }

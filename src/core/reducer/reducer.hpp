@@ -38,6 +38,11 @@ public:
 
     // The last finalized iteration, in ns after its prepare(): -1 when not marked (unused).
     int64_t ready_ns(size_t i) const;
+    // Whether some rank marked gradient i ready in the last finalized iteration
+    // (with find_unused, an allreduce of the marks at finalize tells; without
+    // it every gradient is marked). Throws DISTC_ENOTSUP for device gradients
+    // with find_unused.
+    bool used(size_t i) const;
     struct BucketStats {
         uint64_t bytes;
         int64_t launch_ns, reduce_ns;
@@ -117,6 +122,8 @@ private:
     Clock::time_point started_{};              // prepare() of this iteration
     std::vector<Clock::time_point> ready_at_;  // this iteration (time_point{}: unused)
     std::vector<int64_t> last_ready_ns_;       // the last finalized one
+    std::vector<int32_t> used_map_;            // with find_unused on the host: the marks, then their MAX over ranks
+    std::vector<char> last_used_;              // the last finalized iteration's, over ranks
     bool find_unused_, views_;
     Hook hook_;
     std::vector<uint64_t> rebuild_limits_;  // empty: never rebuild

@@ -192,6 +192,15 @@ impl<T: Element> Reducer<T> {
         Ok(())
     }
 
+    /// With `find_unused_parameters`: whether any rank used gradient `i` in the last
+    /// iteration (false: its buffer holds zeros; torch's DDP leaves such a grad alone).
+    pub fn grad_used(&self, i: usize) -> Result<bool> {
+        let i = self.index(i)?;
+        let mut used = 0;
+        check(unsafe { sys::distc_reducer_grad_used(&mut used, self.raw.as_ptr(), i) })?;
+        Ok(used != 0)
+    }
+
     /// (bytes, launch ns, reduction ns) of bucket `b` in the last iteration.
     pub fn bucket_stats(&self, b: usize) -> Result<(u64, i64, i64)> {
         let (mut bytes, mut launch, mut reduce) = (0, 0, 0);

@@ -291,6 +291,25 @@ fn reducer_averages_with_and_without_views() {
 }
 
 #[test]
+fn reducer_knows_unused_gradients() {
+    ranks(2, |pg| {
+        let opts = ReducerOptions { find_unused_parameters: true, ..Default::default() };
+        let mut red = Reducer::<f32>::new(&pg, &[4, 4, 4], &opts).unwrap();
+        red.prepare_for_backward(&[]).unwrap();
+        red.mark_ready(0).unwrap();
+        if pg.rank() == 1 {
+            red.mark_ready(2).unwrap();
+        }
+        red.finalize().unwrap();
+        assert_eq!(
+            (0..3).map(|i| red.grad_used(i).unwrap()).collect::<Vec<_>>(),
+            vec![true, false, true]
+        );
+        assert_eq!(red.grad_used(3).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    });
+}
+
+#[test]
 fn reducer_sparse_rows() {
     ranks(2, |pg| {
         let r = pg.rank() as i64;

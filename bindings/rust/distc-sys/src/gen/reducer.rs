@@ -230,6 +230,23 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief Whether any rank used a gradient in the last iteration."]
+    #[doc = ""]
+    #[doc = " With find_unused_parameters: 1 when some rank marked gradient `index`"]
+    #[doc = " ready in the last finalized iteration, 0 when no rank did (each listed it"]
+    #[doc = " unused or left it unmarked). c10d's DDP leaves such a parameter's gradient"]
+    #[doc = " alone (None stays None); its buffer here holds zeros. finalize learns it"]
+    #[doc = " with one more allreduce (an int32 per gradient, launched after the"]
+    #[doc = " buckets'). Without the option it is not learned and the answer is 1, as"]
+    #[doc = " it is before the first finalize. DISTC_ENOTSUP for device gradients with"]
+    #[doc = " find_unused_parameters."]
+    pub fn distc_reducer_grad_used(
+        out: *mut i32,
+        r: *const distc_reducer,
+        index: i32,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
     #[doc = " Bucket `bucket` in the last finalized iteration: its size in bytes, when"]
     #[doc = " its allreduce started (ns after prepare_for_backward) and how long it took"]
     #[doc = " (ns). Any output may be NULL. A first bucket that starts before the last"]
