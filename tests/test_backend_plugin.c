@@ -134,6 +134,43 @@ static void test_plugin_from_path(void **state) {
     distc_pg_free(pg);
 }
 
+/* The test's plugin directory: the last entry of DISTC_PLUGIN_PATH (CTest sets it). */
+static void plugin_file(char *out, size_t n, const char *file) {
+    const char *p = getenv("DISTC_PLUGIN_PATH");
+    if (!p) fail_msg("DISTC_PLUGIN_PATH must be set (CTest sets it)");
+    const char *dir = strrchr(p, ':') ? strrchr(p, ':') + 1 : p;
+    snprintf(out, n, "%s/%s", dir, file);
+}
+
+/* A plugin loaded from a file under a name of the program's choosing. */
+static void test_plugin_load(void **state) {
+    (void)state;
+    char path[4096], noinit[4096];
+    plugin_file(path, sizeof path, "libdistc-looptest.so");
+    plugin_file(noinit, sizeof noinit, "libdistc-noinit.so");
+    ASSERT_OK(distc_plugin_load("my-loop", path));
+    distc_pg *pg = new_group("my-loop", 0, NULL);
+    const char *be = NULL;
+    ASSERT_OK(distc_pg_backend(&be, pg));
+    assert_string_equal(be, "my-loop");
+    float x[3] = {1, 2, 3};
+    int64_t shape = 3;
+    DLTensor t = tensor_f32(x, &shape);
+    ASSERT_OK(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL));
+    assert_true(x[0] == 1 && x[2] == 3);
+    distc_pg_free(pg);
+    ASSERT_ERR(distc_plugin_load("my-loop", path), DISTC_ESTATE, "already exists");
+    ASSERT_ERR(distc_plugin_load("gloo", path), DISTC_ESTATE, "already exists");
+    ASSERT_ERR(distc_plugin_load("other", "/nonexistent/libx.so"), DISTC_ENOTFOUND, "/nonexistent/libx.so");
+    ASSERT_ERR(distc_plugin_load("other", noinit), DISTC_EBACKEND, "not a distc plugin");
+    ASSERT_ERR(distc_plugin_load("Bad Name", path), DISTC_EINVAL, "name");
+    ASSERT_ERR(distc_plugin_load(NULL, path), DISTC_EINVAL, "name");
+    ASSERT_ERR(distc_plugin_load("other", NULL), DISTC_EINVAL, "path");
+    ASSERT_ERR(distc_plugin_load("other", ""), DISTC_EINVAL, "empty");
+    /* A failed load leaves the name free. */
+    ASSERT_OK(distc_plugin_load("other", path));
+}
+
 static void test_broken_plugins(void **state) {
     (void)state;
     new_group("badversion", DISTC_EBACKEND, "vtable version");
@@ -572,6 +609,7 @@ int main(void) {
         cmocka_unit_test(test_unknown_backend),
         cmocka_unit_test(test_engine_world_urls),
         cmocka_unit_test(test_plugin_from_path),
+        cmocka_unit_test(test_plugin_load),
         cmocka_unit_test(test_broken_plugins),
         cmocka_unit_test(test_work_completed_by_backend),
         cmocka_unit_test(test_blocking_calls_completed_racing_thread_exit),

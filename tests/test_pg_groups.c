@@ -296,12 +296,11 @@ static void test_batch_isend_irecv(void **state) {
 /* Debug mode: ranks calling different collectives all get DISTC_EINVAL naming who calls what. */
 static void debug_body(distc_pg *pg, int rank, int size, void *arg) {
     (void)pg;
-    (void)arg;
     distc_pg_options o = DISTC_PG_OPTIONS_INIT;
     char name[96];
     snprintf(name, sizeof name, "%s-debug", dt_rank_group());
     o.group_name = name;
-    o.debug = 1;
+    o.debug = arg ? -1 : 1; /* arg: from the environment */
     o.timeout_ms = 10000;
     distc_pg *g = NULL;
     if (!RK_OK(distc_pg_new(&g, dt_rank_store(), rank, size, &o))) return;
@@ -328,6 +327,13 @@ static void debug_body(distc_pg *pg, int rank, int size, void *arg) {
 static void test_debug_mode(void **state) {
     (void)state;
     dt_run_ranks(3, debug_body, NULL);
+    /* torch's variable turns it on too, when DISTC_DEBUG is unset. */
+    const char *had = getenv("DISTC_DEBUG");
+    if (!had) {
+        setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL", 1);
+        dt_run_ranks(3, debug_body, "env");
+        unsetenv("TORCH_DISTRIBUTED_DEBUG");
+    }
 }
 
 /* ------------------------------------------- what freed groups leave behind */

@@ -174,6 +174,23 @@ DISTC_EXTERN(int) distc_pg_store_prefix(const char **out, const distc_pg *pg);
 /** The group's default timeout in ms. */
 DISTC_EXTERN(int) distc_pg_timeout(int64_t *out, const distc_pg *pg);
 
+/**
+ * @brief Loads a backend plugin from a file (c10d's Backend.register_backend).
+ *
+ * Makes the plugin library at `path` (one that exports
+ * distc_backend_plugin_init, see distc/sys/backend.h) the backend `name`
+ * of this process, whatever its file is called and wherever it lies;
+ * groups then name it in distc_pg_options.backend. Plugins named
+ * libdistc-<name>.so in DISTC_PLUGIN_PATH or next to libdistc load by
+ * themselves and need no call. Names are [a-z0-9_-]+.
+ *
+ * @return 0; DISTC_ESTATE when `name` is "gloo" or taken; DISTC_ENOTFOUND
+ *         when there is no file at `path`; DISTC_EBACKEND when it cannot be
+ *         loaded, is not a distc plugin, or refuses to start (the message
+ *         says which).
+ */
+DISTC_EXTERN(int) distc_plugin_load(const char *name, const char *path);
+
 /* ------------------------------------------------------------------------ */
 /* Subgroups                                                                 */
 

@@ -56,6 +56,16 @@ DISTC_EXTERN(int) distc_backend_register(const char *name, const distc_backend_o
     });
 }
 
+DISTC_EXTERN(int) distc_plugin_load(const char *name, const char *path) {
+    return guard(__func__, [&] {
+        require_ptr(name, "name");
+        require_ptr(path, "path");
+        if (!*path) fail(DISTC_EINVAL, "path is empty");
+        load_backend(name, path);
+        return 0;
+    });
+}
+
 DISTC_EXTERN(int) distc_backend_work_set_hooks(distc_work *work, const distc_work_hooks *hooks, void *payload) {
     return guard(__func__, [&] {
         require_ptr(work, "work");

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -72,45 +73,49 @@ std::vector<std::string> plugin_dirs() {
     return dirs;
 }
 
-// Loads libdistc-<name>.so; g_mu is held.
+// Loads the plugin at `path` as backend `name`; g_mu is held.
+std::shared_ptr<const BackendDef> load_plugin_file(const std::string &name, const std::string &path) {
+    // RTLD_LOCAL: a plugin's engine symbols never meet another plugin's.
+    void *dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *why = dlerror();
+        fail(DISTC_EBACKEND, "backend '" + name + "': cannot load " + path + ": " + (why ? why : "unknown error") +
+                                 " (is its engine library installed and on the loader's path?)");
+    }
+    auto init = reinterpret_cast<distc_backend_plugin_init_fn>(dlsym(dl, "distc_backend_plugin_init"));
+    if (!init) {
+        dlclose(dl);
+        fail(DISTC_EBACKEND,
+             "backend '" + name + "': " + path + " is not a distc plugin (no distc_backend_plugin_init)");
+    }
+    const distc_backend_ops *ops = nullptr;
+    void *payload = nullptr;
+    distc_error_clear();
+    int rc = init(&ops, &payload, DISTC_BACKEND_OPS_VERSION);
+    if (rc < 0) {
+        std::string msg = distc_error_last();
+        dlclose(dl);
+        fail(DISTC_EBACKEND, "backend '" + name + "': " + path + " refused to start: " + msg);
+    }
+    std::shared_ptr<const BackendDef> def;
+    try {
+        def = std::make_shared<const BackendDef>(checked(name, ops, payload, path));
+    } catch (const Error &e) {
+        dlclose(dl);
+        fail(DISTC_EBACKEND, e.what());
+    }
+    // Kept loaded for the life of the process: its vtable is referenced from here on.
+    registry()[name] = def;
+    return def;
+}
+
+// Loads libdistc-<name>.so from the plugin directories; g_mu is held.
 std::shared_ptr<const BackendDef> load_plugin(const std::string &name) {
     std::string file = "libdistc-" + name + ".so", looked;
     for (const auto &dir : plugin_dirs()) {
         std::string path = dir + "/" + file;
         looked += (looked.empty() ? "" : ", ") + dir;
-        if (access(path.c_str(), F_OK) != 0) continue;
-        // RTLD_LOCAL: a plugin's engine symbols never meet another plugin's.
-        void *dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (!dl) {
-            const char *why = dlerror();
-            fail(DISTC_EBACKEND, "backend '" + name + "': cannot load " + path + ": " + (why ? why : "unknown error") +
-                                     " (is its engine library installed and on the loader's path?)");
-        }
-        auto init = reinterpret_cast<distc_backend_plugin_init_fn>(dlsym(dl, "distc_backend_plugin_init"));
-        if (!init) {
-            dlclose(dl);
-            fail(DISTC_EBACKEND,
-                 "backend '" + name + "': " + path + " is not a distc plugin (no distc_backend_plugin_init)");
-        }
-        const distc_backend_ops *ops = nullptr;
-        void *payload = nullptr;
-        distc_error_clear();
-        int rc = init(&ops, &payload, DISTC_BACKEND_OPS_VERSION);
-        if (rc < 0) {
-            std::string msg = distc_error_last();
-            dlclose(dl);
-            fail(DISTC_EBACKEND, "backend '" + name + "': " + path + " refused to start: " + msg);
-        }
-        std::shared_ptr<const BackendDef> def;
-        try {
-            def = std::make_shared<const BackendDef>(checked(name, ops, payload, path));
-        } catch (const Error &e) {
-            dlclose(dl);
-            fail(DISTC_EBACKEND, e.what());
-        }
-        // Kept loaded for the life of the process: its vtable is referenced from here on.
-        registry()[name] = def;
-        return def;
+        if (access(path.c_str(), F_OK) == 0) return load_plugin_file(name, path);
     }
     fail(DISTC_ENOTFOUND, "unknown backend '" + name + "': not built in (gloo), not registered, and no " + file +
                               " in " + (looked.empty() ? std::string("any plugin directory") : looked) +
@@ -124,6 +129,14 @@ void register_backend(const std::string &name, const distc_backend_ops *ops, voi
     std::lock_guard<std::mutex> lk(g_mu);
     if (name == "gloo" || registry().count(name)) fail(DISTC_ESTATE, "backend '" + name + "' already exists");
     registry()[name] = std::make_shared<const BackendDef>(std::move(def));
+}
+
+void load_backend(const std::string &name, const std::string &path) {
+    check_name(name);
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (name == "gloo" || registry().count(name)) fail(DISTC_ESTATE, "backend '" + name + "' already exists");
+    if (access(path.c_str(), F_OK) != 0) fail_errno(DISTC_ENOTFOUND, "backend '" + name + "': " + path, errno);
+    load_plugin_file(name, path);
 }
 
 std::shared_ptr<const BackendDef> find_backend(const std::string &name) {

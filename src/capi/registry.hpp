@@ -24,5 +24,7 @@ void register_backend(const std::string &name, const distc_backend_ops *ops, voi
 // when there is no such backend, DISTC_EBACKEND when its library cannot be
 // loaded (the message names the missing library) or refuses to start.
 std::shared_ptr<const BackendDef> find_backend(const std::string &name);
+// Loads the plugin library at `path` as backend `name` (distc_plugin_load).
+void load_backend(const std::string &name, const std::string &path);
 
 }  // namespace distc

@@ -11,6 +11,7 @@ gradients travel as float16 (rounded identically, then summed in float16 by
 gloo and in float32 by distc): rtol 1e-3, atol 1e-4."""
 import datetime
 import functools
+import os
 
 import pytest
 import torch
@@ -105,3 +106,39 @@ def test_same_weights_as_torch_ddp(variant):
     buckets = run_procs(2, functools.partial(compare, variant=variant), join_s=120)
     if variant == "small":
         assert buckets[0] > 1
+
+
+BOTH_DDPS = r'''
+import os
+import torch, torch.distributed as tdist
+import distc
+from distc.torch_ddp import DistributedDataParallel as DistcDDP
+rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+distc.init_process_group("gloo")
+tdist.init_process_group("gloo", init_method="file://" + os.environ["TORCH_STORE"], rank=rank, world_size=size)
+a = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 4))
+b = DistcDDP(torch.nn.Linear(8, 4))
+for _ in range(3):
+    x = torch.randn(4, 8)
+    a(x).sum().backward()
+    b(x).sum().backward()
+print("done", rank)
+'''
+
+
+def test_torch_ddp_and_distc_ddp_exit_cleanly(tmp_path):
+    """torch's DDP and distc's in one process, 2 ranks, 20 times: every run exits 0 and
+    nothing is terminated at exit (the issue saw 'terminate called without an active
+    exception' there)."""
+    import subprocess
+    import sys
+    script = tmp_path / "both.py"
+    script.write_text(BOTH_DDPS)
+    run = os.path.join(os.environ["DISTC_BUILD"], "distc-run")
+    for i in range(20):
+        env = dict(os.environ, TORCH_STORE=str(tmp_path / f"store{i}"))
+        p = subprocess.run([run, "-n", "2", sys.executable, str(script)], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0 and "terminate" not in p.stderr + p.stdout, \
+            f"run {i}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+        assert p.stdout.count("done") == 2

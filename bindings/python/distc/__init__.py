@@ -21,12 +21,15 @@ from ._types import PremulSum, ReduceOp, premul_sum, version
 from ._store import CustomStore, FileStore, HashStore, PrefixStore, Store, TCPStore
 from ._group import ProcessGroup, Work
 from ._reducer import Reducer, compute_bucket_assignment_by_size
-from ._api import (GroupMember, P2POp, all_gather, all_gather_into_tensor, all_gather_object, all_reduce,
-                   all_reduce_coalesced, all_to_all, all_to_all_single, barrier, batch_isend_irecv, broadcast,
-                   broadcast_object_list, default_pg_timeout, destroy_process_group, dump_trace, gather, gather_object,
-                   get_backend, get_global_rank, get_group_rank, get_rank, get_world_size, init_process_group,
-                   irecv, is_available, is_initialized, isend, monitored_barrier, new_group, recv, reduce,
-                   reduce_scatter, reduce_scatter_tensor, scatter, scatter_object_list, send)
+from ._api import (Backend, GroupMember, P2POp, all_gather, all_gather_coalesced, all_gather_into_tensor,
+                   all_gather_into_tensor_coalesced, all_gather_object, all_reduce, all_reduce_coalesced, all_to_all,
+                   all_to_all_single, barrier, batch_isend_irecv, broadcast, broadcast_object_list,
+                   default_pg_timeout, destroy_process_group, dump_trace, gather, gather_object, get_backend,
+                   get_global_rank, get_group_rank, get_process_group_ranks, get_rank, get_world_size,
+                   init_process_group, irecv, is_available, is_initialized, isend, monitored_barrier, new_group,
+                   new_subgroups, new_subgroups_by_enumeration, recv, recv_object_list, reduce, reduce_scatter,
+                   reduce_scatter_tensor, reduce_scatter_tensor_coalesced, scatter, scatter_object_list, send,
+                   send_object_list)
 
 __version__ = version()
 ANY_SOURCE = None

@@ -4,10 +4,15 @@ Ranks given to these functions (src, dst, the ranks of new_group) are global
 ranks, as in torch; they are translated into the group's ranks here."""
 import atexit
 import datetime
+import os
+import pickle
 import warnings
+
+import numpy as np
 
 from . import _distc
 from ._group import ProcessGroup
+from . import _coalesced
 from ._store import as_store
 from ._types import ReduceOp
 
@@ -42,15 +47,67 @@ def is_initialized():
     return _default is not None
 
 
+class Backend(str):
+    """A backend's name, lower-cased as torch's Backend("GLOO") is; register_backend
+    makes a plugin library a backend of this process."""
+    UNDEFINED = "undefined"
+    GLOO = "gloo"
+    NCCL = "nccl"
+    MPI = "mpi"
+
+    def __new__(cls, name):
+        if not isinstance(name, str):
+            raise TypeError(f"Backend name must be a string, not {type(name).__name__}")
+        return super().__new__(cls, name.lower())
+
+    @classmethod
+    def register_backend(cls, name, func, extended_api=False, devices=None):
+        """torch's Backend.register_backend for distc: `func` is the path of a distc plugin
+        library (one exporting distc_backend_plugin_init, see distc/sys/backend.h), loaded
+        as backend `name` (distc_plugin_load(3)). distc's backends are C plugins, so a
+        Python creator function is refused."""
+        if callable(func):
+            raise TypeError("distc backends are C plugins: pass the path of the plugin library "
+                            "(libdistc-NAME.so), not a creator function")
+        if not isinstance(func, (str, os.PathLike)):
+            raise TypeError(f"register_backend takes the plugin's path, not {type(func).__name__}")
+        _distc.distc_plugin_load(name.lower(), os.fspath(func))
+        setattr(cls, name.upper(), name.lower())
+
+
+def _timeout_from(timeout, pg_options, what):
+    """The timeout, with what of torch's pg_options applies: `_timeout` or `timeout`
+    (ProcessGroupGloo.Options, ProcessGroupNCCL.Options). Any other option that is set
+    is refused: distc would not honour it."""
+    if pg_options is None:
+        return timeout
+    opts = dict(pg_options) if isinstance(pg_options, dict) else {
+        k: getattr(pg_options, k) for k in dir(pg_options) if not k.startswith("__") and not callable(
+            getattr(pg_options, k, None))}
+    t = opts.pop("_timeout", None) or opts.pop("timeout", None)
+    opts.pop("timeout", None)
+    opts.pop("backend", None)  # the options' kind, not an option
+    defaults = {"is_high_priority_stream": False, "_devices": [], "_threads": 2}  # torch's defaults
+    for k, v in opts.items():
+        if k in defaults and (v == defaults[k] or v is None):
+            continue
+        raise ValueError(f"{what}: pg_options.{k} = {v!r} is not supported by distc "
+                         f"(only a timeout applies: pass it as timeout=)")
+    if t is not None and timeout is not None and timeout is not default_pg_timeout and t != timeout:
+        raise ValueError(f"{what}: timeout={timeout!r} and pg_options' timeout {t!r} disagree")
+    return t if t is not None else timeout
+
+
 def init_process_group(backend="gloo", init_method=None, timeout=default_pg_timeout, world_size=-1, rank=-1,
                        store=None, group_name="", pg_options=None):
-    """Creates the default group: from `store` with `rank` and `world_size`, else by
-    rendezvous through `init_method` (default env://)."""
+    """Creates the default group: from `store` (a distc Store, a torch.distributed Store,
+    or any object with CustomStore's methods) with `rank` and `world_size`, else by
+    rendezvous through `init_method` (default env://). Of pg_options only a timeout
+    applies; other options that are set raise ValueError."""
     global _default
     if _default is not None:
         raise RuntimeError("init_process_group was already called; call destroy_process_group first")
-    if pg_options is not None:
-        raise ValueError("pg_options is not supported; pass distc options through ProcessGroup")
+    timeout = _timeout_from(timeout, pg_options, "init_process_group")
     if store is not None:
         if init_method is not None:
             raise ValueError("init_process_group takes init_method or store, not both")
@@ -135,14 +192,71 @@ def get_global_rank(group, group_rank):
 
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None):
     """A group of the listed global ranks (all ranks when None); every rank calls it.
-    Ranks not listed get GroupMember.NON_GROUP_MEMBER."""
+    Ranks not listed get GroupMember.NON_GROUP_MEMBER. Of pg_options only a timeout
+    applies; other options that are set raise ValueError."""
     w = _world()
+    timeout = _timeout_from(timeout, pg_options, "new_group")
     ranks = list(range(w.size())) if ranks is None else sorted(int(r) for r in ranks)
     g = w.new_subgroup(ranks, timeout=timeout, backend=backend)
     if g is None:
         return GroupMember.NON_GROUP_MEMBER
     _groups.append(g)
     return g
+
+
+def get_process_group_ranks(group):
+    """The global ranks of `group`'s members, in group rank order."""
+    g = _group(group)
+    if g is None:
+        raise ValueError("this rank is not a member of the group")
+    return [g.global_rank(i) for i in range(g.size())]
+
+
+def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None):
+    """One group per list of global ranks (every rank calls it, with the same lists;
+    no rank in two). Returns (this rank's subgroup or None, every subgroup this rank
+    made: torch returns only those it belongs to as groups, the others as
+    NON_GROUP_MEMBER; here they are left out)."""
+    seen = set()
+    lists = [[int(r) for r in ranks] for ranks in ranks_per_subgroup_list]
+    for ranks in lists:
+        if not ranks:
+            raise ValueError("new_subgroups_by_enumeration: a subgroup has no ranks")
+        for r in ranks:
+            if r in seen:
+                raise ValueError(f"new_subgroups_by_enumeration: rank {r} is in more than one subgroup")
+            seen.add(r)
+    me = get_rank()
+    cur, mine = None, []
+    for ranks in lists:
+        g = new_group(ranks, timeout=timeout, backend=backend, pg_options=pg_options)
+        if g is not GroupMember.NON_GROUP_MEMBER:
+            cur = g
+            mine.append(g)
+        elif me in ranks:  # pragma: no cover - new_group gives members a group
+            raise RuntimeError("new_subgroups_by_enumeration: a member got no group")
+    return cur, mine
+
+
+def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None):
+    """Splits `group` (default: the world) into consecutive subgroups of `group_size`
+    ranks (default: LOCAL_WORLD_SIZE, the ranks of one host under distc-run or
+    torchrun). Returns (this rank's subgroup, [it]) as torch does."""
+    members = get_process_group_ranks(group)
+    if group_size is None:
+        local = os.environ.get("LOCAL_WORLD_SIZE")
+        if not local:
+            raise ValueError("new_subgroups: give group_size (LOCAL_WORLD_SIZE is not set)")
+        group_size = int(local)
+    group_size = int(group_size)
+    if group_size <= 0:
+        raise ValueError(f"new_subgroups: group_size must be positive, not {group_size}")
+    if len(members) % group_size:
+        raise ValueError(f"new_subgroups: the group's {len(members)} ranks do not split into groups of "
+                         f"{group_size}")
+    chunks = [members[i:i + group_size] for i in range(0, len(members), group_size)]
+    cur, _ = new_subgroups_by_enumeration(chunks, timeout=timeout, backend=backend, pg_options=pg_options)
+    return cur, [cur]
 
 
 def _call(name, group, fn):
@@ -202,6 +316,25 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
                       async_op=False):
     return _call("all_to_all_single", group, lambda g: g.all_to_all_single(
         output, input, output_split_sizes, input_split_sizes, async_op))
+
+
+def all_gather_coalesced(output_tensor_lists, input_tensor_list, group=None, async_op=False):
+    """output_tensor_lists[r][j] gets rank r's input_tensor_list[j]: one gather of all
+    the tensors packed together."""
+    return _call("all_gather_coalesced", group, lambda g: _coalesced.all_gather_coalesced(
+        g, output_tensor_lists, input_tensor_list, async_op))
+
+
+def all_gather_into_tensor_coalesced(output_tensors, input_tensors, group=None, async_op=False):
+    """all_gather_into_tensor of each pair (outputs[j] <- every rank's inputs[j]) as one operation."""
+    return _call("all_gather_into_tensor_coalesced", group, lambda g: _coalesced.all_gather_into_tensor_coalesced(
+        g, output_tensors, input_tensors, async_op))
+
+
+def reduce_scatter_tensor_coalesced(output_tensors, input_tensors, op=ReduceOp.SUM, group=None, async_op=False):
+    """reduce_scatter_tensor of each pair as one operation."""
+    return _call("reduce_scatter_tensor_coalesced", group, lambda g: _coalesced.reduce_scatter_tensor_coalesced(
+        g, output_tensors, input_tensors, op, async_op))
 
 
 def barrier(group=None, async_op=False, device_ids=None):
@@ -319,3 +452,37 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list, s
         raise ValueError("scatter_object_list needs an output list of at least one element")
     scatter_object_output_list[0] = g.scatter_object(
         list(scatter_object_input_list) if g.rank() == s else None, s)
+
+
+def send_object_list(object_list, dst, group=None, device=None):
+    """Sends the objects of `object_list` to global rank `dst` (a recv_object_list there
+    receives them): their sizes, then their bytes. Uses pickle: only for trusted peers."""
+    g = _group(group)
+    if g is None:
+        return _not_member("send_object_list")
+    d = _local(g, dst, "dst")
+    blobs = [pickle.dumps(o) for o in object_list]
+    sizes = np.array([len(b) for b in blobs], dtype=np.int64)
+    g.send(sizes, d)
+    if sizes.sum():
+        g.send(np.frombuffer(b"".join(blobs), dtype=np.uint8).copy(), d)
+
+
+def recv_object_list(object_list, src=None, group=None, device=None):
+    """Fills `object_list` in place with the objects a send_object_list of as many
+    objects sent (from global rank `src`, or any rank); returns the sender's global
+    rank. Uses pickle: only for trusted peers."""
+    g = _group(group)
+    if g is None:
+        _not_member("recv_object_list")
+        return -1
+    sizes = np.zeros(len(object_list), dtype=np.int64)
+    sender = g.recv(sizes, None if src is None else _local(g, src, "src"))
+    data = np.empty(int(sizes.sum()), dtype=np.uint8)
+    if data.size:
+        g.recv(data, sender)
+    at = 0
+    for i, n in enumerate(sizes):
+        object_list[i] = pickle.loads(data[at:at + int(n)].tobytes())
+        at += int(n)
+    return sender if g is _default else g.global_rank(sender)

@@ -149,8 +149,53 @@ class CustomStore(Store):
         self.obj = obj
 
 
+class _TorchStore:
+    """A torch.distributed Store (TCPStore, FileStore, HashStore, PrefixStore ...)
+    with CustomStore's methods: torch's get and wait take their timeout from the
+    store, and a timeout is a RuntimeError there."""
+
+    def __init__(self, store):
+        self._s = store
+
+    def _timed(self, seconds, fn):
+        self._s.set_timeout(datetime.timedelta(seconds=seconds))
+        try:
+            return fn()
+        except RuntimeError as e:
+            if "timeout" in str(e).lower() or "timed out" in str(e).lower():
+                raise TimeoutError(str(e)) from None
+            raise
+
+    def set(self, key, value):
+        self._s.set(key, value)
+
+    def get(self, key, timeout):
+        return self._timed(timeout, lambda: (self._s.wait([key]), self._s.get(key))[1])
+
+    def add(self, key, delta):
+        return self._s.add(key, delta)
+
+    def compare_set(self, key, expected, desired):
+        return self._s.compare_set(key, expected, desired)
+
+    def check(self, keys):
+        return self._s.check(list(keys))
+
+    def wait(self, keys, timeout):
+        self._timed(timeout, lambda: self._s.wait(list(keys)))
+
+    def delete_key(self, key):
+        return self._s.delete_key(key)
+
+    def num_keys(self):
+        return self._s.num_keys()
+
+
 def as_store(store):
-    """A distc Store for `store`: itself, or a CustomStore around a Python object."""
+    """A distc Store for `store`: itself, a torch.distributed Store, or a CustomStore
+    around any object with its methods."""
     if isinstance(store, Store):
         return store
+    if type(store).__module__.startswith("torch") and hasattr(store, "set_timeout"):
+        return CustomStore(_TorchStore(store))
     return CustomStore(store)

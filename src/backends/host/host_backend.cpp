@@ -11,6 +11,7 @@
 #include "backends/host/transport/p2p_mailbox.hpp"
 #include "backends/host/transport/shm/shm_transport.hpp"
 #include "backends/host/transport/tcp/tcp_transport.hpp"
+#include "core/util/debug.hpp"
 #include "core/util/error.hpp"
 
 namespace distc {
@@ -83,7 +84,7 @@ HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
     }) {
     Address here{"127.0.0.1", "alone in its group"};
     if (size_ > 1) here = choose_address(*info.store, rank_, size_, info.timeout);
-    if (std::getenv("DISTC_DEBUG"))
+    if (debug_level() != DebugLevel::Off)
         std::fprintf(stderr, "distc: rank %d advertises %s (%s)\n", rank_, here.host.c_str(), here.why.c_str());
     if (size_ > 1 && mesh_limit() > 0) {
         box_ = std::make_unique<P2pMailbox>(size_);
@@ -94,7 +95,7 @@ HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
         // alone on its host has none to make).
         bool shared = loc.shares_memory() &&
                       ShmTransport::make_for_group(*info.store, rank_, size_, loc, info.timeout, *box_, shm_, why_not);
-        if (!shared && loc.shares_memory() && std::getenv("DISTC_DEBUG"))
+        if (!shared && loc.shares_memory() && debug_level() != DebugLevel::Off)
             std::fprintf(stderr, "distc: rank %d: shared memory not used: %s\n", rank_, why_not.c_str());
         if (shared && !loc.all_local()) hier_ = std::make_unique<Hierarchy>(rank_, loc, shm_.get(), *tcp_);
         algo_ = std::make_unique<Algorithms>(shared && loc.all_local() ? static_cast<Transport &>(*shm_) : *tcp_, rank_,

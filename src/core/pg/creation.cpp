@@ -7,6 +7,7 @@
 #include "core/pg/process_group.hpp"
 #include "core/store/prefix_store.hpp"
 #include "core/store/watchful_store.hpp"
+#include "core/util/debug.hpp"
 #include "core/util/error.hpp"
 
 namespace distc {
@@ -22,8 +23,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
     if (opts.debug >= 0) {
         debug_ = opts.debug > 0;
     } else {
-        const char *e = std::getenv("DISTC_DEBUG");
-        debug_ = e && (std::strcmp(e, "detail") == 0 || std::strcmp(e, "DETAIL") == 0);
+        debug_ = debug_level() == DebugLevel::Detail;
     }
     // Each rank counts its own attempts at a group of this name, and its k-th
     // attempt meets every other rank's k-th in instance k's key space. A rank

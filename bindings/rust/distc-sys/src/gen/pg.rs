@@ -154,6 +154,25 @@ extern "C" {
     pub fn distc_pg_timeout(out: *mut i64, pg: *const distc_pg) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief Loads a backend plugin from a file (c10d's Backend.register_backend)."]
+    #[doc = ""]
+    #[doc = " Makes the plugin library at `path` (one that exports"]
+    #[doc = " distc_backend_plugin_init, see distc/sys/backend.h) the backend `name`"]
+    #[doc = " of this process, whatever its file is called and wherever it lies;"]
+    #[doc = " groups then name it in distc_pg_options.backend. Plugins named"]
+    #[doc = " libdistc-<name>.so in DISTC_PLUGIN_PATH or next to libdistc load by"]
+    #[doc = " themselves and need no call. Names are [a-z0-9_-]+."]
+    #[doc = ""]
+    #[doc = " @return 0; DISTC_ESTATE when `name` is \"gloo\" or taken; DISTC_ENOTFOUND"]
+    #[doc = "         when there is no file at `path`; DISTC_EBACKEND when it cannot be"]
+    #[doc = "         loaded, is not a distc plugin, or refuses to start (the message"]
+    #[doc = "         says which)."]
+    pub fn distc_plugin_load(
+        name: *const ::std::os::raw::c_char,
+        path: *const ::std::os::raw::c_char,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
     #[doc = " @brief A group of some of the parent's ranks (c10d's new_group)."]
     #[doc = ""]
     #[doc = " c10d's new_group: a group of the parent's ranks listed in `ranks` (n of"]

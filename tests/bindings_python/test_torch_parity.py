@@ -1,0 +1,133 @@
+"""The torch.distributed functions distc added for parity, each against torch
+(gloo, Debian's 1.13) in the same processes, 2 and 4 ranks: what torch 1.13
+has is compared with torch's own result; what it lacks (send_object_list,
+the tensor-coalesced forms) with the values it must give; torch's
+new_subgroups, which wants CUDA, with the new_group calls it makes."""
+import datetime
+import os
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as tdist
+
+import distc
+from conftest import free_port, run_procs_env
+
+
+def both(rank, size):
+    distc.init_process_group("gloo")  # env:// from the spawned environment
+    ports = [free_port() if rank == 0 else 0]
+    distc.broadcast_object_list(ports, src=0)
+    tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{ports[0]}", rank=rank, world_size=size,
+                             timeout=datetime.timedelta(seconds=30))
+
+
+def parity():
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    both(rank, size)
+    # get_process_group_ranks and new_subgroups, against torch's (whose new_subgroups
+    # needs CUDA: its groups are made here with new_group, as it makes them).
+    assert distc.get_process_group_ranks(None) == tdist.get_process_group_ranks(tdist.group.WORLD)
+    cur, subs = distc.new_subgroups(group_size=2)
+    tcur = None
+    for first in range(0, size, 2):
+        g = tdist.new_group(list(range(first, first + 2)))
+        if rank in (first, first + 1):
+            tcur = g
+    assert distc.get_process_group_ranks(cur) == tdist.get_process_group_ranks(tcur)
+    assert distc.get_rank(cur) == tdist.get_rank(tcur) and len(subs) == 1
+    x = torch.full((3,), float(rank))
+    distc.all_reduce(x, group=cur)
+    y = torch.full((3,), float(rank))
+    tdist.all_reduce(y, group=tcur)
+    assert torch.equal(x, y)
+    # by enumeration: odd and even ranks
+    evens, odds = list(range(0, size, 2)), list(range(1, size, 2))
+    ecur, _ = distc.new_subgroups_by_enumeration([evens, odds])
+    assert distc.get_process_group_ranks(ecur) == (evens if rank % 2 == 0 else odds)
+    with pytest.raises(ValueError, match="more than one subgroup"):
+        distc.new_subgroups_by_enumeration([[0, 1], [1]])
+    with pytest.raises(ValueError, match="do not split"):
+        distc.new_subgroups(group_size=3)
+    # all_gather_coalesced (torch 1.13's gloo has it)
+    ins = [torch.arange(4, dtype=torch.float32) + 10 * rank, torch.arange(3, dtype=torch.float32) - rank]
+    outs = [[torch.empty(4), torch.empty(3)] for _ in range(size)]
+    touts = [[torch.empty(4), torch.empty(3)] for _ in range(size)]
+    distc.all_gather_coalesced(outs, ins)
+    tdist.all_gather_coalesced(touts, ins)
+    assert all(torch.equal(a, b) for o, t in zip(outs, touts) for a, b in zip(o, t))
+    outs2 = [[torch.empty(4), torch.empty(3)] for _ in range(size)]
+    w = distc.all_gather_coalesced(outs2, ins, async_op=True)
+    assert w.wait() and all(torch.equal(a, b) for o, t in zip(outs2, touts) for a, b in zip(o, t))
+    # the tensor-coalesced forms (torch 1.13's gloo has neither): against their definition
+    gi = [torch.arange(2, dtype=torch.int64) + rank, torch.tensor([rank * 7], dtype=torch.int64)]
+    go = [torch.empty(2 * size, dtype=torch.int64), torch.empty(size, dtype=torch.int64)]
+    distc.all_gather_into_tensor_coalesced(go, gi)
+    assert go[0].tolist() == [v for r in range(size) for v in (r, r + 1)]
+    assert go[1].tolist() == [7 * r for r in range(size)]
+    ri = [torch.arange(2 * size, dtype=torch.float64) * (rank + 1), torch.ones(size, dtype=torch.float64)]
+    ro = [torch.empty(2, dtype=torch.float64), torch.empty(1, dtype=torch.float64)]
+    distc.reduce_scatter_tensor_coalesced(ro, ri)
+    total = sum(r + 1 for r in range(size))
+    assert ro[0].tolist() == [2 * rank * total, (2 * rank + 1) * total] and ro[1].tolist() == [size]
+    # send_object_list / recv_object_list: a ring
+    objs = [{"from": rank}, "x" * rank, None]
+    if rank % 2 == 0:
+        distc.send_object_list(objs, (rank + 1) % size)
+        got = [0, 0, 0]
+        sender = distc.recv_object_list(got)
+    else:
+        got = [0, 0, 0]
+        sender = distc.recv_object_list(got, src=(rank - 1) % size)
+        distc.send_object_list(objs, (rank + 1) % size)
+    prev = (rank - 1) % size
+    assert sender == prev and got == [{"from": prev}, "x" * prev, None]
+    tdist.destroy_process_group()
+    distc.destroy_process_group()
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_functions_against_torch(size):
+    run_procs_env(size, parity, join_s=180)
+
+
+def store_main():
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    port = int(os.environ["MASTER_PORT"])
+    # init_process_group(store=<a torch Store>): torch's TCPStore, as a user would pass it.
+    st = tdist.TCPStore("127.0.0.1", port, size, rank == 0, timeout=datetime.timedelta(seconds=30))
+    distc.init_process_group("gloo", store=st, rank=rank, world_size=size)
+    x = np.full(4, rank + 1, dtype=np.float32)
+    distc.all_reduce(x)
+    assert x.tolist() == [size * (size + 1) / 2] * 4
+    # pg_options: what applies is taken, the rest refused.
+    opts = tdist.ProcessGroupGloo._Options()
+    opts._timeout = datetime.timedelta(seconds=7)
+    g = distc.new_group(pg_options=opts)
+    assert g.timeout() == datetime.timedelta(seconds=7)
+    opts._threads = 8
+    with pytest.raises(ValueError, match="_threads"):
+        distc.new_group(pg_options=opts)
+    distc.destroy_process_group()
+
+
+def test_torch_store_and_pg_options():
+    run_procs_env(2, store_main, join_s=120)
+
+
+def test_register_backend():
+    plugin = os.path.join(os.environ["DISTC_BUILD"], "tests", "plugins", "libdistc-looptest.so")
+    with pytest.raises(TypeError, match="C plugins"):
+        distc.Backend.register_backend("pyfunc", lambda *a: None)
+    distc.Backend.register_backend("pyloop", plugin)
+    assert distc.Backend.PYLOOP == "pyloop" and distc.Backend("GLOO") == "gloo"
+    with distc.ProcessGroup(distc.HashStore(), 0, 1, backend="pyloop") as g:
+        assert g.backend() == "pyloop"
+        x = np.ones(3, dtype=np.float32)
+        g.all_reduce(x)
+        assert x.tolist() == [1, 1, 1]
+    with pytest.raises(distc.DistcStateError):
+        distc.Backend.register_backend("pyloop", plugin)
+    with pytest.raises(distc.DistcNotFound):
+        distc.Backend.register_backend("other", "/nonexistent/libx.so")
