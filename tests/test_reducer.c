@@ -135,6 +135,64 @@ static void test_unused(void **state) {
     dt_run_ranks(3, rank_unused, NULL);
 }
 
+/* Uneven inputs: rank r has 2 + r iterations; a rank out of them joins (the
+ * protocol in reducer.h) until every rank is, and the active ranks' averages
+ * count the joined ones as zeros. */
+static void rank_join(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    DLTensor *g[NGRADS];
+    make_grads(g);
+    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+    o.bucket_cap_bytes = 512;
+    o.first_bucket_bytes = 256;
+    distc_reducer *r = NULL;
+    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o))) return;
+    int iterations = 0, joins = 0;
+    for (int it = 0;; ++it) {
+        int32_t active = it < 2 + rank;
+        DLTensor *c = dt_tensor_1d(DT_I32, 1);
+        ((int32_t *)c->data)[0] = active;
+        RK_OK(distc_allreduce(NULL, pg, c, DISTC_SUM, NULL));
+        int32_t n = ((int32_t *)c->data)[0];
+        dt_tensor_free(c);
+        if (n == 0) break;
+        if (!active) {
+            RK_OK(distc_reducer_join(r));
+            ++joins;
+            continue;
+        }
+        RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+        for (int i = NGRADS - 1; i >= 0; --i) {
+            fill(g[i], rank, it, i);
+            RK_OK(distc_reducer_mark_ready(r, i));
+        }
+        RK_OK(distc_reducer_finalize(r));
+        ++iterations;
+        for (int i = 0; i < NGRADS; ++i)
+            for (int64_t j = 0; j < dt_numel(g[i]); ++j) {
+                double sum = 0;
+                for (int q = 0; q < size; ++q)
+                    if (it < 2 + q) sum += gval(q, it, i, j);
+                if (!RK_CHECKF(fabs(dt_get(g[i], j) - sum / size) <= 1e-6 * (1 + sum), "iteration %d gradient %d", it,
+                               i))
+                    break;
+            }
+    }
+    RK_CHECKF(iterations == 2 + rank && joins == size - 1 - rank, "rank %d: %d iterations, %d joins", rank, iterations,
+              joins);
+    /* Inside an iteration, join is a state error. */
+    RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+    RK_ERR(distc_reducer_join(r), DISTC_ESTATE, "not finalized");
+    RK_ERR(distc_reducer_join(NULL), DISTC_EINVAL, "");
+    distc_reducer_free(r);
+    free_grads(g);
+}
+
+static void test_join(void **state) {
+    (void)state;
+    dt_run_ranks(3, rank_join, NULL);
+}
+
 static void rank_explicit(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
     DLTensor *g[NGRADS];
@@ -420,6 +478,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_average),
         cmocka_unit_test(test_unused),
+        cmocka_unit_test(test_join),
         cmocka_unit_test(test_explicit_assignment),
         cmocka_unit_test(test_overlap_and_stats),
         cmocka_unit_test(test_comm_hooks),

@@ -196,6 +196,28 @@ DISTC_EXTERN(int) distc_reducer_sparse_grad(const int64_t **indices_out, const v
 DISTC_EXTERN(int) distc_reducer_finalize(distc_reducer *r);
 
 /**
+ * @brief One iteration of a rank that has run out of inputs (uneven inputs).
+ *
+ * c10d's Join for the reducer: prepare_for_backward with every gradient
+ * unused, then finalize, so this rank's buckets (zeros) meet the active
+ * ranks' and nobody waits for it. Its gradient buffers then hold the active
+ * ranks' sum over the group's size. The protocol around it, every
+ * iteration, on every rank of the group:
+ *
+ *   1. an allreduce (SUM) of one int: 1 on a rank with an input, 0 on a
+ *      joined rank; 0 in all means every rank is done: stop;
+ *   2. an active rank runs its iteration (prepare, mark_ready, finalize),
+ *      a joined rank calls distc_reducer_join().
+ *
+ * The averages then divide by the whole group (c10d's
+ * divide_by_initial_world_size); multiply by size / (the sum of step 1)
+ * to average over the active ranks instead. At the end, copy the weights
+ * of a rank that finished last to all (a broadcast), as c10d's DDP does.
+ * DISTC_ESTATE inside an iteration.
+ */
+DISTC_EXTERN(int) distc_reducer_join(distc_reducer *r);
+
+/**
  * A communication hook: starts the reduction of one bucket (`bucket`: its
  * memory, all its gradients back to back) over `pg` and hands back the work
  * that finishes it; when that work completes the bucket must hold the

@@ -278,6 +278,13 @@ DISTC_EXTERN(int) distc_reducer_ready_ns(int64_t *out, const distc_reducer *r, i
     });
 }
 
+DISTC_EXTERN(int) distc_reducer_join(distc_reducer *r) {
+    return guard(__func__, [&] {
+        reducer_arg(r).join();
+        return 0;
+    });
+}
+
 DISTC_EXTERN(int) distc_reducer_grad_used(int32_t *out, const distc_reducer *r, int32_t index) {
     return guard(__func__, [&] {
         require_ptr(out, "out");

@@ -111,6 +111,11 @@ class Reducer(Owned):
         """When gradient `index` was marked in the last iteration (ns after prepare; -1: unused)."""
         return self._call(_distc.distc_reducer_ready_ns, index)
 
+    def join(self):
+        """One iteration of a rank out of inputs: every gradient reduces as zeros,
+        matching the active ranks' buckets (distc_reducer_join(3), distc.join)."""
+        self._call(_distc.distc_reducer_join)
+
     def grad_used(self, index):
         """With find_unused_parameters: whether any rank used gradient `index` in the last
         iteration (False: its buffer holds zeros, and torch's DDP leaves such a grad alone)."""

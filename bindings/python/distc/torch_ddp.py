@@ -13,20 +13,53 @@ puts the averages into `param.grad` (sparse for embeddings made with
 sparse=True, reduced by row). Like torch's DDP it broadcasts rank 0's
 parameters and buffers at construction (and buffers before every forward
 with broadcast_buffers), and `no_sync()` skips the reduction while gradients
-accumulate. Needs PyTorch; distc itself does not.
+accumulate. `join()` (or distc.join.Join([model, ...])) trains on uneven
+inputs: a rank out of data shadows the others' iterations (zeros for its
+gradients) until every rank is done, then every rank takes the weights of
+one that finished last. Needs PyTorch; distc itself does not.
 """
 import contextlib
 
+import numpy as np
 import torch
 
 from . import _api
 from ._reducer import Reducer
+from .join import Join, JoinHook, Joinable
 
 
-class DistributedDataParallel(torch.nn.Module):
+class _DDPJoinHook(JoinHook):
+    """What a joined rank does for each iteration of the active ones (forward's
+    agreement, buffer broadcast, the backward's buckets and used map), and the
+    final copy of a last joiner's weights."""
+
+    def __init__(self, ddp, divide_by_initial_world_size):
+        self.ddp = ddp
+        ddp._divide_by_initial_world_size = divide_by_initial_world_size
+
+    def main_hook(self):
+        ddp = self.ddp
+        reducing = ddp._count(0)
+        ddp._sync_buffers(active=False)
+        if reducing == 0:
+            return  # the active ranks' forward was in no_sync or without grad: no reduction
+        ddp.reducer.join()
+
+    def post_hook(self, is_last_joiner):
+        ddp = self.ddp
+        src = ddp._common_rank(is_last_joiner)
+        with torch.no_grad():
+            for t in list(ddp.module.parameters()) + list(ddp.module.buffers()):
+                ddp.group.broadcast(t.data, src)
+
+
+class DistributedDataParallel(torch.nn.Module, Joinable):
     def __init__(self, module, group=None, bucket_cap_mb=25, first_bucket_mb=1, find_unused_parameters=False,
                  gradient_as_bucket_view=False, broadcast_buffers=True, comm_hook=None):
-        super().__init__()
+        torch.nn.Module.__init__(self)
+        Joinable.__init__(self)
+        self._divide_by_initial_world_size = True
+        self._n_sync = None  # with join: the ranks that reduce this iteration
         self.module = module
         self.group = _api._group(group)
         if self.group is None:
@@ -82,6 +115,11 @@ class DistributedDataParallel(torch.nn.Module):
         self._queued = False
         self._active = False
         self.reducer.finalize()
+        # Under join with divide_by_initial_world_size=False: averaged over the ranks
+        # that took part, not the group (the reducer divided by the group's size).
+        scale = (self.group.size() / self._n_sync
+                 if self._n_sync and not self._divide_by_initial_world_size and self._n_sync != self.group.size()
+                 else None)
         with torch.no_grad():
             for i, (p, g) in enumerate(zip(self._params, self._grads)):
                 if self._find_unused and not self.reducer.grad_used(i):
@@ -93,12 +131,54 @@ class DistributedDataParallel(torch.nn.Module):
                     p.grad = g.clone()
                 else:
                     p.grad.copy_(g)
+                if scale is not None and not self._sparse[i]:
+                    p.grad.mul_(scale)
+
+    # ---- join (uneven inputs)
+    def _count(self, value):
+        x = np.array([value], dtype=np.int64)
+        self.group.all_reduce(x)
+        return int(x[0])
+
+    def _common_rank(self, mine):
+        """The highest rank for which `mine` holds on its rank."""
+        x = np.array([self.group.rank() if mine else -1], dtype=np.int64)
+        self.group.all_reduce(x, _api.ReduceOp.MAX)
+        return int(x[0])
+
+    def _sync_buffers(self, active=True):
+        if not self.broadcast_buffers or not list(self.module.buffers()):
+            return
+        # Under join, from the highest rank still active (a joined one's are stale).
+        src = self._common_rank(active) if self._join_config.enable else 0
+        with torch.no_grad():
+            for b in self.module.buffers():
+                self.group.broadcast(b.data, src)
+
+    def join_hook(self, divide_by_initial_world_size=True, **kwargs):
+        return _DDPJoinHook(self, divide_by_initial_world_size)
+
+    @property
+    def join_device(self):
+        return "cpu"
+
+    @property
+    def join_process_group(self):
+        return self.group
+
+    def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
+        """torch's DDP.join(): a context manager for uneven inputs (see distc.join)."""
+        return Join([self], enable, throw_on_early_termination,
+                    divide_by_initial_world_size=divide_by_initial_world_size)
 
     def forward(self, *args, **kwargs):
-        if self.broadcast_buffers:
-            with torch.no_grad():
-                for b in self.module.buffers():
-                    self.group.broadcast(b.data, 0)
+        # Under join every forward is an iteration: this rank has not joined, and
+        # whether it will reduce gradients (the joined ranks then shadow that).
+        if self._join_config.enable:
+            Join.notify_join_context(self)
+            reduces = self._sync and torch.is_grad_enabled()  # its backward must follow, as in torch
+            self._n_sync = self._count(1 if reduces else 0)
+        self._sync_buffers()
         # A forward whose backward never ran leaves its iteration prepared: the next
         # backward uses it.
         if torch.is_grad_enabled() and self._sync and not self._active:

@@ -162,6 +162,13 @@ int64_t Reducer::ready_ns(size_t i) const {
     return last_ready_ns_[i];
 }
 
+void Reducer::join() {
+    std::vector<size_t> all(grads_.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    prepare(all);
+    finalize();
+}
+
 bool Reducer::used(size_t i) const {
     std::lock_guard<std::mutex> lk(mu_);
     if (find_unused_ && device_)

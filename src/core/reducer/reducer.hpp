@@ -60,6 +60,9 @@ public:
     // A sparse gradient's rows: `indices` (int64, nnz) and `values` (nnz rows of grads[i]).
     void mark_ready_sparse(size_t i, const Tensor &indices, const Tensor &values);
     void finalize();
+    // One iteration as a rank out of inputs (uneven inputs, c10d's join):
+    // every gradient reduces as zeros, matching the active ranks' buckets.
+    void join();
     bool is_sparse(size_t i) const { return sparse_[i] != 0; }
     // After finalize: the averaged rows of sparse gradient i (valid until the next prepare).
     struct SparseGrad {

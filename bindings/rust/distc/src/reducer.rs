@@ -192,6 +192,14 @@ impl<T: Element> Reducer<T> {
         Ok(())
     }
 
+    /// One iteration of a rank that has run out of inputs (uneven inputs): every
+    /// gradient reduces as zeros, matching the active ranks' buckets. See
+    /// `distc_reducer_join(3)` for the protocol around it.
+    pub fn join(&mut self) -> Result<()> {
+        check(unsafe { sys::distc_reducer_join(self.raw.as_ptr()) })?;
+        Ok(())
+    }
+
     /// With `find_unused_parameters`: whether any rank used gradient `i` in the last
     /// iteration (false: its buffer holds zeros; torch's DDP leaves such a grad alone).
     pub fn grad_used(&self, i: usize) -> Result<bool> {

@@ -310,6 +310,34 @@ fn reducer_knows_unused_gradients() {
 }
 
 #[test]
+fn reducer_join_for_uneven_inputs() {
+    ranks(2, |pg| {
+        let mut red = Reducer::<f32>::new(&pg, &[4], &ReducerOptions::default()).unwrap();
+        let mut step = 0;
+        loop {
+            let active = step < 1 + pg.rank(); // rank 1 has one more input
+            let mut n = [active as i32];
+            pg.all_reduce(&mut n, ReduceOp::Sum).unwrap();
+            if n[0] == 0 {
+                break;
+            }
+            if active {
+                red.prepare_for_backward(&[]).unwrap();
+                red.grad_mut(0).fill(2.0);
+                red.mark_ready(0).unwrap();
+                red.finalize().unwrap();
+                // the second step: rank 0 joined, its zeros count in the average
+                assert_eq!(red.grad(0)[0], if step == 0 { 2.0 } else { 1.0 });
+            } else {
+                red.join().unwrap();
+            }
+            step += 1;
+        }
+        assert_eq!(step, 2);
+    });
+}
+
+#[test]
 fn reducer_sparse_rows() {
     ranks(2, |pg| {
         let r = pg.rank() as i64;

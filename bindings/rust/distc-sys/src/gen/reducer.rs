@@ -183,6 +183,27 @@ extern "C" {
     #[doc = " ready for a new iteration."]
     pub fn distc_reducer_finalize(r: *mut distc_reducer) -> ::std::os::raw::c_int;
 }
+extern "C" {
+    #[doc = " @brief One iteration of a rank that has run out of inputs (uneven inputs)."]
+    #[doc = ""]
+    #[doc = " c10d's Join for the reducer: prepare_for_backward with every gradient"]
+    #[doc = " unused, then finalize, so this rank's buckets (zeros) meet the active"]
+    #[doc = " ranks' and nobody waits for it. Its gradient buffers then hold the active"]
+    #[doc = " ranks' sum over the group's size. The protocol around it, every"]
+    #[doc = " iteration, on every rank of the group:"]
+    #[doc = ""]
+    #[doc = "   1. an allreduce (SUM) of one int: 1 on a rank with an input, 0 on a"]
+    #[doc = "      joined rank; 0 in all means every rank is done: stop;"]
+    #[doc = "   2. an active rank runs its iteration (prepare, mark_ready, finalize),"]
+    #[doc = "      a joined rank calls distc_reducer_join()."]
+    #[doc = ""]
+    #[doc = " The averages then divide by the whole group (c10d's"]
+    #[doc = " divide_by_initial_world_size); multiply by size / (the sum of step 1)"]
+    #[doc = " to average over the active ranks instead. At the end, copy the weights"]
+    #[doc = " of a rank that finished last to all (a broadcast), as c10d's DDP does."]
+    #[doc = " DISTC_ESTATE inside an iteration."]
+    pub fn distc_reducer_join(r: *mut distc_reducer) -> ::std::os::raw::c_int;
+}
 #[doc = " A communication hook: starts the reduction of one bucket (`bucket`: its"]
 #[doc = " memory, all its gradients back to back) over `pg` and hands back the work"]
 #[doc = " that finishes it; when that work completes the bucket must hold the"]
