@@ -14,6 +14,14 @@
  *    reducer within 10% of max(compute, allreduce). Rank 0 prints; times are
  *    the slowest rank's median over --iters.
  *
+ * 3. Unused parameters: the same pass with every fourth gradient unused
+ *    (so most buckets hold one), three ways: find_unused_parameters (the
+ *    unused are found at finalize, so their buckets wait for it, and the
+ *    used map is one more allreduce), static_graph (found in the first
+ *    iteration, then marked at prepare: buckets start as their used
+ *    gradients arrive), and the unused listed by hand in
+ *    prepare_for_backward (what static_graph should reach).
+ *
  * --compute busy (the default) spins the CPU: a backward pass on the host,
  * which competes with communication for the cores. --compute idle sleeps:
  * a backward pass whose kernels run elsewhere (a GPU), leaving the CPU free
@@ -177,6 +185,50 @@ int main(int argc, char **argv) {
             red / 1e3, red / bound, red / serial);
     }
     distc_reducer_free(r);
+
+    /* 3. unused parameters: find_unused, static_graph, listed by hand */
+    int32_t *unused = calloc((size_t)params, sizeof *unused);
+    size_t n_unused = 0;
+    for (int i = 0; i < params; ++i)
+        if (i % 4 == 1) unused[n_unused++] = i;
+    /* The three reducers take turns, iteration by iteration, so that all see the same machine. */
+    distc_reducer *ur[3];
+    double *ts[3];
+    for (int mode = 0; mode < 3; ++mode) {
+        o = (distc_reducer_options)DISTC_REDUCER_OPTIONS_INIT;
+        o.bucket_cap_bytes = (uint64_t)cap_kib * 1024;
+        o.find_unused_parameters = mode == 0;
+        o.static_graph = mode == 1;
+        CHECK(distc_reducer_new(&ur[mode], g_pg, gp, (size_t)params, &o));
+        ts[mode] = calloc((size_t)iters + 1, sizeof(double));
+    }
+    for (int it = 0; it <= iters; ++it) /* the first: static_graph learns; not timed */
+        for (int mode = 0; mode < 3; ++mode) {
+            CHECK(distc_barrier(NULL, g_pg, NULL));
+            double t0 = now_us();
+            CHECK(distc_reducer_prepare_for_backward(ur[mode], mode == 2 ? unused : NULL, mode == 2 ? n_unused : 0));
+            for (int i = params - 1; i >= 0; --i) {
+                spin(compute_us);
+                if (i % 4 != 1) CHECK(distc_reducer_mark_ready(ur[mode], i));
+            }
+            CHECK(distc_reducer_finalize(ur[mode]));
+            ts[mode][it] = slowest(now_us() - t0);
+        }
+    double u[3];
+    for (int mode = 0; mode < 3; ++mode) {
+        qsort(ts[mode] + 1, (size_t)iters, sizeof(double), cmp);
+        u[mode] = ts[mode][1 + iters / 2];
+        free(ts[mode]);
+        distc_reducer_free(ur[mode]);
+    }
+    if (rank == 0) {
+        printf("every 4th gradient unused:\n");
+        printf("  find_unused_parameters       %10.1f ms   = %.2f x listed by hand\n", u[0] / 1e3, u[0] / u[2]);
+        printf("  static_graph                 %10.1f ms   = %.2f x listed by hand, %.2f x find_unused\n", u[1] / 1e3,
+               u[1] / u[2], u[1] / u[0]);
+        printf("  listed by hand               %10.1f ms\n", u[2] / 1e3);
+    }
+    free(unused);
     distc_pg_free(g_pg);
     return 0;
 }

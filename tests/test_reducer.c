@@ -188,6 +188,49 @@ static void rank_join(distc_pg *pg, int rank, int size, void *arg) {
     free_grads(g);
 }
 
+/* static_graph: the first iteration finds 1 and 4 unused (without
+ * find_unused_parameters); later ones need not mark them, may not mark them,
+ * and must mark every other. */
+static void rank_static(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    DLTensor *g[NGRADS];
+    make_grads(g);
+    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+    o.static_graph = 1;
+    o.bucket_cap_bytes = 512;
+    o.first_bucket_bytes = 256;
+    distc_reducer *r = NULL;
+    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o))) return;
+    for (int it = 0; it < 4; ++it) {
+        RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+        for (int i = NGRADS - 1; i >= 0; --i) {
+            fill(g[i], rank, it, i);
+            if (i != 1 && i != 4) RK_OK(distc_reducer_mark_ready(r, i));
+        }
+        RK_OK(distc_reducer_finalize(r));
+        for (int i = 0; i < NGRADS; ++i)
+            if (i != 1 && i != 4) check_mean(g[i], size, it, i, 0);
+        int32_t used = -1;
+        RK_OK(distc_reducer_grad_used(&used, r, 4));
+        RK_CHECKF(used == 0, "iteration %d: gradient 4 counted as used", it);
+    }
+    /* Marking a gradient the first iteration left unused: it is marked already. */
+    RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+    RK_ERR(distc_reducer_mark_ready(r, 1), DISTC_ESTATE, "twice");
+    /* Leaving out one it used: the graph changed. */
+    for (int i = NGRADS - 1; i >= 0; --i)
+        if (i != 1 && i != 4 && i != 2) RK_OK(distc_reducer_mark_ready(r, i));
+    RK_ERR(distc_reducer_finalize(r), DISTC_ESTATE, "static_graph");
+    distc_reducer_free(r);
+    free_grads(g);
+}
+
+static void test_static_graph(void **state) {
+    (void)state;
+    dt_run_ranks(2, rank_static, NULL);
+    dt_run_ranks(3, rank_static, NULL);
+}
+
 static void test_join(void **state) {
     (void)state;
     dt_run_ranks(3, rank_join, NULL);
@@ -479,6 +522,7 @@ int main(void) {
         cmocka_unit_test(test_average),
         cmocka_unit_test(test_unused),
         cmocka_unit_test(test_join),
+        cmocka_unit_test(test_static_graph),
         cmocka_unit_test(test_explicit_assignment),
         cmocka_unit_test(test_overlap_and_stats),
         cmocka_unit_test(test_comm_hooks),

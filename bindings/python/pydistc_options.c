@@ -51,5 +51,6 @@ const pydistc_field pydistc_reducer_fields[] = {
     {"gradient_as_bucket_view", offsetof(distc_reducer_options, gradient_as_bucket_view), 'i'},
     {"expect_sparse", offsetof(distc_reducer_options, expect_sparse), 'a'},
     {"stream", offsetof(distc_reducer_options, stream), 'p'},
+    {"static_graph", offsetof(distc_reducer_options, static_graph), 'i'},
     {NULL, 0, 0},
 };

@@ -80,7 +80,7 @@ DISTC_EXTERN(int) distc_compute_bucket_assignment_by_size(int32_t *bucket_of, si
 typedef struct distc_reducer distc_reducer;
 
 /** Version 2 added `expect_sparse`, version 3 `stream`. Structs of older versions are still accepted. */
-#define DISTC_REDUCER_OPTIONS_VERSION 3
+#define DISTC_REDUCER_OPTIONS_VERSION 4
 
 /** Options of a reducer; NULL means defaults. */
 typedef struct distc_reducer_options {
@@ -111,10 +111,20 @@ typedef struct distc_reducer_options {
                                         Bucket copies, fills and allreduces are ordered there,
                                         and finalize() returns with the copies back into the
                                         gradients enqueued there. NULL: the default stream */
+    int32_t static_graph;            /**< (version 4) nonzero: every iteration uses the same
+                                        gradients (c10d's static_graph). The first one finds
+                                        those no rank marks (as find_unused_parameters does,
+                                        also without it); later ones mark this rank's unused
+                                        ones ready at prepare_for_backward, so their buckets
+                                        start without waiting for finalize, and need no
+                                        allreduce of the used map. A gradient used in the
+                                        first iteration and not marked later is DISTC_ESTATE
+                                        at finalize. Buckets made by size are rebuilt as
+                                        without find_unused_parameters */
 } distc_reducer_options;
 
 #define DISTC_REDUCER_OPTIONS_INIT \
-    { DISTC_REDUCER_OPTIONS_VERSION, 0, 0, NULL, 0, 0, NULL, NULL }
+    { DISTC_REDUCER_OPTIONS_VERSION, 0, 0, NULL, 0, 0, NULL, NULL, 0 }
 
 /** Fills `opts` with the defaults above; an older `version` fills the fields of that version only. */
 DISTC_EXTERN(int) distc_reducer_options_init(distc_reducer_options *opts, unsigned int version);

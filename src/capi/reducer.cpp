@@ -28,7 +28,8 @@ namespace {
 // Where each older version of distc_reducer_options ends (1: before
 // expect_sparse, 2: before stream).
 const std::initializer_list<size_t> kEnds = {offsetof(distc_reducer_options, expect_sparse),
-                                             offsetof(distc_reducer_options, stream)};
+                                             offsetof(distc_reducer_options, stream),
+                                             offsetof(distc_reducer_options, static_graph)};
 
 Reducer &reducer_arg(const distc_reducer *r) {
     require_ptr(r, "r");
@@ -140,13 +141,14 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
             buckets = compute_bucket_assignment_by_size(bt, {first, cap});
             // Gradients come last-layer first: launch the buckets of the last gradients first (as DDP).
             std::reverse(buckets.begin(), buckets.end());
-            if (!o.find_unused_parameters && !o.gradient_as_bucket_view) rebuild = {first, cap};
+            bool static_graph = o.version >= 4 && o.static_graph;
+            if ((!o.find_unused_parameters || static_graph) && !o.gradient_as_bucket_view) rebuild = {first, cap};
         }
-        *out =
-            new distc_reducer{std::make_shared<Reducer>(pg->impl, std::move(ts), buckets, o.find_unused_parameters != 0,
-                                                        o.gradient_as_bucket_view != 0, rebuild, std::move(sparse),
-                                                        o.version >= 3 ? o.stream : nullptr),
-                              pg->impl};
+        *out = new distc_reducer{
+            std::make_shared<Reducer>(pg->impl, std::move(ts), buckets, o.find_unused_parameters != 0,
+                                      o.gradient_as_bucket_view != 0, rebuild, std::move(sparse),
+                                      o.version >= 3 ? o.stream : nullptr, o.version >= 4 && o.static_graph),
+            pg->impl};
         return 0;
     });
 }

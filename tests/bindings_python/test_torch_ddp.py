@@ -69,15 +69,18 @@ def compare(pg, variant):
     port = pg.broadcast_object(free_port() if rank == 0 else None, 0)
     torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                          world_size=size, timeout=datetime.timedelta(seconds=30))
-    unused, emb = variant in ("unused", "unused_adamw"), variant == "sparse"
-    adamw = variant == "unused_adamw"
-    ref = torch.nn.parallel.DistributedDataParallel(Net(unused, emb), find_unused_parameters=unused)
+    unused, emb = variant in ("unused", "unused_adamw", "static"), variant == "sparse"
+    adamw = variant in ("unused_adamw", "static")
+    static = variant == "static"  # an unused branch, found once (without find_unused_parameters)
+    ref = torch.nn.parallel.DistributedDataParallel(Net(unused, emb), find_unused_parameters=unused and not static,
+                                                    static_graph=static)
     if variant == "fp16":
         ref.register_comm_hook(None, default_hooks.fp16_compress_hook)
     torch.manual_seed(rank)  # rank 0 starts where torch's rank 0 did; the others differ until broadcast
     net = Net(unused, emb)
     ours = distc.torch_ddp.DistributedDataParallel(
-        net, group=pg, find_unused_parameters=unused, gradient_as_bucket_view=variant == "view",
+        net, group=pg, find_unused_parameters=unused and not static, gradient_as_bucket_view=variant == "view",
+        static_graph=static,
         comm_hook="fp16" if variant == "fp16" else None, bucket_cap_mb=0.0002 if variant == "small" else 25,
         first_bucket_mb=0.0002 if variant == "small" else 1)
     want = train(ref, rank, variant == "no_sync", adamw)
@@ -98,7 +101,7 @@ def compare(pg, variant):
     return ours.reducer.num_buckets
 
 
-VARIANTS = ["plain", "small", "view", "unused", "unused_adamw", "no_sync", "fp16", "sparse"]
+VARIANTS = ["plain", "small", "view", "unused", "unused_adamw", "static", "no_sync", "fp16", "sparse"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -16,11 +16,12 @@ class Reducer(Owned):
     one device of the group's backend, e.g. CUDA tensors under nccl) are borrowed for
     the reducer's life; this object keeps them referenced. `stream` (device
     gradients): the stream the backward pass writes them on (a torch.cuda.Stream,
-    CuPy stream or int handle; None: the default)."""
+    CuPy stream or int handle; None: the default). `static_graph`: every iteration uses
+    the same gradients; the first finds the unused ones, later ones need no search."""
 
     def __init__(self, group, grads, bucket_cap_mb=25, first_bucket_mb=1, bucket_of=None,
                  find_unused_parameters=False, gradient_as_bucket_view=False, comm_hook=None, expect_sparse=None,
-                 stream=None):
+                 stream=None, static_graph=False):
         if not isinstance(group, ProcessGroup):
             raise TypeError(f"group must be a distc.ProcessGroup, not {type(group).__name__}")
         if comm_hook not in _HOOKS:
@@ -29,7 +30,8 @@ class Reducer(Owned):
         opts = {"bucket_cap_bytes": int(bucket_cap_mb * 1024 * 1024),
                 "first_bucket_bytes": int(first_bucket_mb * 1024 * 1024),
                 "find_unused_parameters": int(bool(find_unused_parameters)),
-                "gradient_as_bucket_view": int(bool(gradient_as_bucket_view))}
+                "gradient_as_bucket_view": int(bool(gradient_as_bucket_view)),
+                "static_graph": int(bool(static_graph))}
         if stream is not None:
             opts["stream"] = stream_handle(stream)
         if expect_sparse is not None:

@@ -55,7 +55,7 @@ class _DDPJoinHook(JoinHook):
 
 class DistributedDataParallel(torch.nn.Module, Joinable):
     def __init__(self, module, group=None, bucket_cap_mb=25, first_bucket_mb=1, find_unused_parameters=False,
-                 gradient_as_bucket_view=False, broadcast_buffers=True, comm_hook=None):
+                 gradient_as_bucket_view=False, broadcast_buffers=True, comm_hook=None, static_graph=False):
         torch.nn.Module.__init__(self)
         Joinable.__init__(self)
         self._divide_by_initial_world_size = True
@@ -65,7 +65,7 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
         if self.group is None:
             raise ValueError("this rank is not a member of the group")
         self.broadcast_buffers = broadcast_buffers
-        self._find_unused = find_unused_parameters
+        self._find_unused = find_unused_parameters or static_graph  # both know which grads nobody used
         self._params = [p for p in module.parameters() if p.requires_grad]
         if not self._params:
             raise ValueError("the module has no parameter that requires a gradient")
@@ -82,7 +82,7 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
         self.reducer = Reducer(self.group, grads, bucket_cap_mb=bucket_cap_mb, first_bucket_mb=first_bucket_mb,
                                find_unused_parameters=find_unused_parameters,
                                gradient_as_bucket_view=gradient_as_bucket_view, comm_hook=comm_hook,
-                               expect_sparse=self._sparse)
+                               expect_sparse=self._sparse, static_graph=static_graph)
         # Where each gradient goes before mark_ready (its bucket, with views).
         self._grads = ([None if self._sparse[i] else self.reducer.grad_view(i) for i in range(len(grads))]
                        if gradient_as_bucket_view else grads)

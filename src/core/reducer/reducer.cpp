@@ -12,10 +12,10 @@ namespace distc {
 
 Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
                  const std::vector<std::vector<size_t>> &buckets, bool find_unused, bool views,
-                 std::vector<uint64_t> rebuild_limits, std::vector<char> sparse, void *stream) :
+                 std::vector<uint64_t> rebuild_limits, std::vector<char> sparse, void *stream, bool static_graph) :
     pg_(std::move(pg)),
     grads_(std::move(grads)), stream_(stream), sparse_(std::move(sparse)), find_unused_(find_unused), views_(views),
-    rebuild_limits_(std::move(rebuild_limits)) {
+    static_graph_(static_graph), rebuild_limits_(std::move(rebuild_limits)) {
     size_t n = grads_.size();
     sparse_.resize(n, 0);
     auto host = [](const Tensor &t) { return host_memory(t.device_type); };
@@ -216,6 +216,9 @@ void Reducer::prepare(const std::vector<size_t> &unused) {
             if (ready_[u]) fail(DISTC_EINVAL, "unused index " + std::to_string(u) + " is listed twice");
             ready_locked(u, true);
         }
+        if (learned_)
+            for (size_t u : static_unused_)
+                if (!ready_[u]) ready_locked(u, true);
         launch_complete_locked();
     } catch (...) {
         in_iteration_ = false;
@@ -357,7 +360,7 @@ void Reducer::finalize() {
     std::string missing;
     for (size_t i = 0; i < grads_.size(); ++i)
         if (!ready_[i]) {
-            if (find_unused_)
+            if (zero_unmarked())
                 ready_locked(i, true);
             else
                 missing += (missing.empty() ? "" : ", ") + std::to_string(i);
@@ -368,8 +371,10 @@ void Reducer::finalize() {
             if (b.work) b.work->wait(Millis(-1));
         in_iteration_ = false;
         fail(DISTC_ESTATE, "gradients " + missing +
-                               " were not marked ready in this iteration (list them as unused in "
-                               "prepare_for_backward, or set find_unused_parameters)");
+                               (learned_ ? " were used in the first iteration and not marked ready in this one "
+                                           "(static_graph: every iteration uses the same gradients)"
+                                         : " were not marked ready in this iteration (list them as unused in "
+                                           "prepare_for_backward, or set find_unused_parameters)"));
     }
     try {
         launch_complete_locked();
@@ -384,7 +389,7 @@ void Reducer::finalize() {
     // allreduce): launched after the buckets, so in the same order on every
     // rank, and overlapping their tail.
     std::shared_ptr<Work> used_work;
-    if (find_unused_ && !device_) {
+    if (!device_ && (static_graph_ ? !learned_ : find_unused_)) {
         used_map_.resize(grads_.size());
         for (size_t i = 0; i < grads_.size(); ++i) used_map_[i] = ready_at_[i] != Clock::time_point{};
         Tensor t;
@@ -400,6 +405,11 @@ void Reducer::finalize() {
             in_iteration_ = false;
             throw;
         }
+    }
+    if (static_graph_ && !learned_) {  // what this rank did not use, from now on marked at prepare
+        for (size_t i = 0; i < grads_.size(); ++i)
+            if (ready_at_[i] == Clock::time_point{}) static_unused_.push_back(i);
+        learned_ = true;
     }
     in_iteration_ = false;
     ++iterations_;

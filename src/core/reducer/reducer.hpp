@@ -26,7 +26,8 @@ public:
     // copied and zeroed through the group's backend on `stream` (see DeviceMemory).
     Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<Tensor> grads,
             const std::vector<std::vector<size_t>> &buckets, bool find_unused, bool views,
-            std::vector<uint64_t> rebuild_limits = {}, std::vector<char> sparse = {}, void *stream = nullptr);
+            std::vector<uint64_t> rebuild_limits = {}, std::vector<char> sparse = {}, void *stream = nullptr,
+            bool static_graph = false);
     ~Reducer();
     Reducer(const Reducer &) = delete;
     Reducer &operator=(const Reducer &) = delete;
@@ -128,6 +129,12 @@ private:
     std::vector<int32_t> used_map_;            // with find_unused on the host: the marks, then their MAX over ranks
     std::vector<char> last_used_;              // the last finalized iteration's, over ranks
     bool find_unused_, views_;
+    // static_graph: the first iteration finds the unused gradients (as
+    // find_unused); later ones mark them ready at prepare, so their buckets
+    // need not wait for finalize, and allreduce no used map.
+    bool static_graph_ = false, learned_ = false;
+    std::vector<size_t> static_unused_;
+    bool zero_unmarked() const { return find_unused_ || (static_graph_ && !learned_); }
     Hook hook_;
     std::vector<uint64_t> rebuild_limits_;  // empty: never rebuild
     std::vector<size_t> arrival_;           // this iteration's mark_ready order

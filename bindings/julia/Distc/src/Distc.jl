@@ -356,9 +356,10 @@ mutable struct Reducer
             ts = [dltensor(g, s) for (g, s) in zip(grads, shapes)]
             GC.@preserve ts begin
                 ptrs = [pointer(ts, i) for i in eachindex(ts)]
-                # version, bucket cap, first bucket, bucket_of, find_unused, views, expect_sparse, stream
+                # version, bucket cap, first bucket, bucket_of, find_unused, views, expect_sparse, stream,
+                # static_graph
                 opts = Ref(L.distc_reducer_options(L.DISTC_REDUCER_OPTIONS_VERSION, bucket_cap_bytes, 0, C_NULL, 0, 0,
-                                                   C_NULL, C_NULL))
+                                                   C_NULL, C_NULL, 0))
                 L.distc_reducer_new(out, pg, ptrs, length(ptrs), opts)
             end
         end

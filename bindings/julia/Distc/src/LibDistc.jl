@@ -72,7 +72,7 @@ const DISTC_BACKEND_STREAM_ORDERED = UInt32(0x1)
 const DISTC_WORK_HOOKS_VERSION = 1
 const DISTC_BUCKET_CAP_BYTES = (UInt32(25)*UInt32(1024)*UInt32(1024))
 const DISTC_FIRST_BUCKET_BYTES = (UInt32(1024)*UInt32(1024))
-const DISTC_REDUCER_OPTIONS_VERSION = 3
+const DISTC_REDUCER_OPTIONS_VERSION = 4
 
 # ---- enums (plain constants: a value the library adds later stays representable)
 const DISTC_OK = Cint(0)
@@ -261,6 +261,7 @@ struct distc_reducer_options
     gradient_as_bucket_view::Int32
     expect_sparse::Ptr{Int32}
     stream::Ptr{Cvoid}
+    static_graph::Int32
 end
 
 # ---- functions

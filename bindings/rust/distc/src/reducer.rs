@@ -20,6 +20,9 @@ pub struct ReducerOptions {
     /// Per gradient: its gradients are sparse rows (an embedding's), marked with
     /// [`Reducer::mark_ready_sparse`] and read with [`Reducer::sparse_grad`].
     pub expect_sparse: Option<Vec<bool>>,
+    /// Every iteration uses the same gradients (c10d's `static_graph`): the
+    /// first one finds the unused ones, later ones mark them at prepare.
+    pub static_graph: bool,
 }
 
 /// c10d's Reducer. It owns the gradient buffers: write gradient `i` through
@@ -57,6 +60,7 @@ impl<T: Element + Default> Reducer<T> {
         o.first_bucket_bytes = opts.first_bucket_bytes;
         o.find_unused_parameters = opts.find_unused_parameters as i32;
         o.gradient_as_bucket_view = opts.gradient_as_bucket_view as i32;
+        o.static_graph = opts.static_graph as i32;
         let sparse: Option<Vec<i32>> = opts.expect_sparse.as_ref().map(|v| v.iter().map(|&x| x as i32).collect());
         if let Some(s) = &sparse {
             if s.len() != lens.len() {

@@ -4,7 +4,7 @@
 
 pub const DISTC_BUCKET_CAP_BYTES: u32 = 26214400;
 pub const DISTC_FIRST_BUCKET_BYTES: u32 = 1048576;
-pub const DISTC_REDUCER_OPTIONS_VERSION: u32 = 3;
+pub const DISTC_REDUCER_OPTIONS_VERSION: u32 = 4;
 extern "C" {
     #[doc = " @brief Groups tensors into buckets by size (c10d's compute_bucket_assignment_by_size)."]
     #[doc = ""]
@@ -75,6 +75,17 @@ pub struct distc_reducer_options {
     #[doc = "and finalize() returns with the copies back into the"]
     #[doc = "gradients enqueued there. NULL: the default stream"]
     pub stream: *mut ::std::os::raw::c_void,
+    #[doc = "< (version 4) nonzero: every iteration uses the same"]
+    #[doc = "gradients (c10d's static_graph). The first one finds"]
+    #[doc = "those no rank marks (as find_unused_parameters does,"]
+    #[doc = "also without it); later ones mark this rank's unused"]
+    #[doc = "ones ready at prepare_for_backward, so their buckets"]
+    #[doc = "start without waiting for finalize, and need no"]
+    #[doc = "allreduce of the used map. A gradient used in the"]
+    #[doc = "first iteration and not marked later is DISTC_ESTATE"]
+    #[doc = "at finalize. Buckets made by size are rebuilt as"]
+    #[doc = "without find_unused_parameters"]
+    pub static_graph: i32,
 }
 extern "C" {
     #[doc = " Fills `opts` with the defaults above; an older `version` fills the fields of that version only."]
