@@ -82,16 +82,22 @@ static void test_average(void **state) {
     for (int size = 1; size <= 4; ++size) dt_run_ranks(size, rank_average, NULL);
 }
 
+/* A reducer over `g` with `o` and small buckets (several of them); NULL after a failure. */
+static distc_reducer *small_buckets(distc_pg *pg, DLTensor **g, distc_reducer_options o, uint64_t first) {
+    o.bucket_cap_bytes = 512;
+    o.first_bucket_bytes = first;
+    distc_reducer *r = NULL;
+    return RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o)) ? r : NULL;
+}
+
 static void rank_unused(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
     DLTensor *g[NGRADS];
     make_grads(g);
     distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
     o.find_unused_parameters = 1;
-    o.bucket_cap_bytes = 512;
-    o.first_bucket_bytes = 512;
-    distc_reducer *r = NULL;
-    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o))) return;
+    distc_reducer *r = small_buckets(pg, g, o, 512);
+    if (!r) return;
     int32_t unused[1] = {1};
     RK_OK(distc_reducer_prepare_for_backward(r, unused, 1));
     for (int i = 0; i < NGRADS; ++i) {
@@ -142,11 +148,8 @@ static void rank_join(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
     DLTensor *g[NGRADS];
     make_grads(g);
-    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
-    o.bucket_cap_bytes = 512;
-    o.first_bucket_bytes = 256;
-    distc_reducer *r = NULL;
-    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o))) return;
+    distc_reducer *r = small_buckets(pg, g, (distc_reducer_options)DISTC_REDUCER_OPTIONS_INIT, 256);
+    if (!r) return;
     int iterations = 0, joins = 0;
     for (int it = 0;; ++it) {
         int32_t active = it < 2 + rank;
@@ -197,10 +200,8 @@ static void rank_static(distc_pg *pg, int rank, int size, void *arg) {
     make_grads(g);
     distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
     o.static_graph = 1;
-    o.bucket_cap_bytes = 512;
-    o.first_bucket_bytes = 256;
-    distc_reducer *r = NULL;
-    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, &o))) return;
+    distc_reducer *r = small_buckets(pg, g, o, 256);
+    if (!r) return;
     for (int it = 0; it < 4; ++it) {
         RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
         for (int i = NGRADS - 1; i >= 0; --i) {

@@ -176,17 +176,23 @@ static void test_ring_wraps(void **state) {
 
 /* ------------------------------------------------- a rank that is killed */
 
+/* A process's group of `n` ranks meeting in the file store `dir`/store; NULL on failure. */
+static distc_pg *file_group(const char *dir, int rank, int n, int64_t timeout_ms, distc_store **st) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/store", dir);
+    if (distc_store_new_file(st, path, n) != 0) return NULL;
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.timeout_ms = timeout_ms;
+    distc_pg *pg = NULL;
+    return distc_pg_new(&pg, *st, rank, n, &o) == 0 ? pg : NULL;
+}
+
 static int killed_child(int rank, int n, void *arg) {
     const char *dir = arg;
     setenv("DISTC_TRACE_DIR", dir, 1);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/store", dir);
     distc_store *st = NULL;
-    if (distc_store_new_file(&st, path, n) != 0) return 1;
-    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
-    o.timeout_ms = 2000;
-    distc_pg *pg = NULL;
-    if (distc_pg_new(&pg, st, rank, n, &o) != 0) return 1;
+    distc_pg *pg = file_group(dir, rank, n, 2000, &st);
+    if (!pg) return 1;
     DLTensor *t = dt_tensor_1d(DT_F32, 16);
     for (int i = 0; i < 4; ++i) distc_allreduce(NULL, pg, t, DISTC_SUM, NULL);
     if (rank == 2) _exit(9); /* dies before the fifth, with no trace */
@@ -233,14 +239,10 @@ static int subgroup_child(int rank, int n, void *arg) {
     const struct sub_arg *a = arg;
     const char *dir = a->dir;
     if (rank != 1 || a->gives_up) setenv("DISTC_TRACE_DIR", dir, 1);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/store", dir);
     distc_store *st = NULL;
-    if (distc_store_new_file(&st, path, n) != 0) return 1;
+    distc_pg *world = file_group(dir, rank, n, 1500, &st), *sub = NULL;
+    if (!world) return 1;
     distc_pg_options o = DISTC_PG_OPTIONS_INIT;
-    o.timeout_ms = 1500;
-    distc_pg *world = NULL, *sub = NULL;
-    if (distc_pg_new(&world, st, rank, n, &o) != 0) return 1;
     o.timeout_ms = a->gives_up ? 500 : 8000;
     const int32_t pair[] = {1, 2};
     if (distc_pg_new_subgroup(&sub, world, pair, 2, &o) != 0) return 1;

@@ -374,17 +374,45 @@ static void test_split_and_bytes(void **state) {
 
 static void CUDART_CB sleep_host(void *arg) { usleep((useconds_t)(intptr_t)arg); }
 
+/* A group, a stream of its own and 64 floats on the device: what the
+ * watchdog tests hold up. */
+typedef struct watched {
+    distc_pg *pg;
+    cudaStream_t s;
+    DLTensor *h, *dv;
+    distc_op_options oo; /* on s */
+} watched;
+
+static watched watched_open(const char *name) {
+    watched w;
+    w.pg = nccl_group(name, 60000);
+    CUDA_OK(cudaStreamCreateWithFlags(&w.s, cudaStreamNonBlocking));
+    w.h = dt_tensor_1d(DT_F32, 64);
+    w.dv = dev_like(w.h);
+    w.oo = (distc_op_options)DISTC_OP_OPTIONS_INIT;
+    w.oo.stream = w.s;
+    return w;
+}
+
+/* The stream is held for `us` on the host. */
+static void hold_stream(watched *w, long us) { CUDA_OK(cudaLaunchHostFunc(w->s, sleep_host, (void *)(intptr_t)us)); }
+
+static void watched_close(watched *w) {
+    CUDA_OK(cudaStreamSynchronize(w->s));
+    distc_pg_free(w->pg);
+    cudaStreamDestroy(w->s);
+    dev_free(w->dv);
+    dt_tensor_free(w->h);
+}
+
 static void test_watchdog_timeout(void **state) {
     (void)state;
-    distc_pg *pg = nccl_group("timeout_pg", 60000);
-    cudaStream_t s;
-    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    DLTensor *h = dt_tensor_1d(DT_F32, 64);
-    DLTensor *dv = dev_like(h);
+    watched x = watched_open("timeout_pg");
+    distc_pg *pg = x.pg;
+    DLTensor *dv = x.dv;
     /* The stream is held for 3 s; the allreduce behind it has 300 ms. */
-    CUDA_OK(cudaLaunchHostFunc(s, sleep_host, (void *)(intptr_t)3000000));
-    distc_op_options oo = DISTC_OP_OPTIONS_INIT;
-    oo.stream = s;
+    hold_stream(&x, 3000000);
+    distc_op_options oo = x.oo;
     oo.timeout_ms = 300;
     distc_work *w = NULL;
     ASSERT_OK(distc_allreduce(&w, pg, dv, DISTC_SUM, &oo));
@@ -392,27 +420,20 @@ static void test_watchdog_timeout(void **state) {
     dt_assert_contains(distc_error_last(), "aborted");
     distc_work_free(w);
     ASSERT_ERR(distc_allreduce(NULL, pg, dv, DISTC_SUM, &oo), DISTC_EABORTED, "aborted");
-    CUDA_OK(cudaStreamSynchronize(s));
-    distc_pg_free(pg);
-    cudaStreamDestroy(s);
-    dev_free(dv);
-    dt_tensor_free(h);
+    watched_close(&x);
 }
 
 /* Blocking calls return once enqueued; one stuck behind a stream still trips
  * the watchdog, and the next call says what timed out. */
 static void test_blocking_calls_are_watched(void **state) {
     (void)state;
-    distc_pg *pg = nccl_group("detached_pg", 60000);
-    cudaStream_t s;
-    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    DLTensor *h = dt_tensor_1d(DT_F32, 64);
-    DLTensor *dv = dev_like(h);
-    distc_op_options oo = DISTC_OP_OPTIONS_INIT;
-    oo.stream = s;
+    watched x = watched_open("detached_pg");
+    distc_pg *pg = x.pg;
+    DLTensor *dv = x.dv;
+    distc_op_options oo = x.oo;
     for (int i = 0; i < 50; ++i) ASSERT_OK(distc_allreduce(NULL, pg, dv, DISTC_SUM, &oo));
-    CUDA_OK(cudaStreamSynchronize(s));
-    CUDA_OK(cudaLaunchHostFunc(s, sleep_host, (void *)(intptr_t)2500000));
+    CUDA_OK(cudaStreamSynchronize(x.s));
+    hold_stream(&x, 2500000);
     oo.timeout_ms = 300;
     for (int i = 0; i < 3; ++i) ASSERT_OK(distc_allreduce(NULL, pg, dv, DISTC_SUM, &oo));
     int rc = 0;
@@ -422,11 +443,7 @@ static void test_blocking_calls_are_watched(void **state) {
     }
     assert_int_equal(rc, DISTC_EABORTED);
     dt_assert_contains(distc_error_last(), "timed out");
-    CUDA_OK(cudaStreamSynchronize(s));
-    distc_pg_free(pg);
-    cudaStreamDestroy(s);
-    dev_free(dv);
-    dt_tensor_free(h);
+    watched_close(&x);
 }
 
 /* The flight recorder on nccl: completed collectives are recorded, and one
@@ -436,16 +453,13 @@ static void test_flight_recorder(void **state) {
     char *dir = dt_temp_path("nccl-trace");
     assert_int_equal(mkdir(dir, 0700), 0);
     setenv("DISTC_TRACE_DIR", dir, 1);
-    distc_pg *pg = nccl_group("traced_pg", 60000);
-    cudaStream_t s;
-    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    DLTensor *h = dt_tensor_1d(DT_F32, 64);
-    DLTensor *dv = dev_like(h);
-    distc_op_options oo = DISTC_OP_OPTIONS_INIT;
-    oo.stream = s;
+    watched x = watched_open("traced_pg");
+    distc_pg *pg = x.pg;
+    DLTensor *dv = x.dv;
+    distc_op_options oo = x.oo;
     for (int i = 0; i < 3; ++i) ASSERT_OK(distc_allreduce(NULL, pg, dv, DISTC_SUM, &oo));
-    CUDA_OK(cudaStreamSynchronize(s));
-    CUDA_OK(cudaLaunchHostFunc(s, sleep_host, (void *)(intptr_t)2000000));
+    CUDA_OK(cudaStreamSynchronize(x.s));
+    hold_stream(&x, 2000000);
     oo.timeout_ms = 300;
     distc_work *w = NULL;
     ASSERT_OK(distc_allreduce(&w, pg, dv, DISTC_SUM, &oo));
@@ -471,11 +485,7 @@ static void test_flight_recorder(void **state) {
     dt_assert_contains(text, "\"state\":\"completed\"");
     dt_assert_contains(text, "\"state\":\"failed\"");
     dt_assert_contains(text, "timed out");
-    CUDA_OK(cudaStreamSynchronize(s));
-    distc_pg_free(pg);
-    cudaStreamDestroy(s);
-    dev_free(dv);
-    dt_tensor_free(h);
+    watched_close(&x);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
     free(dir);

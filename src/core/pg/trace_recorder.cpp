@@ -16,6 +16,7 @@
 #include "core/pg/types.hpp"
 #include "core/util/error.hpp"
 #include "core/util/tick_clock.hpp"
+#include "support/sigpipe.hpp"
 #include "distc/errors.h"
 
 namespace distc {
@@ -133,7 +134,7 @@ void start_dump_on_signal() {
         return;
     }
     if (::pipe2(g_dump_pipe, O_CLOEXEC) != 0) return;
-    std::thread([] {
+    start_thread([] {
         char b[64];
         for (;;) {
             ssize_t n = ::read(g_dump_pipe[0], b, sizeof b);

@@ -9,6 +9,8 @@
 #include <new>
 #include <thread>
 
+#include "support/sigpipe.hpp"
+
 namespace distc {
 
 int64_t real_now_us() {
@@ -78,7 +80,7 @@ int64_t wake() {
         std::lock_guard<std::mutex> lk(k.mu);
         if (!k.started) {
             k.started = true;
-            std::thread([&k] { k.run(); }).detach();
+            start_thread([&k] { k.run(); }).detach();  // SIGPIPE blocked, as every thread of distc's
         }
         k.cv.notify_one();
     }
