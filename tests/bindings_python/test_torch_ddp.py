@@ -74,7 +74,7 @@ def compare(pg, variant):
     static = variant == "static"  # an unused branch, found once (without find_unused_parameters)
     ref = torch.nn.parallel.DistributedDataParallel(Net(unused, emb), find_unused_parameters=unused and not static,
                                                     static_graph=static)
-    if variant == "fp16":
+    if variant in ("fp16", "fp16_hook"):
         ref.register_comm_hook(None, default_hooks.fp16_compress_hook)
     torch.manual_seed(rank)  # rank 0 starts where torch's rank 0 did; the others differ until broadcast
     net = Net(unused, emb)
@@ -83,6 +83,12 @@ def compare(pg, variant):
         static_graph=static,
         comm_hook="fp16" if variant == "fp16" else None, bucket_cap_mb=0.0002 if variant == "small" else 25,
         first_bucket_mb=0.0002 if variant == "small" else 1)
+    if variant == "fp16_hook":  # torch's API and torch's hook function
+        ours.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        with pytest.raises(RuntimeError, match="once"):
+            ours.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        with pytest.raises(NotImplementedError, match="Python hook"):
+            ours.register_comm_hook(None, lambda state, bucket: None)
     want = train(ref, rank, variant == "no_sync", adamw)
     got = train(ours, rank, variant == "no_sync", adamw)
     torch.distributed.destroy_process_group()
@@ -90,7 +96,7 @@ def compare(pg, variant):
     none_ref = [p.grad is None for p in ref.parameters()]
     assert [p.grad is None for p in ours.parameters()] == none_ref
     assert any(none_ref) == unused
-    rtol, atol = (1e-3, 1e-4) if variant == "fp16" else (1e-5, 1e-6)
+    rtol, atol = (1e-3, 1e-4) if variant in ("fp16", "fp16_hook") else (1e-5, 1e-6)
     for step, (w, g) in enumerate(zip(want, got)):
         for i, (a, b) in enumerate(zip(w, g)):
             assert torch.allclose(a, b, rtol=rtol, atol=atol), \
@@ -101,7 +107,7 @@ def compare(pg, variant):
     return ours.reducer.num_buckets
 
 
-VARIANTS = ["plain", "small", "view", "unused", "unused_adamw", "static", "no_sync", "fp16", "sparse"]
+VARIANTS = ["plain", "small", "view", "unused", "unused_adamw", "static", "no_sync", "fp16", "fp16_hook", "sparse"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

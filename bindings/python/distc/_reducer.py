@@ -45,7 +45,7 @@ class Reducer(Owned):
         self._group = group
         self._own(group._call(_distc.distc_reducer_new, tensor_list(self._grads), opts), _distc.distc_reducer_free)
         if _HOOKS[comm_hook]:
-            self._call(_distc.distc_reducer_register_builtin_hook, _HOOKS[comm_hook])
+            self.register_builtin_hook(comm_hook)
 
     _what = "reducer"
 
@@ -112,6 +112,13 @@ class Reducer(Owned):
     def ready_ns(self, index):
         """When gradient `index` was marked in the last iteration (ns after prepare; -1: unused)."""
         return self._call(_distc.distc_reducer_ready_ns, index)
+
+    def register_builtin_hook(self, name):
+        """How buckets are reduced, before the first iteration: "allreduce" (None),
+        "fp16" or "bf16" (c10d's compression hooks)."""
+        if name not in _HOOKS:
+            raise ValueError(f"hook must be one of {sorted(k for k in _HOOKS if k)} or None")
+        self._call(_distc.distc_reducer_register_builtin_hook, _HOOKS[name])
 
     def join(self):
         """One iteration of a rank out of inputs: every gradient reduces as zeros,

@@ -87,6 +87,7 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
         self._grads = ([None if self._sparse[i] else self.reducer.grad_view(i) for i in range(len(grads))]
                        if gradient_as_bucket_view else grads)
         self._sync = True
+        self._hooked = comm_hook is not None
         self._active = False   # an iteration was prepared and not finalized
         self._queued = False
         for i, p in enumerate(self._params):
@@ -133,6 +134,25 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
                     p.grad.copy_(g)
                 if scale is not None and not self._sparse[i]:
                     p.grad.mul_(scale)
+
+    def register_comm_hook(self, state, hook):
+        """torch's DDP.register_comm_hook, for torch's default hooks: allreduce_hook,
+        fp16_compress_hook and bf16_compress_hook (state: None or this DDP's group) run
+        as distc's built-in hooks. Other Python hooks are not supported yet
+        (NotImplementedError). Call it before the first backward pass."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        names = {default_hooks.allreduce_hook: "allreduce", default_hooks.fp16_compress_hook: "fp16",
+                 default_hooks.bf16_compress_hook: "bf16"}
+        if hook not in names:
+            raise NotImplementedError(
+                f"distc's DDP runs torch's allreduce_hook, fp16_compress_hook and bf16_compress_hook; "
+                f"{getattr(hook, '__name__', hook)!r} is a Python hook, which it cannot run yet")
+        if state is not None and state is not self.group:
+            raise ValueError("the hook's state must be None or this DDP's group: the built-in hooks reduce over it")
+        if self._hooked:
+            raise RuntimeError("register_comm_hook may only be called once, as torch's")
+        self.reducer.register_builtin_hook(names[hook])
+        self._hooked = True
 
     # ---- join (uneven inputs)
     def _count(self, value):
