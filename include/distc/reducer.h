@@ -271,8 +271,9 @@ DISTC_EXTERN(int) distc_reducer_ready_ns(int64_t *out, const distc_reducer *r, i
  * alone (None stays None); its buffer here holds zeros. finalize learns it
  * with one more allreduce (an int32 per gradient, launched after the
  * buckets'). Without the option it is not learned and the answer is 1, as
- * it is before the first finalize. DISTC_ENOTSUP for device gradients with
- * find_unused_parameters.
+ * it is before the first finalize. With static_graph the first iteration's
+ * answer stands. DISTC_ENOTSUP for device gradients with
+ * find_unused_parameters or static_graph.
  */
 DISTC_EXTERN(int) distc_reducer_grad_used(int32_t *out, const distc_reducer *r, int32_t index);
 

@@ -36,7 +36,8 @@ def parity():
         if rank in (first, first + 1):
             tcur = g
     assert distc.get_process_group_ranks(cur) == tdist.get_process_group_ranks(tcur)
-    assert distc.get_rank(cur) == tdist.get_rank(tcur) and len(subs) == 1
+    assert distc.get_rank(cur) == tdist.get_rank(tcur) and len(subs) == size // 2
+    assert sum(g is not distc.GroupMember.NON_GROUP_MEMBER for g in subs) == 1
     x = torch.full((3,), float(rank))
     distc.all_reduce(x, group=cur)
     y = torch.full((3,), float(rank))

@@ -214,9 +214,8 @@ def get_process_group_ranks(group):
 
 def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None):
     """One group per list of global ranks (every rank calls it, with the same lists;
-    no rank in two). Returns (this rank's subgroup or None, every subgroup this rank
-    made: torch returns only those it belongs to as groups, the others as
-    NON_GROUP_MEMBER; here they are left out)."""
+    no rank in two). Returns (this rank's subgroup or None, every subgroup in list
+    order: GroupMember.NON_GROUP_MEMBER for those this rank is not in), as torch."""
     seen = set()
     lists = [[int(r) for r in ranks] for ranks in ranks_per_subgroup_list]
     for ranks in lists:
@@ -226,22 +225,19 @@ def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=
             if r in seen:
                 raise ValueError(f"new_subgroups_by_enumeration: rank {r} is in more than one subgroup")
             seen.add(r)
-    me = get_rank()
-    cur, mine = None, []
+    cur, groups = None, []
     for ranks in lists:
         g = new_group(ranks, timeout=timeout, backend=backend, pg_options=pg_options)
+        groups.append(g)
         if g is not GroupMember.NON_GROUP_MEMBER:
             cur = g
-            mine.append(g)
-        elif me in ranks:  # pragma: no cover - new_group gives members a group
-            raise RuntimeError("new_subgroups_by_enumeration: a member got no group")
-    return cur, mine
+    return cur, groups
 
 
 def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None):
     """Splits `group` (default: the world) into consecutive subgroups of `group_size`
     ranks (default: LOCAL_WORLD_SIZE, the ranks of one host under distc-run or
-    torchrun). Returns (this rank's subgroup, [it]) as torch does."""
+    torchrun). Returns (this rank's subgroup, every subgroup) as torch does."""
     members = get_process_group_ranks(group)
     if group_size is None:
         local = os.environ.get("LOCAL_WORLD_SIZE")
@@ -255,8 +251,7 @@ def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_op
         raise ValueError(f"new_subgroups: the group's {len(members)} ranks do not split into groups of "
                          f"{group_size}")
     chunks = [members[i:i + group_size] for i in range(0, len(members), group_size)]
-    cur, _ = new_subgroups_by_enumeration(chunks, timeout=timeout, backend=backend, pg_options=pg_options)
-    return cur, [cur]
+    return new_subgroups_by_enumeration(chunks, timeout=timeout, backend=backend, pg_options=pg_options)
 
 
 def _call(name, group, fn):

@@ -171,7 +171,7 @@ void Reducer::join() {
 
 bool Reducer::used(size_t i) const {
     std::lock_guard<std::mutex> lk(mu_);
-    if (find_unused_ && device_)
+    if ((find_unused_ || static_graph_) && device_)
         fail(DISTC_ENOTSUP,
              "which gradients some rank used is known for host gradients only (find_unused_parameters "
              "with device gradients reduces unused ones as zeros)");
@@ -385,9 +385,10 @@ void Reducer::finalize() {
         in_iteration_ = false;
         throw;
     }
-    // With find_unused, which gradients any rank used (c10d's local_used_map
-    // allreduce): launched after the buckets, so in the same order on every
-    // rank, and overlapping their tail.
+    // With find_unused (and in static_graph's first iteration), which
+    // gradients any rank used (c10d's local_used_map allreduce): launched
+    // after the buckets, so in the same order on every rank, and overlapping
+    // their tail.
     std::shared_ptr<Work> used_work;
     if (!device_ && (static_graph_ ? !learned_ : find_unused_)) {
         used_map_.resize(grads_.size());

@@ -270,8 +270,9 @@ extern "C" {
     #[doc = " alone (None stays None); its buffer here holds zeros. finalize learns it"]
     #[doc = " with one more allreduce (an int32 per gradient, launched after the"]
     #[doc = " buckets'). Without the option it is not learned and the answer is 1, as"]
-    #[doc = " it is before the first finalize. DISTC_ENOTSUP for device gradients with"]
-    #[doc = " find_unused_parameters."]
+    #[doc = " it is before the first finalize. With static_graph the first iteration's"]
+    #[doc = " answer stands. DISTC_ENOTSUP for device gradients with"]
+    #[doc = " find_unused_parameters or static_graph."]
     pub fn distc_reducer_grad_used(
         out: *mut i32,
         r: *const distc_reducer,
