@@ -198,6 +198,8 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
             Join.notify_join_context(self)
             reduces = self._sync and torch.is_grad_enabled()  # its backward must follow, as in torch
             self._n_sync = self._count(1 if reduces else 0)
+        else:
+            self._n_sync = None  # outside join: divided by the group, whatever join said
         self._sync_buffers()
         # A forward whose backward never ran leaves its iteration prepared: the next
         # backward uses it.
