@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "loopback_backend.h"
 #include "pg_harness.h"
@@ -529,6 +530,24 @@ static void test_stream_ordered_and_devices(void **state) {
     assert_non_null(g_ctl.pending);
     ASSERT_OK(distc_backend_work_complete(g_ctl.pending, -1));
     assert_int_equal(g_ctl.releases, 1); /* the core's handle went with the blocking call */
+    /* Host bytes on a device-only backend go through the store, and the flight
+     * recorder records them as every collective. */
+    distc_buf got = {NULL, 0};
+    ASSERT_OK(distc_all_gather_bytes(&got, pg, "hello", 5, NULL));
+    assert_int_equal(got.size, 5);
+    distc_buf_dispose(&got);
+    char *path = dt_temp_path("trace-bytes");
+    ASSERT_OK(distc_pg_trace_dump(pg, path));
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char text[8192] = {0};
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    dt_assert_contains(text, "\"op\":\"all_gather_bytes\"");
+    dt_assert_contains(text, "\"count\":5");
+    unlink(path);
+    free(path);
     distc_pg_free(pg);
 }
 

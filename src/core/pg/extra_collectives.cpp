@@ -76,6 +76,11 @@ ProcessGroup::StoreBytesResult ProcessGroup::store_bytes(const char *kind, const
     uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
     StoreBytes sb{*store_, "bytes/" + std::to_string(seq) + "/", size_, o.timeout.count() < 0 ? timeout_ : o.timeout};
     StoreBytesResult res;
+    // Recorded as every collective is: an object collective can hang a job too.
+    OpLabel label;
+    label.form = OpLabel::Form::Bytes;
+    for (const auto &v : mine) label.n += v.size;
+    uint64_t traced = trace_ ? trace_->begin(kind, seq, label, root, -1, true) : 0;
     try {
         if (std::strcmp(kind, "scatter_bytes") == 0) {
             if (rank_ == root)
@@ -97,8 +102,11 @@ ProcessGroup::StoreBytesResult ProcessGroup::store_bytes(const char *kind, const
             sb.done(root < 0 ? size_ : 1);
         }
     } catch (const Error &e) {
-        fail(e.code(), std::string(kind) + " #" + std::to_string(seq) + " failed: " + e.what());
+        std::string what = std::string(kind) + " #" + std::to_string(seq) + " failed: " + e.what();
+        if (traced) trace_->finished(traced, e.code(), what);
+        fail(e.code(), what);
     }
+    if (traced) trace_->finished(traced, 0, kNoMessage);
     return res;
 }
 
