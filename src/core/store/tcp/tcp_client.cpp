@@ -150,18 +150,26 @@ auto TcpClient::call(Millis timeout, F &&body) -> decltype(body(std::declval<Io 
     }
 }
 
-void TcpClient::Io::applied() {
-    Writer w = c.request(Op::Check);
-    send(put_keys(w, {}));
+namespace {
+// A request over the server's limit would cost the connection: refuse it here, with the reason.
+void check_size(const Writer &w, uint64_t limit, const std::string &peer) {
+    if (limit && w.buf().size() > limit)
+        fail(DISTC_ENOMEM, "a request of " + std::to_string(w.buf().size()) + " bytes is over the " +
+                               std::to_string(limit) + " bytes " + peer + " accepts (its max_request_bytes)");
+}
+}  // namespace
+
+void TcpClient::Io::send_applied(Writer &write) {
+    check_size(write, c.max_request_, c.peer_);
+    Writer check = c.request(Op::Check);
+    put_keys(check, {});
+    write.raw(check.buf().data(), check.buf().size());
+    send_all(fd, write.buf().data(), write.buf().size(), deadline, c.peer_);
     if (recv_pod<uint8_t>() != wire::kCheckReady) fail(DISTC_EPROTO, c.peer_ + " answered CHECK wrongly");
 }
 
 void TcpClient::Io::send(const Writer &w) {
-    // A request over the server's limit would cost the connection: refuse it here, with the reason.
-    uint64_t limit = c.max_request_;
-    if (limit && w.buf().size() > limit)
-        fail(DISTC_ENOMEM, "a request of " + std::to_string(w.buf().size()) + " bytes is over the " +
-                               std::to_string(limit) + " bytes " + c.peer_ + " accepts (its max_request_bytes)");
+    check_size(w, c.max_request_, c.peer_);
     send_all(fd, w.buf().data(), w.buf().size(), deadline, c.peer_);
 }
 
@@ -208,8 +216,9 @@ Writer &TcpClient::put_keys(Writer &w, const std::vector<std::string> &keys) {
 
 void TcpClient::set(const std::string &key, ByteView value, Millis timeout) {
     call(timeout, [&](Io &io) {
-        io.send(request(Op::Set).str(key).bytes(value));
-        io.applied();
+        Writer w = request(Op::Set);
+        w.str(key).bytes(value);
+        io.send_applied(w);
     });
 }
 
@@ -301,8 +310,9 @@ int64_t TcpClient::num_keys(Millis timeout) {
 
 void TcpClient::append(const std::string &key, ByteView value, Millis timeout) {
     call(timeout, [&](Io &io) {
-        io.send(request(Op::Append).str(key).bytes(value));
-        io.applied();
+        Writer w = request(Op::Append);
+        w.str(key).bytes(value);
+        io.send_applied(w);
     });
 }
 
@@ -340,8 +350,7 @@ void TcpClient::multi_set(const std::vector<std::string> &keys, const std::vecto
             w.u64(keys.size());
             for (size_t i = 0; i < keys.size(); ++i) w.str(keys[i]).bytes(values[i]);
         }
-        io.send(w);
-        io.applied();
+        io.send_applied(w);
     });
 }
 

@@ -55,8 +55,10 @@ private:
         // behind one does, and a server answers one connection's requests in
         // order: after this the write is there for every client, so a rank
         // that sets a key, then meets its peers in a collective, knows they
-        // see it (they need not wait for it).
-        void applied();
+        // see it (they need not wait for it). Both go in one write, so that
+        // a server that stops as soon as the write wakes someone (the last
+        // rank's "done") has the CHECK in hand, and answers it, first.
+        void send_applied(wire::Writer &write);
         template <typename T>
         T recv_pod();
         Bytes recv_bytes();

@@ -95,6 +95,7 @@ void TcpServer::run() noexcept {
         for (int i = 0; i < n; ++i) {
             uint64_t id = evs[i].data.u64;
             if (id == kWakeId) {
+                drain();
                 conns_.clear();
                 nconns_ = 0;
                 return;
@@ -112,6 +113,24 @@ void TcpServer::run() noexcept {
                 if (it != conns_.end()) contain(id, [&] { serve(*it->second); });
             }
         }
+    }
+}
+
+// Stopping: what every connection has already sent is read and answered, as
+// far as the sockets take it without waiting. A client's last write may have
+// woken the very waiter that stops this server; its CHECK is answered then,
+// not cut off (tcp_client.hpp).
+void TcpServer::drain() noexcept {
+    std::vector<uint64_t> ids;
+    for (auto &kv : conns_) ids.push_back(kv.first);
+    for (uint64_t id : ids) {
+        auto it = conns_.find(id);
+        if (it == conns_.end()) continue;
+        contain(id, [&] {
+            Conn &c = *it->second;
+            if (reading(c)) read_some(c);
+            serve(c);
+        });
     }
 }
 

@@ -51,6 +51,7 @@ private:
     enum class Stop { Input, Blocked, Output, Closed };  // why process() stopped
 
     void run() noexcept;
+    void drain() noexcept;  // stopping: answer what was already sent
     template <typename F>
     void contain(uint64_t id, F &&f) noexcept;
     void accept_all();
