@@ -162,6 +162,9 @@ static void test_device_views(void **state) {
         assert_int_equal(loopback_mem_zeros, it == 1 ? 1 : 0);
         for (int i = 0; i < NGRADS; ++i) check_grad(view[i], it, i, it == 1 && i == 4);
     }
+    /* Which gradients some rank used: known on the host only. */
+    int32_t used = -1;
+    ASSERT_ERR(distc_reducer_grad_used(&used, r, 4), DISTC_ENOTSUP, "host gradients only");
     distc_reducer_free(r);
     close_fixture(&f);
 }

@@ -12,6 +12,7 @@ import torch
 import torch.distributed as tdist
 
 import distc
+from distc._store import as_store
 from conftest import free_port, run_procs_env
 
 
@@ -72,6 +73,15 @@ def parity():
     distc.reduce_scatter_tensor_coalesced(ro, ri)
     total = sum(r + 1 for r in range(size))
     assert ro[0].tolist() == [2 * rank * total, (2 * rank + 1) * total] and ro[1].tolist() == [size]
+    # what the coalesced forms refuse, on every rank alike
+    with pytest.raises(ValueError, match="one dtype"):
+        distc.all_gather_coalesced(outs, [ins[0], ins[1].double()])
+    with pytest.raises(ValueError, match="output lists"):
+        distc.all_gather_coalesced(outs[:1], ins)
+    with pytest.raises(ValueError, match="times the group's size"):
+        distc.reduce_scatter_tensor_coalesced(ro, [ri[0][:3], ri[1]])
+    w = distc.reduce_scatter_tensor_coalesced(ro, ri, async_op=True)
+    assert w.wait() and ro[1].tolist() == [size]
     # send_object_list / recv_object_list: a ring
     objs = [{"from": rank}, "x" * rank, None]
     if rank % 2 == 0:
@@ -110,6 +120,14 @@ def store_main():
     opts._threads = 8
     with pytest.raises(ValueError, match="_threads"):
         distc.new_group(pg_options=opts)
+    with pytest.raises(ValueError, match="disagree"):
+        distc.new_group(timeout=datetime.timedelta(seconds=3), pg_options={"timeout": datetime.timedelta(seconds=4)})
+    assert distc.new_group(pg_options={"timeout": datetime.timedelta(seconds=4)}).timeout().total_seconds() == 4
+    # A torch store's timeout is a TimeoutError through distc, as distc's own stores'.
+    ds = as_store(tdist.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=30)))
+    ds.set_timeout(0.2)
+    with pytest.raises(TimeoutError):
+        ds.get("never-set")
     distc.destroy_process_group()
 
 

@@ -84,8 +84,8 @@ def _timeout_from(timeout, pg_options, what):
     opts = dict(pg_options) if isinstance(pg_options, dict) else {
         k: getattr(pg_options, k) for k in dir(pg_options) if not k.startswith("__") and not callable(
             getattr(pg_options, k, None))}
-    t = opts.pop("_timeout", None) or opts.pop("timeout", None)
-    opts.pop("timeout", None)
+    t, t2 = opts.pop("_timeout", None), opts.pop("timeout", None)
+    t = t if t is not None else t2
     opts.pop("backend", None)  # the options' kind, not an option
     defaults = {"is_high_priority_stream": False, "_devices": [], "_threads": 2}  # torch's defaults
     for k, v in opts.items():

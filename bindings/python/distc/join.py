@@ -74,7 +74,8 @@ class Joinable:
         return None
 
 
-def _count(group, value):
+def count_over(group, value):
+    """The sum over `group` of every rank's `value` (an int): the join protocol's counts."""
     x = np.array([value], dtype=np.int64)
     _api.all_reduce(x, group=group)
     return int(x[0])
@@ -112,10 +113,10 @@ class Join:
                 if rounds == 1000:
                     warnings.warn(f"rank {_api.get_rank(self._group)} has at least 1000 fewer inputs than "
                                   "other ranks still active: uneven inputs this skewed slow training")
-                if _count(self._group, 0) == 0:
+                if count_over(self._group, 0) == 0:
                     break
                 if self._throw:
-                    _count(self._group, 1)  # tells the active ranks, in their notify_join_context
+                    count_over(self._group, 1)  # tells the active ranks, in their notify_join_context
                     raise RuntimeError(f"Rank {_api.get_rank(self._group)} exhausted all inputs.")
                 for hook in self._join_hooks:
                     hook.main_hook()
@@ -135,7 +136,7 @@ class Join:
         config = joinable._join_config
         if not config.is_first_joinable or not config.enable:
             return None
-        _count(joinable.join_process_group, 1)
-        if config.throw_on_early_termination and _count(joinable.join_process_group, 0):
+        count_over(joinable.join_process_group, 1)
+        if config.throw_on_early_termination and count_over(joinable.join_process_group, 0):
             raise RuntimeError("Detected at least one rank that exhausted inputs. Throwing across all ranks.")
         return None

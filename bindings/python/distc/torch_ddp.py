@@ -25,7 +25,7 @@ import torch
 
 from . import _api
 from ._reducer import Reducer
-from .join import Join, JoinHook, Joinable
+from .join import Join, JoinHook, Joinable, count_over
 
 
 class _DDPJoinHook(JoinHook):
@@ -156,9 +156,7 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
 
     # ---- join (uneven inputs)
     def _count(self, value):
-        x = np.array([value], dtype=np.int64)
-        self.group.all_reduce(x)
-        return int(x[0])
+        return count_over(self.group, value)
 
     def _common_rank(self, mine):
         """The highest rank for which `mine` holds on its rank."""
