@@ -255,6 +255,51 @@ DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reduc
                                                    int32_t builtin);
 
 /**
+ * @brief One bucket as a bucket hook sees it (c10d's GradBucket).
+ *
+ * Valid during the hook's call; the memory it points to (the buffer and
+ * the views into it) until the iteration's finalize returns. Later versions
+ * may add fields at the end.
+ */
+typedef struct distc_reducer_bucket {
+    size_t index;          /**< its position in launch order, 0 first */
+    int32_t is_last;       /**< 1 for the iteration's last bucket (c10d's is_last) */
+    DLTensor *buffer;      /**< the flat bucket: its gradients back to back, one dtype, 1-d */
+    size_t num_grads;      /**< how many gradients it holds */
+    const int32_t *grads;  /**< their indices, as given to distc_reducer_new, in bucket order */
+    const size_t *offsets; /**< where each starts in buffer, in elements */
+    const DLTensor *views; /**< each one's view of buffer, with the gradient's shape (byte_offset into buffer->data) */
+} distc_reducer_bucket;
+
+/**
+ * A bucket hook: starts the reduction of `bucket` and hands back, in
+ * `*out`, a work that completes once the bucket's buffer holds the result
+ * (c10d's comm hook and its future): a collective's work, a continuation
+ * chain of several (distc_work_then: an allreduce, then an allgather ...),
+ * or a work of distc_work_new completed by the program. Called with the
+ * reducer's lock held, on the thread whose mark_ready (or finalize)
+ * completed the bucket: start work and return, do not wait for it here and
+ * do not call back into the reducer. Return 0, or a negative code (with
+ * distc_error_set) that mark_ready or finalize returns. The bucket's
+ * collectives must be the same, in the same order, on every rank.
+ */
+typedef int (*distc_reducer_bucket_hook)(distc_work **out, distc_pg *pg, const distc_reducer_bucket *bucket,
+                                         void *payload);
+
+/**
+ * @brief Replaces how buckets are reduced with a hook that sees the whole bucket.
+ *
+ * Like distc_reducer_register_comm_hook, before the first iteration
+ * (DISTC_ESTATE during one), with a hook that gets the bucket's index,
+ * position, buffer and per-gradient views (PowerSGD-style hooks keep state
+ * per bucket index). `hook` NULL restores the default allreduce.
+ * finalize waits for each returned work, then writes the buffer back into
+ * the gradients. Host and device buffers alike (a device bucket's buffer
+ * is device memory).
+ */
+DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_reducer_bucket_hook hook, void *payload);
+
+/**
  * @brief When a gradient was marked ready in the last iteration.
  *
  * When gradient `index` was marked ready in the last finalized iteration, in

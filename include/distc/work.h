@@ -85,6 +85,65 @@ DISTC_EXTERN(int) distc_work_on_complete(distc_work *work, distc_work_callback c
  */
 DISTC_EXTERN(int) distc_work_wait_stream(distc_work *work, void *stream);
 
+/**
+ * @brief A second handle of the same operation, freed on its own.
+ *
+ * `*out` refers to the same operation as `work`: either may be freed first.
+ * This is how a continuation hands on the work it was given
+ * (distc_work_then), and how a binding shares a handle.
+ */
+DISTC_EXTERN(int) distc_work_ref(distc_work **out, distc_work *work);
+
+/**
+ * @brief A work the program completes itself (a promise).
+ *
+ * Makes a work no group runs: it completes when distc_work_complete() is
+ * called on it. Meanwhile it is tested, waited on, given a callback or
+ * continued (distc_work_then) like a group's work, and a communication hook
+ * may return it (distc_reducer_register_bucket_hook). Its seq is 0 and its
+ * source rank -1. Freeing every handle before completing it leaves nothing
+ * to complete it: its waiters, callback and continuations then never run.
+ */
+DISTC_EXTERN(int) distc_work_new(distc_work **out);
+
+/**
+ * @brief Completes a work made by distc_work_new().
+ *
+ * `code` is 0 (success) or a negative distc error code, `message` (may be
+ * NULL) the failure's text. Wakes its waiters and runs its callback and
+ * continuations' scheduling on this thread. DISTC_ESTATE when it was
+ * completed before; DISTC_EINVAL for a group's work (only its backend
+ * completes that) or a code that is neither 0 nor an error.
+ */
+DISTC_EXTERN(int) distc_work_complete(distc_work *work, int code, const char *message);
+
+/**
+ * A continuation (distc_work_then): `done` is the work it continues,
+ * complete, successfully or not (distc_work_test tells; returning its code
+ * passes a failure on); it is valid only during the call. The continuation
+ * returns 0 and either leaves `*next` NULL (the continued work then
+ * succeeds at once) or sets it to a work it started or made (the continued
+ * work then completes with that one's outcome, as a chained future), handing
+ * the handle over (use distc_work_ref to hand on `done` itself). A negative
+ * return fails the continued work with that code and distc_error_last().
+ */
+typedef int (*distc_work_continuation)(distc_work **next, distc_work *done, void *payload);
+
+/**
+ * @brief Chains a continuation after an operation (a future's then).
+ *
+ * When `work` completes (at once if it has), `fn(&next, done, payload)` runs
+ * on one of distc's continuation threads, never on a group's worker: it may
+ * start collectives, wait for them and block. `*out` is a new work that
+ * completes when the continuation is done (see distc_work_continuation).
+ * `fn` runs exactly once, also when `work` failed, so it may release
+ * `payload`. Any number of continuations may follow one work, and they may
+ * be chained (a hook's allreduce, then an allgather, then a division).
+ * Continuations may run at the same time as each other, in any order: one
+ * that blocks never holds up the rest.
+ */
+DISTC_EXTERN(int) distc_work_then(distc_work **out, distc_work *work, distc_work_continuation fn, void *payload);
+
 /** Releases the handle; before completion this detaches (see above). NULL is a no-op. */
 DISTC_EXTERN(void) distc_work_free(distc_work *work);
 

@@ -21,6 +21,8 @@ using distc::capi::require_ptr;
 struct distc_reducer {
     std::shared_ptr<distc::Reducer> impl;
     std::shared_ptr<distc::ProcessGroup> pg;  // for the handle a communication hook gets
+    // Each gradient's shape, for the views a bucket hook gets.
+    std::shared_ptr<const std::vector<std::vector<int64_t>>> shapes;
 };
 
 namespace {
@@ -120,6 +122,8 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
         if (o.version >= 2 && o.expect_sparse)
             for (size_t i = 0; i < n; ++i) sparse[i] = o.expect_sparse[i] != 0;
         std::vector<Tensor> ts = capi::tensor_list_arg(*pg->impl, grads, n, "grads");
+        std::vector<std::vector<int64_t>> shapes;
+        for (size_t i = 0; i < n; ++i) shapes.emplace_back(grads[i]->shape, grads[i]->shape + grads[i]->ndim);
         refuse_overlaps(ts);
         std::vector<std::vector<size_t>> buckets;
         std::vector<uint64_t> rebuild;  // c10d rebuilds buckets made by size, without unused-parameter search
@@ -148,7 +152,7 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
             std::make_shared<Reducer>(pg->impl, std::move(ts), buckets, o.find_unused_parameters != 0,
                                       o.gradient_as_bucket_view != 0, rebuild, std::move(sparse),
                                       o.version >= 3 ? o.stream : nullptr, o.version >= 4 && o.static_graph),
-            pg->impl};
+            pg->impl, std::make_shared<const std::vector<std::vector<int64_t>>>(std::move(shapes))};
         return 0;
     });
 }
@@ -161,6 +165,62 @@ DISTC_EXTERN(int) distc_reducer_num_buckets(size_t *out, const distc_reducer *r)
     });
 }
 
+namespace {
+// A hook's work handed back: the core's Work, the handle released.
+std::shared_ptr<Work> hook_result(int rc, distc_work *w, const char *what) {
+    if (rc < 0) {
+        if (w) distc_work_free(w);
+        fail(rc, std::string("the ") + what + " failed: " + distc_error_last());
+    }
+    if (!w) fail(DISTC_EINVAL, std::string("the ") + what + " returned 0 but no work");
+    std::shared_ptr<Work> work = w->impl;
+    distc_work_free(w);
+    if (!work) fail(DISTC_EINVAL, std::string("the ") + what + " returned a backend's handle of a blocking call");
+    return work;
+}
+
+DLTensor flat_dl(const Tensor &t, int64_t *shape) {
+    *shape = static_cast<int64_t>(t.numel);
+    return DLTensor{
+        t.data, {static_cast<DLDeviceType>(t.device_type), t.device_id}, 1, capi::dl_dtype(t.dtype), shape, nullptr, 0};
+}
+}  // namespace
+
+DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_reducer_bucket_hook hook, void *payload) {
+    return guard(__func__, [&] {
+        Reducer &rd = reducer_arg(r);
+        if (!hook) {
+            rd.set_comm_hook(nullptr, DType::Float32);
+            return 0;
+        }
+        auto pg = std::make_shared<distc_pg>(distc_pg{r->pg});
+        auto shapes = r->shapes;  // per gradient, from distc_reducer_new
+        rd.set_comm_hook(
+            [hook, payload, pg, shapes](const Reducer::HookBucket &hb) {
+                int64_t flat = 0;
+                DLTensor buffer = flat_dl(hb.buffer, &flat);
+                std::vector<int32_t> grads;
+                std::vector<DLTensor> views;
+                for (size_t k = 0; k < hb.grads.size(); ++k) {
+                    size_t i = hb.grads[k];
+                    grads.push_back(static_cast<int32_t>(i));
+                    const std::vector<int64_t> &shape = (*shapes)[i];
+                    views.push_back(DLTensor{buffer.data, buffer.device, static_cast<int32_t>(shape.size()),
+                                             buffer.dtype, const_cast<int64_t *>(shape.data()), nullptr,
+                                             hb.offsets[k] * dtype_size(hb.buffer.dtype)});
+                }
+                distc_reducer_bucket b{hb.index,     hb.is_last ? 1 : 0, &buffer,     grads.size(),
+                                       grads.data(), hb.offsets.data(),  views.data()};
+                distc_work *w = nullptr;
+                distc_error_clear();
+                int rc = hook(&w, pg.get(), &b, payload);
+                return hook_result(rc, w, "bucket hook");
+            },
+            DType::Float32);
+        return 0;
+    });
+}
+
 DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reducer_comm_hook hook, void *payload,
                                                    int32_t builtin) {
     return guard(__func__, [&] {
@@ -169,23 +229,13 @@ DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reduc
             // The hook sees the bucket as a DLTensor and the group as a handle of its own.
             auto pg = std::make_shared<distc_pg>(distc_pg{r->pg});
             rd.set_comm_hook(
-                [hook, payload, pg](const Tensor &bucket) {
-                    int64_t shape = static_cast<int64_t>(bucket.numel);
-                    DLTensor t{bucket.data,
-                               {static_cast<DLDeviceType>(bucket.device_type), bucket.device_id},
-                               1,
-                               capi::dl_dtype(bucket.dtype),
-                               &shape,
-                               nullptr,
-                               0};
+                [hook, payload, pg](const Reducer::HookBucket &hb) {
+                    int64_t flat = 0;
+                    DLTensor t = flat_dl(hb.buffer, &flat);
                     distc_work *w = nullptr;
                     distc_error_clear();
                     int rc = hook(&w, pg.get(), &t, payload);
-                    if (rc < 0) fail(rc, std::string("the communication hook failed: ") + distc_error_last());
-                    if (!w) fail(DISTC_EINVAL, "the communication hook returned 0 but no work");
-                    std::shared_ptr<Work> work = w->impl;
-                    distc_work_free(w);
-                    return work;
+                    return hook_result(rc, w, "communication hook");
                 },
                 DType::Float32);
             return 0;

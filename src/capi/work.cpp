@@ -1,6 +1,7 @@
 // C shims for distc/work.h.
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
+#include "core/work/continuation.hpp"
 #include "distc/work.h"
 
 using namespace distc;
@@ -102,6 +103,96 @@ DISTC_EXTERN(int) distc_work_wait_stream(distc_work *work, void *stream) {
         }
         w.wait(Millis(-1));  // host work: no stream can wait on it
         return report(w, "distc_work_wait_stream");
+    });
+}
+
+DISTC_EXTERN(int) distc_work_ref(distc_work **out, distc_work *work) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = nullptr;
+        work_arg(work);
+        *out = new distc_work{work->impl};
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_work_new(distc_work **out) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = new distc_work{Work::promise("future")};
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_work_complete(distc_work *work, int code, const char *message) {
+    return guard(__func__, [&] {
+        Work &w = work_arg(work);
+        if (!w.is_promise())
+            fail(DISTC_EINVAL, w.what() +
+                                   " is a group's operation: only its backend completes it "
+                                   "(distc_work_complete completes works made by distc_work_new)");
+        if (code > 0) fail(DISTC_EINVAL, "code must be 0 or a negative distc error code, not " + std::to_string(code));
+        std::string text = code == 0 ? std::string() : (message && *message ? message : distc_strerror(code));
+        if (!w.complete(code, text)) fail(DISTC_ESTATE, "the future was already completed");
+        return 0;
+    });
+}
+
+namespace {
+// Runs `fn` for `src` (complete) on a continuation thread and completes `next`
+// with its outcome: at once, or when the work it hands back completes.
+void continue_with(const std::shared_ptr<Work> &src, const std::shared_ptr<Work> &next, distc_work_continuation fn,
+                   void *payload) {
+    distc_work done{src};
+    distc_work *handed = nullptr;
+    distc_error_clear();
+    int rc = fn(&handed, &done, payload);
+    std::shared_ptr<Work> then;
+    if (handed) {
+        then = handed->impl;
+        if (handed != &done) distc_work_free(handed);
+    }
+    if (rc < 0) {
+        const char *msg = distc_error_last();
+        next->complete(rc,
+                       std::string("a continuation failed: ") +
+                           (msg && *msg ? msg : "it returned " + std::to_string(rc) + " (" + distc_strerror(rc) + ")"));
+        return;
+    }
+    if (!handed) {
+        next->complete(0, std::string());
+        return;
+    }
+    if (!then || then == next) {
+        next->complete(DISTC_EINVAL,
+                       std::string("a continuation handed back ") +
+                           (then ? "the work that waits for it" : "a backend's handle of a blocking call"));
+        return;
+    }
+    then->add_continuation([next](Work &w) { next->complete(w.status(), w.message(), w.source_rank()); });
+}
+}  // namespace
+
+DISTC_EXTERN(int) distc_work_then(distc_work **out, distc_work *work, distc_work_continuation fn, void *payload) {
+    return guard(__func__, [&] {
+        require_ptr(out, "out");
+        *out = nullptr;
+        Work &w = work_arg(work);
+        require(fn != nullptr, "fn is NULL");
+        auto next = std::make_shared<Work>(0, "continuation");
+        next->start();
+        auto *handle = new distc_work{next};
+        w.add_continuation([next, fn, payload](Work &src) {
+            // The completing thread holds a reference; the continuation takes its own.
+            std::shared_ptr<Work> sp = src.weak_from_this().lock();
+            if (!sp) {  // completed by an owner without a shared reference: a copy of its outcome
+                sp = Work::promise(src.kind());
+                sp->complete(src.status(), src.message(), src.source_rank());
+            }
+            run_continuation([sp, next, fn, payload] { continue_with(sp, next, fn, payload); });
+        });
+        *out = handle;
+        return 0;
     });
 }
 

@@ -7,6 +7,7 @@
 #include "core/reducer/sparse.hpp"
 
 #include "core/util/error.hpp"
+#include "core/work/continuation.hpp"
 
 namespace distc {
 
@@ -259,13 +260,31 @@ void Reducer::set_comm_hook(Hook hook, DType compress) {
 
 void Reducer::launch_complete_locked() {
     while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+        if (hook_ && next_bucket_ > 0) {  // a hook's buckets go one after the other (see set_comm_hook)
+            Bucket &prev = buckets_[next_bucket_ - 1];
+            if (prev.work && !prev.work->done()) {
+                if (!prev.next_waits) {
+                    prev.next_waits = true;
+                    std::weak_ptr<Reducer> weak = weak_from_this();
+                    prev.work->add_continuation([weak](Work &) {
+                        run_continuation([weak] {
+                            if (auto self = weak.lock()) self->launch_deferred();
+                        });
+                    });
+                }
+                return;
+            }
+        }
         Bucket &b = buckets_[next_bucket_];
+        b.next_waits = false;
         b.launched = Clock::now();
         b.wire.reset();
         if (b.sparse) {
             launch_sparse_locked(b);
         } else if (hook_) {
-            b.work = hook_(b.buf->t);
+            HookBucket hb{next_bucket_, next_bucket_ + 1 == buckets_.size(), b.buf->t, b.members, {}};
+            for (size_t i : b.members) hb.offsets.push_back(offset_of_[i] / dtype_size(b.buf->t.dtype));
+            b.work = hook_(hb);
             if (!b.work) fail(DISTC_EINTERNAL, "the communication hook gave no work");
         } else if (compress_ != DType::Float32 && b.buf->t.dtype == DType::Float32) {
             // c10d's fp16/bf16 compression: the bucket travels narrowed, is averaged
@@ -282,6 +301,34 @@ void Reducer::launch_complete_locked() {
         }
         ++next_bucket_;
     }
+}
+
+std::shared_ptr<Work> Reducer::launch_used_map() {
+    Tensor t;
+    t.data = used_map_.data();
+    t.numel = used_map_.size();
+    t.dtype = DType::Int32;
+    t.dim0 = static_cast<int64_t>(t.numel);
+    return pg_->allreduce(t, ReduceOp::Max, OpOptions{}, true);
+}
+
+void Reducer::launch_recording_locked() {
+    for (;;) {
+        try {
+            launch_complete_locked();
+            return;
+        } catch (const Error &e) {
+            auto failed = Work::promise("bucket hook");
+            failed->complete(e.code(), e.what());
+            buckets_[next_bucket_].work = failed;
+            ++next_bucket_;
+        }
+    }
+}
+
+void Reducer::launch_deferred() {
+    std::lock_guard<std::mutex> lk(mu_);
+    launch_recording_locked();
 }
 
 void Reducer::launch_sparse_locked(Bucket &b) {
@@ -390,16 +437,15 @@ void Reducer::finalize() {
     // after the buckets, so in the same order on every rank, and overlapping
     // their tail.
     std::shared_ptr<Work> used_work;
-    if (!device_ && (static_graph_ ? !learned_ : find_unused_)) {
+    bool want_used = !device_ && (static_graph_ ? !learned_ : find_unused_);
+    if (want_used) {
         used_map_.resize(grads_.size());
         for (size_t i = 0; i < grads_.size(); ++i) used_map_[i] = ready_at_[i] != Clock::time_point{};
-        Tensor t;
-        t.data = used_map_.data();
-        t.numel = used_map_.size();
-        t.dtype = DType::Int32;
-        t.dim0 = static_cast<int64_t>(t.numel);
+    }
+    // With a hook the buckets are still being launched: the map goes after them.
+    if (want_used && !hook_) {
         try {
-            used_work = pg_->allreduce(t, ReduceOp::Max, OpOptions{}, true);
+            used_work = launch_used_map();
         } catch (...) {
             for (auto &b : buckets_)
                 if (b.work) b.work->wait(Millis(-1));
@@ -414,8 +460,6 @@ void Reducer::finalize() {
     }
     in_iteration_ = false;
     ++iterations_;
-    std::vector<std::shared_ptr<Work>> works;
-    for (auto &b : buckets_) works.push_back(b.work);
     lk.unlock();
     int code = 0;
     std::string msg;
@@ -433,20 +477,34 @@ void Reducer::finalize() {
             sb.last.bytes = sb.rows.size();
             continue;
         }
-        works[k]->wait(Millis(-1));
-        if (works[k]->status() != 0) {
-            if (!code) code = works[k]->status(), msg = "bucket " + std::to_string(k) + ": " + works[k]->message();
+        std::shared_ptr<Work> work;
+        {
+            // A hook's bucket k starts once bucket k-1 is done: here, if no continuation did yet.
+            std::lock_guard<std::mutex> relock(mu_);
+            if (next_bucket_ <= k) launch_recording_locked();
+            work = buckets_[k].work;
+        }
+        work->wait(Millis(-1));
+        if (work->status() != 0) {
+            if (!code) code = work->status(), msg = "bucket " + std::to_string(k) + ": " + work->message();
             continue;
         }
         Bucket &b = buckets_[k];
         b.last.launch_ns = since(b.launched);
-        b.last.reduce_ns = works[k]->duration_ns();
+        b.last.reduce_ns = work->duration_ns();
         if (b.wire)
             widen_floats(compress_, static_cast<float *>(b.buf->t.data), static_cast<const uint16_t *>(b.wire->t.data),
                          b.buf->t.numel);
         if (!views_)
             for (size_t i : b.members)
                 if (grads_[i].nbytes()) copy(grads_[i].data, b.buf->t.bytes() + offset_of_[i], grads_[i].nbytes());
+    }
+    if (want_used && hook_) {
+        try {
+            used_work = launch_used_map();
+        } catch (const Error &e) {
+            if (!code) code = e.code(), msg = std::string("the map of used gradients: ") + e.what();
+        }
     }
     if (used_work) {
         used_work->wait(Millis(-1));

@@ -15,7 +15,7 @@
 
 namespace distc {
 
-class Reducer {
+class Reducer : public std::enable_shared_from_this<Reducer> {
 public:
     // `buckets` lists gradient indices per bucket, in launch order.
     // `views`: gradients live in the buckets (grad_view), nothing is copied in or out.
@@ -53,7 +53,21 @@ public:
     // How buckets are reduced: `hook` (when set) starts a bucket's reduction and
     // returns its work; else `compress` (Float16/BFloat16, or Float32 for none)
     // is the type float32 buckets travel as. Throws DISTC_ESTATE during an iteration.
-    using Hook = std::function<std::shared_ptr<Work>(const Tensor &bucket)>;
+    // A hook gets bucket k+1 only once bucket k's work has completed: what it
+    // chains (continuations that start more collectives) then comes in the
+    // same order on every rank. A group runs its collectives one at a time
+    // anyway, so this costs the overlap of one bucket's tail with the next.
+    // A hook sees the bucket (c10d's GradBucket): its position in launch
+    // order, whether it is the last, its memory, and its gradients with their
+    // element offsets in it.
+    struct HookBucket {
+        size_t index;
+        bool is_last;
+        const Tensor &buffer;
+        const std::vector<size_t> &grads;
+        std::vector<size_t> offsets;
+    };
+    using Hook = std::function<std::shared_ptr<Work>(const HookBucket &bucket)>;
     void set_comm_hook(Hook hook, DType compress);
 
     void prepare(const std::vector<size_t> &unused);
@@ -96,6 +110,7 @@ private:
         std::unique_ptr<Storage> buf;  // the members back to back
         size_t pending = 0;            // members not ready yet in this iteration
         std::shared_ptr<Work> work;
+        bool next_waits = false;        // a continuation launches the next bucket once this work completes
         std::unique_ptr<Scratch> wire;  // the compressed copy in flight, if any
         Clock::time_point launched{};
         BucketStats last{0, -1, -1};  // of the last finalized iteration
@@ -114,6 +129,11 @@ private:
     void set_buckets(const std::vector<std::vector<size_t>> &buckets);
     void rebuild_locked();          // a collective: every rank is in prepare()
     void launch_complete_locked();  // starts every complete bucket, in order
+    // The same, from a continuation once the bucket before has completed; a
+    // hook failing there fails its bucket's work (nobody is there to throw to).
+    void launch_deferred();
+    void launch_recording_locked();
+    std::shared_ptr<Work> launch_used_map();  // the MAX allreduce of used_map_
 
     std::shared_ptr<ProcessGroup> pg_;
     std::vector<Tensor> grads_;

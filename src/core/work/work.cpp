@@ -48,6 +48,7 @@ void Work::start() {
 
 bool Work::complete(int code, const std::string &message, int32_t source_rank) {
     std::function<void()> cb;
+    std::vector<std::function<void(Work &)>> continuations;
     {
         std::lock_guard<std::mutex> lk(mu_);
         if (done_.load(std::memory_order_relaxed)) return false;
@@ -58,11 +59,13 @@ bool Work::complete(int code, const std::string &message, int32_t source_rank) {
         // started, no handle given out) skips the clock, a cost on the fast path.
         if (start_ != std::chrono::steady_clock::time_point{}) end_ = std::chrono::steady_clock::now();
         cb = std::move(cb_);
+        continuations.swap(continuations_);
         done_.store(true, std::memory_order_release);
     }
     if (trace_) trace_->finished(trace_id_, code, message);
     cv_.notify_all();
     if (cb) cb();
+    for (auto &fn : continuations) fn(*this);
     return true;
 }
 
@@ -118,6 +121,17 @@ bool Work::on_complete(std::function<void()> cb) {
     }
     cb();
     return true;
+}
+
+void Work::add_continuation(std::function<void(Work &)> fn) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!done_) {
+            continuations_.push_back(std::move(fn));
+            return;
+        }
+    }
+    fn(*this);
 }
 
 Work::~Work() {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/work/completion.hpp"
 
@@ -47,7 +48,7 @@ public:
     virtual void finished(uint64_t id, int code, const std::string &message) = 0;
 };
 
-class Work final : public Completion {
+class Work final : public Completion, public std::enable_shared_from_this<Work> {
 public:
     // `kind` is a static string ("allreduce"); seq 0 means no number (point-to-point).
     Work(uint64_t seq, const char *kind, OpLabel label = {}) : seq_(seq), kind_(kind), label_(label) {}
@@ -82,6 +83,18 @@ public:
     bool wait(std::chrono::milliseconds timeout) const;
     // Registers the callback; runs it now if already done. False if one was set before.
     bool on_complete(std::function<void()> cb);
+    // distc's own continuations (distc_work_then): any number, run on the
+    // completing thread after the callback (or now, if already done), given
+    // this work; they must be short (they queue the real work elsewhere).
+    void add_continuation(std::function<void(Work &)> fn);
+
+    // A work no backend owns, completed by the program (distc_work_new).
+    static std::shared_ptr<Work> promise(const char *kind) {
+        auto w = std::make_shared<Work>(0, kind);
+        w->promise_ = true;
+        return w;
+    }
+    bool is_promise() const { return promise_; }
 
     // Device work (backends with streams): how a stream waits for it, and
     // what to release when the work goes. Set once, before completion; false
@@ -110,6 +123,8 @@ private:
     int32_t source_ = -1;
     std::chrono::steady_clock::time_point start_{}, end_{};
     std::function<void()> cb_;
+    std::vector<std::function<void(Work &)>> continuations_;
+    bool promise_ = false;
     std::shared_ptr<TraceSink> trace_;
     uint64_t trace_id_ = 0;
     bool has_hooks_ = false;

@@ -250,6 +250,63 @@ extern "C" {
         builtin: i32,
     ) -> ::std::os::raw::c_int;
 }
+#[doc = " @brief One bucket as a bucket hook sees it (c10d's GradBucket)."]
+#[doc = ""]
+#[doc = " Valid during the hook's call; the memory it points to (the buffer and"]
+#[doc = " the views into it) until the iteration's finalize returns. Later versions"]
+#[doc = " may add fields at the end."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct distc_reducer_bucket {
+    #[doc = "< its position in launch order, 0 first"]
+    pub index: usize,
+    #[doc = "< 1 for the iteration's last bucket (c10d's is_last)"]
+    pub is_last: i32,
+    #[doc = "< the flat bucket: its gradients back to back, one dtype, 1-d"]
+    pub buffer: *mut DLTensor,
+    #[doc = "< how many gradients it holds"]
+    pub num_grads: usize,
+    #[doc = "< their indices, as given to distc_reducer_new, in bucket order"]
+    pub grads: *const i32,
+    #[doc = "< where each starts in buffer, in elements"]
+    pub offsets: *const usize,
+    #[doc = "< each one's view of buffer, with the gradient's shape (byte_offset into buffer->data)"]
+    pub views: *const DLTensor,
+}
+#[doc = " A bucket hook: starts the reduction of `bucket` and hands back, in"]
+#[doc = " `*out`, a work that completes once the bucket's buffer holds the result"]
+#[doc = " (c10d's comm hook and its future): a collective's work, a continuation"]
+#[doc = " chain of several (distc_work_then: an allreduce, then an allgather ...),"]
+#[doc = " or a work of distc_work_new completed by the program. Called with the"]
+#[doc = " reducer's lock held, on the thread whose mark_ready (or finalize)"]
+#[doc = " completed the bucket: start work and return, do not wait for it here and"]
+#[doc = " do not call back into the reducer. Return 0, or a negative code (with"]
+#[doc = " distc_error_set) that mark_ready or finalize returns. The bucket's"]
+#[doc = " collectives must be the same, in the same order, on every rank."]
+pub type distc_reducer_bucket_hook = ::std::option::Option<
+    unsafe extern "C" fn(
+        out: *mut *mut distc_work,
+        pg: *mut distc_pg,
+        bucket: *const distc_reducer_bucket,
+        payload: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int,
+>;
+extern "C" {
+    #[doc = " @brief Replaces how buckets are reduced with a hook that sees the whole bucket."]
+    #[doc = ""]
+    #[doc = " Like distc_reducer_register_comm_hook, before the first iteration"]
+    #[doc = " (DISTC_ESTATE during one), with a hook that gets the bucket's index,"]
+    #[doc = " position, buffer and per-gradient views (PowerSGD-style hooks keep state"]
+    #[doc = " per bucket index). `hook` NULL restores the default allreduce."]
+    #[doc = " finalize waits for each returned work, then writes the buffer back into"]
+    #[doc = " the gradients. Host and device buffers alike (a device bucket's buffer"]
+    #[doc = " is device memory)."]
+    pub fn distc_reducer_register_bucket_hook(
+        r: *mut distc_reducer,
+        hook: distc_reducer_bucket_hook,
+        payload: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int;
+}
 extern "C" {
     #[doc = " @brief When a gradient was marked ready in the last iteration."]
     #[doc = ""]

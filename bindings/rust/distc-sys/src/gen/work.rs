@@ -77,6 +77,76 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
+    #[doc = " @brief A second handle of the same operation, freed on its own."]
+    #[doc = ""]
+    #[doc = " `*out` refers to the same operation as `work`: either may be freed first."]
+    #[doc = " This is how a continuation hands on the work it was given"]
+    #[doc = " (distc_work_then), and how a binding shares a handle."]
+    pub fn distc_work_ref(
+        out: *mut *mut distc_work,
+        work: *mut distc_work,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    #[doc = " @brief A work the program completes itself (a promise)."]
+    #[doc = ""]
+    #[doc = " Makes a work no group runs: it completes when distc_work_complete() is"]
+    #[doc = " called on it. Meanwhile it is tested, waited on, given a callback or"]
+    #[doc = " continued (distc_work_then) like a group's work, and a communication hook"]
+    #[doc = " may return it (distc_reducer_register_bucket_hook). Its seq is 0 and its"]
+    #[doc = " source rank -1. Freeing every handle before completing it leaves nothing"]
+    #[doc = " to complete it: its waiters, callback and continuations then never run."]
+    pub fn distc_work_new(out: *mut *mut distc_work) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    #[doc = " @brief Completes a work made by distc_work_new()."]
+    #[doc = ""]
+    #[doc = " `code` is 0 (success) or a negative distc error code, `message` (may be"]
+    #[doc = " NULL) the failure's text. Wakes its waiters and runs its callback and"]
+    #[doc = " continuations' scheduling on this thread. DISTC_ESTATE when it was"]
+    #[doc = " completed before; DISTC_EINVAL for a group's work (only its backend"]
+    #[doc = " completes that) or a code that is neither 0 nor an error."]
+    pub fn distc_work_complete(
+        work: *mut distc_work,
+        code: ::std::os::raw::c_int,
+        message: *const ::std::os::raw::c_char,
+    ) -> ::std::os::raw::c_int;
+}
+#[doc = " A continuation (distc_work_then): `done` is the work it continues,"]
+#[doc = " complete, successfully or not (distc_work_test tells; returning its code"]
+#[doc = " passes a failure on); it is valid only during the call. The continuation"]
+#[doc = " returns 0 and either leaves `*next` NULL (the continued work then"]
+#[doc = " succeeds at once) or sets it to a work it started or made (the continued"]
+#[doc = " work then completes with that one's outcome, as a chained future), handing"]
+#[doc = " the handle over (use distc_work_ref to hand on `done` itself). A negative"]
+#[doc = " return fails the continued work with that code and distc_error_last()."]
+pub type distc_work_continuation = ::std::option::Option<
+    unsafe extern "C" fn(
+        next: *mut *mut distc_work,
+        done: *mut distc_work,
+        payload: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int,
+>;
+extern "C" {
+    #[doc = " @brief Chains a continuation after an operation (a future's then)."]
+    #[doc = ""]
+    #[doc = " When `work` completes (at once if it has), `fn(&next, done, payload)` runs"]
+    #[doc = " on one of distc's continuation threads, never on a group's worker: it may"]
+    #[doc = " start collectives, wait for them and block. `*out` is a new work that"]
+    #[doc = " completes when the continuation is done (see distc_work_continuation)."]
+    #[doc = " `fn` runs exactly once, also when `work` failed, so it may release"]
+    #[doc = " `payload`. Any number of continuations may follow one work, and they may"]
+    #[doc = " be chained (a hook's allreduce, then an allgather, then a division)."]
+    #[doc = " Continuations may run at the same time as each other, in any order: one"]
+    #[doc = " that blocks never holds up the rest."]
+    pub fn distc_work_then(
+        out: *mut *mut distc_work,
+        work: *mut distc_work,
+        fn_: distc_work_continuation,
+        payload: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
     #[doc = " Releases the handle; before completion this detaches (see above). NULL is a no-op."]
     pub fn distc_work_free(work: *mut distc_work);
 }
