@@ -120,6 +120,8 @@ static int failing_future_hook(distc_work **out, distc_pg *pg, const distc_reduc
     return rc;
 }
 
+static void count_release(void *payload) { __atomic_add_fetch((int *)payload, 1, __ATOMIC_SEQ_CST); }
+
 static void run_iteration(distc_reducer *r, struct hooks *h) {
     h->next_index = 0;
     h->gathered = 0;
@@ -143,7 +145,7 @@ static void rank_bucket_hook(distc_pg *pg, int rank, int size, void *arg) {
     o.gradient_as_bucket_view = views;
     distc_reducer *r = NULL;
     if (!RK_OK(distc_reducer_new(&r, pg, h.g, NG, &o))) return;
-    RK_OK(distc_reducer_register_bucket_hook(r, chain_hook, &h));
+    RK_OK(distc_reducer_register_bucket_hook(r, chain_hook, &h, NULL));
     void *own[NG];
     for (int i = 0; i < NG; ++i) {
         own[i] = h.g[i]->data;
@@ -151,7 +153,7 @@ static void rank_bucket_hook(distc_pg *pg, int rank, int size, void *arg) {
     }
     for (h.it = 0; h.it < 3; ++h.it) {
         run_iteration(r, &h);
-        RK_ERR(distc_reducer_register_bucket_hook(r, NULL, NULL), DISTC_ESTATE, "during");
+        RK_ERR(distc_reducer_register_bucket_hook(r, NULL, NULL, NULL), DISTC_ESTATE, "during");
         RK_OK(distc_reducer_finalize(r));
         RK_EQ_INT(h.next_index, h.nb);
         int64_t total = 0;
@@ -171,13 +173,13 @@ static void rank_bucket_hook(distc_pg *pg, int rank, int size, void *arg) {
     RK_EQ_INT((int)h.nb, views ? 2 : 3);
     RK_EQ_INT(h.calls, want_calls);
     /* Taking the hook away restores the default allreduce. */
-    RK_OK(distc_reducer_register_bucket_hook(r, NULL, NULL));
+    RK_OK(distc_reducer_register_bucket_hook(r, NULL, NULL, NULL));
     run_iteration(r, &h);
     RK_OK(distc_reducer_finalize(r));
     RK_EQ_INT(h.calls, want_calls);
 
     /* A hook that refuses, and one whose future fails: the launching call, or finalize, says so. */
-    RK_OK(distc_reducer_register_bucket_hook(r, refusing_hook, NULL));
+    RK_OK(distc_reducer_register_bucket_hook(r, refusing_hook, NULL, NULL));
     RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
     int rc = 0;
     for (int i = NG - 1; i >= 0 && rc == 0; --i) rc = distc_reducer_mark_ready(r, i);
@@ -185,12 +187,20 @@ static void rank_bucket_hook(distc_pg *pg, int rank, int size, void *arg) {
     RK_CHECKF(rc == DISTC_EBACKEND && strstr(distc_error_last(), "bucket hook failed: no codec"),
               "a refusing hook gave %d: %s", rc, distc_error_last());
     if (rc != 0) (void)distc_reducer_finalize(r);
-    RK_OK(distc_reducer_register_bucket_hook(r, failing_future_hook, NULL));
+    RK_OK(distc_reducer_register_bucket_hook(r, failing_future_hook, NULL, NULL));
     RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
     for (int i = NG - 1; i >= 0; --i) RK_OK(distc_reducer_mark_ready(r, i));
     RK_ERR(distc_reducer_finalize(r), DISTC_EREMOTE, "peer went away");
-    RK_ERR(distc_reducer_register_bucket_hook(NULL, chain_hook, NULL), DISTC_EINVAL, "r");
+    /* A hook's payload is released once the hook goes: replaced, refused, or with the reducer. */
+    int released = 0;
+    RK_ERR(distc_reducer_register_bucket_hook(NULL, chain_hook, &released, count_release), DISTC_EINVAL, "r");
+    RK_EQ_INT(released, 1);
+    RK_OK(distc_reducer_register_bucket_hook(r, chain_hook, &released, count_release));
+    RK_EQ_INT(released, 1);
+    RK_OK(distc_reducer_register_bucket_hook(r, refusing_hook, &released, count_release));
+    RK_EQ_INT(released, 2);
     distc_reducer_free(r);
+    RK_EQ_INT(released, 3);
     for (int i = 0; i < NG; ++i) {
         h.g[i]->data = own[i];
         dt_tensor_free(h.g[i]);

@@ -24,6 +24,8 @@
 %nothread pydistc_set_error_classes;
 %nothread pydistc_store_new_object;
 %nothread pydistc_work_keep;
+%nothread pydistc_work_then;
+%nothread pydistc_reducer_register_hook;
 
 /* ------------------------------------------------------------------ what Python does not get */
 
@@ -39,6 +41,9 @@
 %ignore distc_store_new_custom;     /* pydistc_store_new_object serves Python objects */
 %ignore distc_work_on_complete;     /* C callbacks; pydistc_work_keep is the Python use */
 %ignore distc_reducer_register_comm_hook; /* replaced below: built-in hooks only */
+%ignore distc_reducer_register_bucket_hook; /* pydistc_reducer_register_hook for Python */
+%ignore distc_work_then;            /* pydistc_work_then for Python */
+%ignore distc_reducer_bucket;
 %ignore distc_p2p_op;
 /* Options structs are passed as dicts of their fields (typemaps below). */
 %rename("$ignore", regextarget=1) "^distc_.*_options$";

@@ -24,6 +24,16 @@ int pydistc_store_new_object(distc_store **out, PyObject *obj);
  * first with (status, message), from the thread that completed the work. */
 int pydistc_work_keep(distc_work *work, PyObject *objs);
 
+/* distc_work_then with a Python continuation: fn(status, message) runs on a
+ * continuation thread and returns None or an object whose `_h` is a work
+ * handle to chain (a distc.Future). */
+int pydistc_work_then(distc_work **out, distc_work *work, PyObject *fn);
+
+/* A Python bucket hook (None: the default allreduce): fn(index, is_last,
+ * address, numel, grads, offsets) returns the bucket's future, an object
+ * whose `_h` is a work handle. */
+int pydistc_reducer_register_hook(distc_reducer *r, PyObject *fn);
+
 /* Interpreter exit, from an atexit hook (the GIL released): waits for the
  * completion callbacks already running, and makes later ones leave Python
  * alone (pydistc_callbacks.c says why). */

@@ -92,8 +92,8 @@ int pydistc_work_keep(distc_work *work, PyObject *objs) {
 
 /* ------------------------------------------------------------------ a store in Python */
 
-/* The status code for the Python exception now set; records its text as distc's message. */
-static int store_failure(const char *op) {
+/* The status code for the Python exception now set; records "<who> raised <type>: <text>" as distc's message. */
+static int python_failure(const char *who) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
@@ -113,14 +113,20 @@ static int store_failure(const char *op) {
     PyObject *s = value ? PyObject_Str(value) : NULL;
     const char *text = s ? PyUnicode_AsUTF8(s) : NULL;
     char msg[1024];
-    snprintf(msg, sizeof(msg), "the Python store's %s raised %s: %s", op,
-             type ? ((PyTypeObject *)type)->tp_name : "an exception", text ? text : "");
+    snprintf(msg, sizeof(msg), "%s raised %s: %s", who, type ? ((PyTypeObject *)type)->tp_name : "an exception",
+             text ? text : "");
     PyErr_Clear();
     Py_XDECREF(s);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
     return distc_error_set(code, msg);
+}
+
+static int store_failure(const char *op) {
+    char who[96];
+    snprintf(who, sizeof(who), "the Python store's %s", op);
+    return python_failure(who);
 }
 
 static int exiting(const char *op) {
@@ -306,6 +312,101 @@ int pydistc_store_new_object(distc_store **out, PyObject *obj) {
     int rc = distc_store_new_custom(out, &vt, obj);
     if (rc != 0) {
         Py_DECREF(obj);
+        pydistc_raise(rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ continuations and bucket hooks */
+
+/* A handle of the work of `r` (a distc.Future: its _h, a work handle that `r`
+ * keeps alive meanwhile), or none for None. */
+static int work_result(PyObject *r, distc_work **next, const char *who) {
+    if (r == Py_None) return 0;
+    PyObject *h = PyObject_GetAttrString(r, "_h");
+    PyObject *n = h ? PyNumber_Long(h) : NULL;
+    void *addr = n ? PyLong_AsVoidPtr(n) : NULL;
+    Py_XDECREF(n);
+    Py_XDECREF(h);
+    if (!addr) {
+        if (PyErr_Occurred()) return python_failure(who);
+        return distc_error_set(DISTC_EINTERNAL, "a Python future without a work handle");
+    }
+    return distc_work_ref(next, (distc_work *)addr);
+}
+
+/* distc_work_then's continuation: fn(status, message) -> None or a future to chain. */
+static int py_continue(distc_work **next, distc_work *done, void *payload) {
+    PyObject *fn = (PyObject *)payload;
+    PyGILState_STATE s;
+    if (!enter_python(&s))
+        return distc_error_set(DISTC_ESTATE, "a Python continuation cannot run: the interpreter is exiting");
+    const char *msg = "";
+    int status = distc_work_error(done, &msg);
+    PyObject *r = PyObject_CallFunction(fn, "is", status, msg ? msg : "");
+    int rc = r ? work_result(r, next, "a continuation (Future.then)") : python_failure("a continuation (Future.then)");
+    Py_XDECREF(r);
+    Py_DECREF(fn);
+    leave_python(s);
+    return rc;
+}
+
+int pydistc_work_then(distc_work **out, distc_work *work, PyObject *fn) {
+    if (!out) {
+        pydistc_invalid("pydistc_work_then returns its work: pass True");
+        return -1;
+    }
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "the continuation must be callable");
+        return -1;
+    }
+    Py_INCREF(fn);
+    int rc = distc_work_then(out, work, py_continue, fn);
+    if (rc != 0) {
+        Py_DECREF(fn);
+        pydistc_raise(rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* A bucket hook: fn(index, is_last, address, numel, grads, offsets) -> the bucket's future. */
+static int py_bucket_hook(distc_work **out, distc_pg *pg, const distc_reducer_bucket *b, void *payload) {
+    (void)pg;
+    PyGILState_STATE s;
+    if (!enter_python(&s))
+        return distc_error_set(DISTC_ESTATE, "the Python communication hook cannot run: the interpreter is exiting");
+    PyObject *grads = PyTuple_New((Py_ssize_t)b->num_grads), *offsets = PyTuple_New((Py_ssize_t)b->num_grads);
+    for (size_t k = 0; grads && offsets && k < b->num_grads; ++k) {
+        PyTuple_SET_ITEM(grads, (Py_ssize_t)k, PyLong_FromLong(b->grads[k]));
+        PyTuple_SET_ITEM(offsets, (Py_ssize_t)k, PyLong_FromSize_t(b->offsets[k]));
+    }
+    PyObject *r = grads && offsets ? PyObject_CallFunction((PyObject *)payload, "niNLOO", (Py_ssize_t)b->index,
+                                                           (int)b->is_last, PyLong_FromVoidPtr(b->buffer->data),
+                                                           (long long)b->buffer->shape[0], grads, offsets)
+                                   : NULL;
+    int rc = r ? work_result(r, out, "the communication hook") : python_failure("the communication hook");
+    if (rc == 0 && !*out) rc = distc_error_set(DISTC_EINVAL, "the communication hook returned no future");
+    Py_XDECREF(r);
+    Py_XDECREF(grads);
+    Py_XDECREF(offsets);
+    leave_python(s);
+    return rc;
+}
+
+int pydistc_reducer_register_hook(distc_reducer *r, PyObject *fn) {
+    int rc;
+    if (fn == Py_None) {
+        Py_BEGIN_ALLOW_THREADS rc = distc_reducer_register_bucket_hook(r, NULL, NULL, NULL);
+        Py_END_ALLOW_THREADS
+    } else {
+        Py_INCREF(fn); /* released with the hook (release_ref), also when refused */
+        /* Without the GIL: a bucket launched by a continuation holds the reducer's lock while it takes the GIL. */
+        Py_BEGIN_ALLOW_THREADS rc = distc_reducer_register_bucket_hook(r, py_bucket_hook, fn, release_ref);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc != 0) {
         pydistc_raise(rc);
         return -1;
     }

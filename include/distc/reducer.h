@@ -295,9 +295,14 @@ typedef int (*distc_reducer_bucket_hook)(distc_work **out, distc_pg *pg, const d
  * per bucket index). `hook` NULL restores the default allreduce.
  * finalize waits for each returned work, then writes the buffer back into
  * the gradients. Host and device buffers alike (a device bucket's buffer
- * is device memory).
+ * is device memory). Bucket k+1 is handed to the hook once bucket k's work
+ * has completed, so what a hook chains comes in the same order on every
+ * rank. `release` (may be NULL) is called with `payload` once the hook is
+ * no longer used: replaced, or the reducer freed (on whichever thread
+ * drops it last), also when registering fails.
  */
-DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_reducer_bucket_hook hook, void *payload);
+DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_reducer_bucket_hook hook, void *payload,
+                                                     void (*release)(void *payload));
 
 /**
  * @brief When a gradient was marked ready in the last iteration.

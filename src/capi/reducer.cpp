@@ -186,7 +186,12 @@ DLTensor flat_dl(const Tensor &t, int64_t *shape) {
 }
 }  // namespace
 
-DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_reducer_bucket_hook hook, void *payload) {
+DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_reducer_bucket_hook hook, void *payload,
+                                                     void (*release)(void *payload)) {
+    // The payload goes with the last copy of the hook (or now, if it is refused).
+    std::shared_ptr<void> owned(payload, [release](void *p) {
+        if (release) release(p);
+    });
     return guard(__func__, [&] {
         Reducer &rd = reducer_arg(r);
         if (!hook) {
@@ -196,7 +201,7 @@ DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_red
         auto pg = std::make_shared<distc_pg>(distc_pg{r->pg});
         auto shapes = r->shapes;  // per gradient, from distc_reducer_new
         rd.set_comm_hook(
-            [hook, payload, pg, shapes](const Reducer::HookBucket &hb) {
+            [hook, payload, owned, pg, shapes](const Reducer::HookBucket &hb) {
                 int64_t flat = 0;
                 DLTensor buffer = flat_dl(hb.buffer, &flat);
                 std::vector<int32_t> grads;

@@ -1,11 +1,11 @@
 """Process groups and their work handles."""
-import concurrent.futures
 import datetime
 import pickle
 import threading
 
 from . import _distc
 from ._errors import error_for
+from ._future import Future
 from ._handle import Owned
 from ._store import as_store
 from ._types import ReduceOp, op_args, stream_handle, tensor_arg, tensor_list, timeout_ms, timeout_opts
@@ -31,9 +31,9 @@ class _Completion:
 
     def resolve(self, f):
         if self.status == 0:
-            f.set_result(self.result)
+            f._settle(self.result)
         else:
-            f.set_exception(error_for(self.status, self.message))
+            f._settle(exc=error_for(self.status, self.message))
 
 
 class Work:
@@ -51,9 +51,11 @@ class Work:
         _distc.pydistc_work_keep(handle, (self._done,) + tuple(keep))
 
     def get_future(self):
-        """A concurrent.futures.Future completed with result() (the output tensors) or
-        the operation's exception; its callbacks run on the completing thread."""
-        f = concurrent.futures.Future()
+        """A distc.Future (torch's Future: wait, value, then; and a concurrent.futures.Future)
+        completed with the output tensors or the operation's exception; its
+        add_done_callback callbacks run on the completing thread, its then() callbacks on
+        distc's continuation threads."""
+        f = Future._of(_distc.distc_work_ref(True, self._h))
         with self._done.lock:
             pending = self._done.status is None
             if pending:

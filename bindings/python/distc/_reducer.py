@@ -1,7 +1,10 @@
 """The DDP reducer: gradient bucketing with asynchronous, overlapped allreduces."""
 import ctypes
+import weakref
 
 from . import _distc
+from ._bucket import GradBucket
+from ._future import Future
 from ._group import ProcessGroup
 from ._handle import Owned
 from ._types import stream_handle, tensor_arg, tensor_list
@@ -119,6 +122,38 @@ class Reducer(Owned):
         if name not in _HOOKS:
             raise ValueError(f"hook must be one of {sorted(k for k in _HOOKS if k)} or None")
         self._call(_distc.distc_reducer_register_builtin_hook, _HOOKS[name])
+
+    def register_comm_hook(self, state, hook, _params=None):
+        """torch's comm hook, before the first iteration: hook(state, bucket) gets a
+        GradBucket and returns a distc.Future whose value is the bucket's result (a
+        tensor or a one-tensor list; often the bucket's own buffer, reduced in place,
+        from group.all_reduce(..., async_op=True).get_future() and then()). The
+        reducer waits for it in finalize and writes the result back. hook None restores
+        the default allreduce. The hook runs on the thread whose mark_ready completed
+        the bucket, or on a continuation thread once the bucket before it completed
+        (distc_reducer_register_bucket_hook(3)), so its collectives and those of
+        its futures come in the same order on every rank. An exception in the hook
+        fails that mark_ready or finalize."""
+        if hook is None:
+            self._call(_distc.pydistc_reducer_register_hook, None)
+            return
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, not {type(hook).__name__}")
+        grads, ref = self._grads, weakref.ref(self)  # no cycle through C: the hook outlives no reducer
+
+        def run(index, is_last, addr, numel, members, offsets):
+            owner = ref()
+            if owner is None:
+                raise RuntimeError("the reducer was closed")
+            bucket = GradBucket(owner, grads, _params, index, is_last, addr, numel, members, offsets)
+            bucket._group = owner._group  # the group a hook with state None reduces over
+            fut = hook(state, bucket)
+            if not isinstance(fut, Future):
+                raise TypeError(f"a communication hook returns a distc.Future (work.get_future(), Future.then, "
+                                f"Future()), not {type(fut).__name__}")
+            return fut.then(lambda f: bucket._write(f.value()))
+
+        self._call(_distc.pydistc_reducer_register_hook, run)
 
     def join(self):
         """One iteration of a rank out of inputs: every gradient reduces as zeros,

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from . import _api
+from ._group import ProcessGroup
 from ._reducer import Reducer
 from .join import Join, JoinHook, Joinable, count_over
 
@@ -136,22 +137,35 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
                     p.grad.mul_(scale)
 
     def register_comm_hook(self, state, hook):
-        """torch's DDP.register_comm_hook, for torch's default hooks: allreduce_hook,
-        fp16_compress_hook and bf16_compress_hook (state: None or this DDP's group) run
-        as distc's built-in hooks. Other Python hooks are not supported yet
-        (NotImplementedError). Call it before the first backward pass."""
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-        names = {default_hooks.allreduce_hook: "allreduce", default_hooks.fp16_compress_hook: "fp16",
-                 default_hooks.bf16_compress_hook: "bf16"}
-        if hook not in names:
-            raise NotImplementedError(
-                f"distc's DDP runs torch's allreduce_hook, fp16_compress_hook and bf16_compress_hook; "
-                f"{getattr(hook, '__name__', hook)!r} is a Python hook, which it cannot run yet")
-        if state is not None and state is not self.group:
-            raise ValueError("the hook's state must be None or this DDP's group: the built-in hooks reduce over it")
+        """torch's DDP.register_comm_hook, before the first backward pass, once.
+        hook(state, bucket) gets a distc.GradBucket and returns a distc.Future of the
+        bucket's average (see distc.Reducer.register_comm_hook); distc.ddp_comm_hooks
+        has torch's hooks written for distc. torch's own allreduce_hook,
+        fp16_compress_hook and bf16_compress_hook (state None or this DDP's group)
+        run as distc's built-in hooks, and torch's powerSGD_hook and
+        batched_powerSGD_hook as distc's (their PowerSGDState's process_group must
+        be None or a distc group)."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook as torch_psgd
+        from . import ddp_comm_hooks
         if self._hooked:
             raise RuntimeError("register_comm_hook may only be called once, as torch's")
-        self.reducer.register_builtin_hook(names[hook])
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, not {type(hook).__name__}")
+        builtin = {default_hooks.allreduce_hook: "allreduce", default_hooks.fp16_compress_hook: "fp16",
+                   default_hooks.bf16_compress_hook: "bf16"}
+        ported = {torch_psgd.powerSGD_hook: ddp_comm_hooks.powerSGD_hook,
+                  torch_psgd.batched_powerSGD_hook: ddp_comm_hooks.batched_powerSGD_hook}
+        if hook in builtin:
+            if state is not None and state is not self.group:
+                raise ValueError("the hook's state must be None or this DDP's group: the built-in hooks reduce "
+                                 "over it")
+            self.reducer.register_builtin_hook(builtin[hook])
+        else:
+            group = getattr(state, "process_group", None)
+            if hook in ported and group is not None and not isinstance(group, ProcessGroup):
+                raise ValueError("PowerSGDState.process_group must be None or a distc group, not a "
+                                 f"{type(group).__name__}")
+            self.reducer.register_comm_hook(state, ported.get(hook, hook), _params=self._params)
         self._hooked = True
 
     # ---- join (uneven inputs)

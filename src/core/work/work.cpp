@@ -48,7 +48,6 @@ void Work::start() {
 
 bool Work::complete(int code, const std::string &message, int32_t source_rank) {
     std::function<void()> cb;
-    std::vector<std::function<void(Work &)>> continuations;
     {
         std::lock_guard<std::mutex> lk(mu_);
         if (done_.load(std::memory_order_relaxed)) return false;
@@ -59,12 +58,19 @@ bool Work::complete(int code, const std::string &message, int32_t source_rank) {
         // started, no handle given out) skips the clock, a cost on the fast path.
         if (start_ != std::chrono::steady_clock::time_point{}) end_ = std::chrono::steady_clock::now();
         cb = std::move(cb_);
-        continuations.swap(continuations_);
         done_.store(true, std::memory_order_release);
     }
     if (trace_) trace_->finished(trace_id_, code, message);
     cv_.notify_all();
     if (cb) cb();
+    // Continuations come after the callback, also those added while it ran (a
+    // binding's callback records the outcome that its continuations read).
+    std::vector<std::function<void(Work &)>> continuations;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        continuations.swap(continuations_);
+        continuations_run_ = true;
+    }
     for (auto &fn : continuations) fn(*this);
     return true;
 }
@@ -126,7 +132,7 @@ bool Work::on_complete(std::function<void()> cb) {
 void Work::add_continuation(std::function<void(Work &)> fn) {
     {
         std::lock_guard<std::mutex> lk(mu_);
-        if (!done_) {
+        if (!continuations_run_) {
             continuations_.push_back(std::move(fn));
             return;
         }

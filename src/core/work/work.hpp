@@ -84,7 +84,7 @@ public:
     // Registers the callback; runs it now if already done. False if one was set before.
     bool on_complete(std::function<void()> cb);
     // distc's own continuations (distc_work_then): any number, run on the
-    // completing thread after the callback (or now, if already done), given
+    // completing thread after the callback (or now, once those ran), given
     // this work; they must be short (they queue the real work elsewhere).
     void add_continuation(std::function<void(Work &)> fn);
 
@@ -124,6 +124,7 @@ private:
     std::chrono::steady_clock::time_point start_{}, end_{};
     std::function<void()> cb_;
     std::vector<std::function<void(Work &)>> continuations_;
+    bool continuations_run_ = false;  // under mu_: complete() has run them (later ones run at once)
     bool promise_ = false;
     std::shared_ptr<TraceSink> trace_;
     uint64_t trace_id_ = 0;

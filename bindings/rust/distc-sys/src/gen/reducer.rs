@@ -300,11 +300,16 @@ extern "C" {
     #[doc = " per bucket index). `hook` NULL restores the default allreduce."]
     #[doc = " finalize waits for each returned work, then writes the buffer back into"]
     #[doc = " the gradients. Host and device buffers alike (a device bucket's buffer"]
-    #[doc = " is device memory)."]
+    #[doc = " is device memory). Bucket k+1 is handed to the hook once bucket k's work"]
+    #[doc = " has completed, so what a hook chains comes in the same order on every"]
+    #[doc = " rank. `release` (may be NULL) is called with `payload` once the hook is"]
+    #[doc = " no longer used: replaced, or the reducer freed (on whichever thread"]
+    #[doc = " drops it last), also when registering fails."]
     pub fn distc_reducer_register_bucket_hook(
         r: *mut distc_reducer,
         hook: distc_reducer_bucket_hook,
         payload: *mut ::std::os::raw::c_void,
+        release: ::std::option::Option<unsafe extern "C" fn(payload: *mut ::std::os::raw::c_void)>,
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
