@@ -26,7 +26,7 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
-    fn raw(self) -> (sys::distc_reduce_op, Option<f64>) {
+    pub(crate) fn raw(self) -> (sys::distc_reduce_op, Option<f64>) {
         match self {
             ReduceOp::Sum => (sys::DISTC_SUM, None),
             ReduceOp::Avg => (sys::DISTC_AVG, None),
@@ -42,10 +42,10 @@ impl ReduceOp {
 }
 
 /// Per-operation options: only PREMUL_SUM's factor needs them.
-struct OpOpts(Option<sys::distc_op_options>);
+pub(crate) struct OpOpts(Option<sys::distc_op_options>);
 
 impl OpOpts {
-    fn new(premul: Option<f64>) -> OpOpts {
+    pub(crate) fn new(premul: Option<f64>) -> OpOpts {
         OpOpts(premul.map(|f| {
             let mut o: sys::distc_op_options = unsafe { std::mem::zeroed() };
             unsafe { sys::distc_op_options_init(&mut o, sys::DISTC_OP_OPTIONS_VERSION) };
@@ -54,7 +54,7 @@ impl OpOpts {
         }))
     }
 
-    fn ptr(&self) -> *const sys::distc_op_options {
+    pub(crate) fn ptr(&self) -> *const sys::distc_op_options {
         self.0.as_ref().map_or(ptr::null(), |o| o as *const _)
     }
 }

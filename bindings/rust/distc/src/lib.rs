@@ -28,6 +28,7 @@
 //! ```
 mod element;
 mod error;
+mod future;
 mod group;
 mod reducer;
 mod store;
@@ -35,6 +36,7 @@ mod store;
 pub use distc_sys as sys;
 pub use element::{Complex32, Complex64, Element, BF16, F16};
 pub use error::{Error, ErrorKind, Result};
+pub use future::{Bucket, BucketBuffer, Future};
 pub use group::{dump_trace_all, GroupOptions, ProcessGroup, ReduceOp, Scope, Work};
 pub use reducer::{Reducer, ReducerOptions};
 pub use store::{rendezvous, version, Store, TcpStoreOptions};

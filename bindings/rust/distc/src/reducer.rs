@@ -5,6 +5,7 @@ use distc_sys as sys;
 
 use crate::element::{host_tensor, Element, INT};
 use crate::error::{check, Error, Result};
+use crate::future::{bucket_hook, release_hook, Bucket, Future};
 use crate::group::ProcessGroup;
 
 /// Options of a [`Reducer`]; `Default` gives c10d's (1 MiB first bucket, 25 MiB after).
@@ -211,6 +212,38 @@ impl<T: Element> Reducer<T> {
         let mut used = 0;
         check(unsafe { sys::distc_reducer_grad_used(&mut used, self.raw.as_ptr(), i) })?;
         Ok(used != 0)
+    }
+
+    /// Replaces how buckets are reduced, before the first iteration (c10d's comm
+    /// hook): `hook(bucket)` starts the bucket's reduction and returns a future that
+    /// completes once the buffer holds the average (say, [`Bucket::all_reduce`] of a
+    /// sum, then a [`Future::then`] that divides; several collectives may be
+    /// chained). It runs on the thread whose `mark_ready` completed the bucket, or
+    /// on a continuation thread once the bucket before it completed, so what it
+    /// chains comes in the same order on every rank. finalize waits for each
+    /// future and copies the buffers back into the gradients. An error the hook
+    /// returns fails that mark_ready or finalize.
+    pub fn register_bucket_hook<F>(&mut self, hook: F) -> Result<()>
+    where
+        F: Fn(&Bucket<T>) -> Result<Future> + Send + Sync + 'static,
+    {
+        let payload = Box::into_raw(Box::new(hook)) as *mut std::os::raw::c_void;
+        // The library releases the payload with the hook, also when it refuses it.
+        check(unsafe {
+            sys::distc_reducer_register_bucket_hook(
+                self.raw.as_ptr(),
+                Some(bucket_hook::<T, F>),
+                payload,
+                Some(release_hook::<F>),
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Back to the default allreduce (before the first iteration).
+    pub fn clear_bucket_hook(&mut self) -> Result<()> {
+        check(unsafe { sys::distc_reducer_register_bucket_hook(self.raw.as_ptr(), None, ptr::null_mut(), None) })?;
+        Ok(())
     }
 
     /// (bytes, launch ns, reduction ns) of bucket `b` in the last iteration.

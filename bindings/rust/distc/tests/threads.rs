@@ -376,3 +376,98 @@ fn flight_recorder_dumps() {
     assert_eq!(distc::dump_trace_all("").unwrap_err().kind(), ErrorKind::InvalidArgument);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn futures_complete_chain_and_fail() {
+    let f = distc::Future::new().unwrap();
+    assert!(!f.test().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let g = f
+        .then(move |r| {
+            tx.send(r.is_ok()).unwrap();
+            let later = distc::Future::new()?;
+            let c = later.clone();
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(20));
+                c.complete(Ok(())).unwrap();
+            });
+            Ok(Some(later)) // chained: g completes once `later` does
+        })
+        .unwrap();
+    f.complete(Ok(())).unwrap();
+    g.wait(Some(Duration::from_secs(10))).unwrap();
+    assert!(rx.recv().unwrap());
+    assert_eq!(f.complete(Ok(())).unwrap_err().kind(), ErrorKind::State);
+    // A failure is passed on; an error returned or a panic fails the next future.
+    let e = distc::Future::new().unwrap();
+    let passed = e.then(|r| r.map(|_| None)).unwrap();
+    e.complete(Err(distc::Error { code: distc::sys::DISTC_EREMOTE, message: "peer went away (test)".into() })).unwrap();
+    let err = passed.wait(None).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Remote);
+    assert!(err.message.contains("peer went away"), "{err}");
+    let failed = f.then(|_| Err(distc::Error { code: distc::sys::DISTC_EBACKEND, message: "codec".into() })).unwrap();
+    assert_eq!(failed.wait(None).unwrap_err().kind(), ErrorKind::Backend);
+    let panicked = f.then(|_| -> distc::Result<Option<distc::Future>> { panic!("in a continuation") }).unwrap();
+    assert!(panicked.wait(None).unwrap_err().message.contains("panicked"));
+}
+
+#[test]
+fn reducer_bucket_hook_chains_collectives() {
+    ranks(3, |pg| {
+        let r = pg.rank() as f64;
+        let size = pg.size() as f64;
+        let opts = ReducerOptions { bucket_cap_bytes: 128, first_bucket_bytes: 128, ..Default::default() };
+        let lens = [20usize, 3, 40, 7];
+        let mut red = Reducer::<f64>::new(&pg, &lens, &opts).unwrap();
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = calls.clone();
+        red.register_bucket_hook(move |b: &distc::Bucket<f64>| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            assert_eq!(b.grads.len(), b.offsets.len());
+            let buf = b.buffer();
+            let again = buf.clone();
+            // a sum, then a max of the sums (all equal), then the division
+            b.all_reduce(ReduceOp::Sum)?.then(move |r| {
+                r?;
+                let max = again.all_reduce(ReduceOp::Max)?;
+                Ok(Some(max.then(move |r| {
+                    r?;
+                    // SAFETY: both collectives on the buffer have completed.
+                    for x in unsafe { again.as_mut_slice() } {
+                        *x /= size;
+                    }
+                    Ok(None)
+                })?))
+            })
+        })
+        .unwrap();
+        for step in 0..3 {
+            red.prepare_for_backward(&[]).unwrap();
+            for i in (0..lens.len()).rev() {
+                red.grad_mut(i).fill(r + step as f64 + i as f64);
+                red.mark_ready(i).unwrap();
+            }
+            red.finalize().unwrap();
+            for i in 0..lens.len() {
+                let want = (size - 1.0) / 2.0 + step as f64 + i as f64;
+                assert!(red.grad(i).iter().all(|&g| g == want), "step {step} grad {i}: {:?}", red.grad(i));
+            }
+        }
+        assert!(calls.load(std::sync::atomic::Ordering::SeqCst) >= 3 * 2);
+        // A hook's error reaches the call that launched the bucket.
+        red.register_bucket_hook(|_b: &distc::Bucket<f64>| {
+            Err(distc::Error { code: distc::sys::DISTC_EBACKEND, message: "no codec (test)".into() })
+        })
+        .unwrap();
+        red.prepare_for_backward(&[]).unwrap();
+        let mut res = Ok(());
+        for i in (0..lens.len()).rev() {
+            res = res.and_then(|_| red.mark_ready(i));
+        }
+        let res = res.and_then(|_| red.finalize());
+        let e = res.unwrap_err();
+        assert!(e.message.contains("no codec"), "{e}");
+        let _ = red.finalize();
+        red.clear_bucket_hook().unwrap();
+    });
+}
