@@ -286,6 +286,9 @@ typedef struct distc_reducer_bucket {
 typedef int (*distc_reducer_bucket_hook)(distc_work **out, distc_pg *pg, const distc_reducer_bucket *bucket,
                                          void *payload);
 
+/** Releases a hook's payload once the hook is no longer used (distc_reducer_register_bucket_hook). */
+typedef void (*distc_reducer_hook_release)(void *payload);
+
 /**
  * @brief Replaces how buckets are reduced with a hook that sees the whole bucket.
  *
@@ -302,7 +305,7 @@ typedef int (*distc_reducer_bucket_hook)(distc_work **out, distc_pg *pg, const d
  * drops it last), also when registering fails.
  */
 DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_reducer_bucket_hook hook, void *payload,
-                                                     void (*release)(void *payload));
+                                                     distc_reducer_hook_release release);
 
 /**
  * @brief When a gradient was marked ready in the last iteration.

@@ -187,7 +187,7 @@ DLTensor flat_dl(const Tensor &t, int64_t *shape) {
 }  // namespace
 
 DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_reducer_bucket_hook hook, void *payload,
-                                                     void (*release)(void *payload)) {
+                                                     distc_reducer_hook_release release) {
     // The payload goes with the last copy of the hook (or now, if it is refused).
     std::shared_ptr<void> owned(payload, [release](void *p) {
         if (release) release(p);

@@ -291,6 +291,9 @@ pub type distc_reducer_bucket_hook = ::std::option::Option<
         payload: *mut ::std::os::raw::c_void,
     ) -> ::std::os::raw::c_int,
 >;
+#[doc = " Releases a hook's payload once the hook is no longer used (distc_reducer_register_bucket_hook)."]
+pub type distc_reducer_hook_release =
+    ::std::option::Option<unsafe extern "C" fn(payload: *mut ::std::os::raw::c_void)>;
 extern "C" {
     #[doc = " @brief Replaces how buckets are reduced with a hook that sees the whole bucket."]
     #[doc = ""]
@@ -309,7 +312,7 @@ extern "C" {
         r: *mut distc_reducer,
         hook: distc_reducer_bucket_hook,
         payload: *mut ::std::os::raw::c_void,
-        release: ::std::option::Option<unsafe extern "C" fn(payload: *mut ::std::os::raw::c_void)>,
+        release: distc_reducer_hook_release,
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
