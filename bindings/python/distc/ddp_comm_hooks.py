@@ -144,6 +144,15 @@ def _random_qs(state, qs, dtype):
             _orthogonalize(q, state.orthogonalization_epsilon)
 
 
+def _plain_before_start(state, bucket):
+    """The group, and before compression starts a plain allreduce's future (else None)."""
+    group = _group(state, bucket)
+    if state.iter < state.start_powerSGD_iter:
+        state.maybe_increase_iter(bucket)
+        return group, allreduce_hook(group, bucket)
+    return group, None
+
+
 def powerSGD_hook(state, bucket):
     """torch's powerSGD_hook: each gradient matrix M worth compressing (its rows
     and columns times the rank, times min_compression_rate, below its size)
@@ -153,12 +162,11 @@ def powerSGD_hook(state, bucket):
     compression's error is added to the next iteration's bucket; with warm start Q
     starts from the last iteration's."""
     import torch
-    group = _group(state, bucket)
+    group, plain_future = _plain_before_start(state, bucket)
+    if plain_future is not None:
+        return plain_future
     n_ranks = group.size()
     buf = bucket.buffer()
-    if state.iter < state.start_powerSGD_iter:
-        state.maybe_increase_iter(bucket)
-        return allreduce_hook(group, bucket)
     index, dtype = bucket.index(), buf.dtype
     before = None
     if state.use_error_feedback:
@@ -261,12 +269,11 @@ def batched_powerSGD_hook(state, bucket):
     import math
 
     import torch
-    group = _group(state, bucket)
+    group, plain_future = _plain_before_start(state, bucket)
+    if plain_future is not None:
+        return plain_future
     n_ranks = group.size()
     buf = bucket.buffer()
-    if state.iter < state.start_powerSGD_iter:
-        state.maybe_increase_iter(bucket)
-        return allreduce_hook(group, bucket)
     index, dtype, total = bucket.index(), buf.dtype, buf.shape[0]
     side = math.ceil(math.sqrt(total))
     state.total_numel_before_compression += total
