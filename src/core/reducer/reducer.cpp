@@ -469,6 +469,13 @@ void Reducer::finalize() {
     };
     for (size_t i = 0; i < grads_.size(); ++i) last_ready_ns_[i] = since(ready_at_[i]);
     for (size_t k = 0; k < buckets_.size(); ++k) {
+        std::shared_ptr<Work> work;
+        {
+            // A hook's bucket k starts once bucket k-1 is done: here, if no continuation did yet.
+            std::lock_guard<std::mutex> relock(mu_);
+            if (next_bucket_ <= k) launch_recording_locked();
+            work = buckets_[k].work;
+        }
         Bucket &sb = buckets_[k];
         if (sb.sparse) {  // exchanged at launch
             if (sb.code && !code) code = sb.code, msg = "bucket " + std::to_string(k) + " (sparse): " + sb.message;
@@ -477,13 +484,7 @@ void Reducer::finalize() {
             sb.last.bytes = sb.rows.size();
             continue;
         }
-        std::shared_ptr<Work> work;
-        {
-            // A hook's bucket k starts once bucket k-1 is done: here, if no continuation did yet.
-            std::lock_guard<std::mutex> relock(mu_);
-            if (next_bucket_ <= k) launch_recording_locked();
-            work = buckets_[k].work;
-        }
+        if (!work) fail(DISTC_EINTERNAL, "bucket " + std::to_string(k) + " was never launched");
         work->wait(Millis(-1));
         if (work->status() != 0) {
             if (!code) code = work->status(), msg = "bucket " + std::to_string(k) + ": " + work->message();
