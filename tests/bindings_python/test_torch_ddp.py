@@ -202,3 +202,14 @@ def compare_join(pg, adamw, divide):
                                                (4, True, True)])
 def test_join_uneven_inputs_as_torch(size, adamw, divide):
     run_procs(size, functools.partial(compare_join, adamw=adamw, divide=divide), join_s=180)
+
+
+def test_devices_refused_clearly():
+    """CPU and CUDA parameters are taken (CUDA runs only where a GPU is); others, or a
+    module spread over two devices, are refused with the reason."""
+    with distc.ProcessGroup(distc.HashStore(), 0, 1) as pg:
+        with pytest.raises(ValueError, match="CPU or CUDA"):
+            distc.torch_ddp.DistributedDataParallel(torch.nn.Linear(2, 2, device="meta"), group=pg)
+        two = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2, device="meta"))
+        with pytest.raises(ValueError, match="several devices"):
+            distc.torch_ddp.DistributedDataParallel(two, group=pg)

@@ -70,8 +70,19 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
         self._params = [p for p in module.parameters() if p.requires_grad]
         if not self._params:
             raise ValueError("the module has no parameter that requires a gradient")
-        if any(p.device.type != "cpu" for p in self._params):
-            raise ValueError("distc's reducer takes host memory: move the module to the CPU")
+        self._cuda = self._params[0].device.type == "cuda"
+        if any(p.device != self._params[0].device for p in self._params):
+            raise ValueError("the parameters are on several devices: one DDP takes one device, as torch's")
+        if not self._cuda and self._params[0].device.type != "cpu":
+            raise ValueError(f"parameters on {self._params[0].device}: distc's DDP takes CPU or CUDA parameters")
+        if self._cuda:
+            # The reducer's device buckets (nccl), ordered on the stream the backward pass writes on.
+            # What it learns on the host, or reads through host views, is not there.
+            for name, on in (("find_unused_parameters", find_unused_parameters), ("static_graph", static_graph),
+                             ("gradient_as_bucket_view", gradient_as_bucket_view)):
+                if on:
+                    raise NotImplementedError(f"{name} with CUDA parameters: distc's reducer does this on the "
+                                              f"host only")
         with torch.no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
                 self.group.broadcast(t.data, 0)
@@ -80,10 +91,13 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
         sparse_params = {id(m.weight) for m in module.modules()
                          if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse}
         self._sparse = [id(p) in sparse_params for p in self._params]
+        if self._cuda and any(self._sparse):
+            raise NotImplementedError("sparse gradients with CUDA parameters: distc reduces sparse rows on the host")
         self.reducer = Reducer(self.group, grads, bucket_cap_mb=bucket_cap_mb, first_bucket_mb=first_bucket_mb,
                                find_unused_parameters=find_unused_parameters,
                                gradient_as_bucket_view=gradient_as_bucket_view, comm_hook=comm_hook,
-                               expect_sparse=self._sparse, static_graph=static_graph)
+                               expect_sparse=self._sparse, static_graph=static_graph,
+                               stream=torch.cuda.current_stream(self._params[0].device) if self._cuda else None)
         # Where each gradient goes before mark_ready (its bucket, with views).
         self._grads = ([None if self._sparse[i] else self.reducer.grad_view(i) for i in range(len(grads))]
                        if gradient_as_bucket_view else grads)
@@ -149,6 +163,8 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
         from . import ddp_comm_hooks
         if self._hooked:
             raise RuntimeError("register_comm_hook may only be called once, as torch's")
+        if self._cuda:
+            raise NotImplementedError("communication hooks with CUDA parameters: distc's hooks see host buckets")
         if not callable(hook):
             raise TypeError(f"hook must be callable, not {type(hook).__name__}")
         builtin = {default_hooks.allreduce_hook: "allreduce", default_hooks.fp16_compress_hook: "fp16",
@@ -188,6 +204,8 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
                 self.group.broadcast(b.data, src)
 
     def join_hook(self, divide_by_initial_world_size=True, **kwargs):
+        if self._cuda:
+            raise NotImplementedError("join with CUDA parameters: distc's join counts ranks in host memory")
         return _DDPJoinHook(self, divide_by_initial_world_size)
 
     @property
@@ -200,6 +218,8 @@ class DistributedDataParallel(torch.nn.Module, Joinable):
 
     def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
         """torch's DDP.join(): a context manager for uneven inputs (see distc.join)."""
+        if self._cuda and enable:
+            raise NotImplementedError("join with CUDA parameters: distc's join counts ranks in host memory")
         return Join([self], enable, throw_on_early_termination,
                     divide_by_initial_world_size=divide_by_initial_world_size)
 
