@@ -138,60 +138,30 @@ DISTC_EXTERN(int) distc_work_complete(distc_work *work, int code, const char *me
     });
 }
 
-namespace {
-// Runs `fn` for `src` (complete) on a continuation thread and completes `next`
-// with its outcome: at once, or when the work it hands back completes.
-void continue_with(const std::shared_ptr<Work> &src, const std::shared_ptr<Work> &next, distc_work_continuation fn,
-                   void *payload) {
-    distc_work done{src};
-    distc_work *handed = nullptr;
-    distc_error_clear();
-    int rc = fn(&handed, &done, payload);
-    std::shared_ptr<Work> then;
-    if (handed) {
-        then = handed->impl;
-        if (handed != &done) distc_work_free(handed);
-    }
-    if (rc < 0) {
-        const char *msg = distc_error_last();
-        next->complete(rc,
-                       std::string("a continuation failed: ") +
-                           (msg && *msg ? msg : "it returned " + std::to_string(rc) + " (" + distc_strerror(rc) + ")"));
-        return;
-    }
-    if (!handed) {
-        next->complete(0, std::string());
-        return;
-    }
-    if (!then || then == next) {
-        next->complete(DISTC_EINVAL,
-                       std::string("a continuation handed back ") +
-                           (then ? "the work that waits for it" : "a backend's handle of a blocking call"));
-        return;
-    }
-    then->add_continuation([next](Work &w) { next->complete(w.status(), w.message(), w.source_rank()); });
-}
-}  // namespace
-
 DISTC_EXTERN(int) distc_work_then(distc_work **out, distc_work *work, distc_work_continuation fn, void *payload) {
     return guard(__func__, [&] {
         require_ptr(out, "out");
         *out = nullptr;
         Work &w = work_arg(work);
         require(fn != nullptr, "fn is NULL");
-        auto next = std::make_shared<Work>(0, "continuation");
-        next->start();
-        auto *handle = new distc_work{next};
-        w.add_continuation([next, fn, payload](Work &src) {
-            // The completing thread holds a reference; the continuation takes its own.
-            std::shared_ptr<Work> sp = src.weak_from_this().lock();
-            if (!sp) {  // completed by an owner without a shared reference: a copy of its outcome
-                sp = Work::promise(src.kind());
-                sp->complete(src.status(), src.message(), src.source_rank());
+        auto next = distc::then(w, [fn, payload](Work &src) -> std::shared_ptr<Work> {
+            distc_work done{src.shared_from_this()};
+            distc_work *handed = nullptr;
+            distc_error_clear();
+            int rc = fn(&handed, &done, payload);
+            std::shared_ptr<Work> then;
+            if (handed) {
+                then = handed->impl;
+                if (handed != &done) distc_work_free(handed);
             }
-            run_continuation([sp, next, fn, payload] { continue_with(sp, next, fn, payload); });
+            if (rc < 0) {
+                const char *msg = distc_error_last();
+                fail(rc, msg && *msg ? msg : "it returned " + std::to_string(rc) + " (" + distc_strerror(rc) + ")");
+            }
+            if (handed && !then) fail(DISTC_EINVAL, "it handed back a backend's handle of a blocking call");
+            return then;
         });
-        *out = handle;
+        *out = new distc_work{next};
         return 0;
     });
 }

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <new>
 
+#include "core/util/error.hpp"
 #include "support/sigpipe.hpp"
 
 namespace distc {
@@ -71,6 +72,46 @@ void run_continuation(std::function<void()> fn) {
         return;
     }
     start_thread([&p] { p.run(); }).detach();  // SIGPIPE blocked, as every thread of distc's
+}
+
+namespace {
+void follow(const std::shared_ptr<Work> &done, const std::shared_ptr<Work> &next, const Continuation &fn,
+            const char *what) {
+    std::shared_ptr<Work> then;
+    try {
+        then = fn(*done);
+    } catch (const Error &e) {
+        next->complete(e.code(), std::string(what) + " failed: " + e.what());
+        return;
+    } catch (const std::exception &e) {
+        next->complete(DISTC_EINTERNAL, std::string(what) + " failed: " + e.what());
+        return;
+    }
+    if (!then) {
+        next->complete(0, std::string());
+        return;
+    }
+    if (then == next) {
+        next->complete(DISTC_EINVAL, std::string(what) + " handed back the work that waits for it");
+        return;
+    }
+    then->add_continuation([next](Work &w) { next->complete(w.status(), w.message(), w.source_rank()); });
+}
+}  // namespace
+
+std::shared_ptr<Work> then(Work &src, Continuation fn, const char *what) {
+    auto next = std::make_shared<Work>(0, "continuation");
+    next->start();
+    src.add_continuation([next, fn = std::move(fn), what](Work &done) {
+        // The completing thread holds a reference; the continuation takes its own.
+        std::shared_ptr<Work> sp = done.weak_from_this().lock();
+        if (!sp) {  // completed by an owner without a shared reference: a copy of its outcome
+            sp = Work::promise(done.kind());
+            sp->complete(done.status(), done.message(), done.source_rank());
+        }
+        run_continuation([sp, next, fn, what] { follow(sp, next, fn, what); });
+    });
+    return next;
 }
 
 }  // namespace distc
