@@ -1,8 +1,9 @@
 """DDP communication hooks, distc's torch_ddp against torch's DDP over gloo on
 the same model, data and ranks: time per training step (forward, backward
 with the bucket reductions, SGD step) with the default allreduce, float16
-compression and PowerSGD (rank 4, compressing from step 2), rounds of each
-interleaved; the slowest rank's median. Run under a launcher:
+compression and PowerSGD (rank 4, compressing from step 2: `powersgd` is
+distc.ddp_comm_hooks' Python port, `powersgd_c` the reducer's built-in),
+rounds of each interleaved; the slowest rank's median. Run under a launcher:
 
     build/distc-run -n 2 /usr/bin/python3 bench/ddp_hooks.py [--width 1024] [--layers 4] [--rounds 5] [--iters 5]
 """
@@ -71,11 +72,13 @@ def main():
         elif hook == "powersgd":
             m._psgd = ddp_comm_hooks.PowerSGDState(pg, **psgd)
             m.register_comm_hook(m._psgd, ddp_comm_hooks.powerSGD_hook)
+        elif hook == "powersgd_c":  # the built-in, in C
+            m.reducer.register_powersgd(**psgd)
         return m
 
-    hooks = ["allreduce", "fp16", "powersgd"]
-    cases = [(lib, h) for h in hooks for lib in ("torch", "distc") if lib == "distc" or h != "powersgd" or
-             a.torch_powersgd]
+    hooks = ["allreduce", "fp16", "powersgd", "powersgd_c"]
+    cases = [(lib, h) for h in hooks for lib in ("torch", "distc")
+             if lib == "distc" or h == "allreduce" or h == "fp16" or (h == "powersgd" and a.torch_powersgd)]
     models = {(lib, h): (torch_ddp if lib == "torch" else distc_ddp)(h) for lib, h in cases}
     opts = {k: torch.optim.SGD(m.parameters(), lr=1e-3) for k, m in models.items()}
     x = torch.randn(a.batch, a.width, generator=torch.Generator().manual_seed(rank))

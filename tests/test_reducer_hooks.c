@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "pg_harness.h"
@@ -215,9 +216,131 @@ static void test_bucket_hook(void **state) {
     dt_run_ranks(2, rank_bucket_hook, &views);
 }
 
+/* ------------------------------------------------------------ the built-in PowerSGD */
+
+/* Gradients: a 6 x 10 matrix, a bias of 6, a 3 x 8 matrix, float64; rank r's matrix i is
+ * (r + 1) times a fixed rank-1 matrix u v^T, so their average has rank 1 too. */
+#define PS_N 3
+static const int64_t ps_rows[PS_N] = {6, 6, 3}, ps_cols[PS_N] = {10, 1, 8};
+static double ps_val(int rank, int it, int i, int64_t j) {
+    int64_t row = j / ps_cols[i], col = j % ps_cols[i];
+    if (ps_cols[i] == 1) return rank + it + (double)row; /* the bias: plain */
+    return (rank + 1) * (1.0 + it) * (1.0 + (double)row) * (0.5 + (double)((col * 7 + i) % 5));
+}
+
+static void rank_powersgd(distc_pg *pg, int rank, int size, void *arg) {
+    int full_rank = *(int *)arg; /* rank 8 >= every matrix's smaller side: exact for any gradients */
+    DLTensor *g[PS_N];
+    for (int i = 0; i < PS_N; ++i) g[i] = dt_tensor_2d(DT_F64, ps_rows[i], ps_cols[i]);
+    distc_reducer *r = NULL;
+    if (!RK_OK(distc_reducer_new(&r, pg, g, PS_N, NULL))) return;
+    RK_ERR(distc_reducer_powersgd_stats(NULL, NULL, NULL, r), DISTC_ESTATE, "not this reducer's hook");
+    distc_powersgd_options o;
+    RK_OK(distc_powersgd_options_init(&o, DISTC_POWERSGD_OPTIONS_VERSION));
+    RK_EQ_INT(o.matrix_approximation_rank, 1);
+    RK_EQ_INT(o.start_powersgd_iter, 1000);
+    o.start_powersgd_iter = 1;
+    RK_ERR(distc_reducer_register_powersgd(r, &o), DISTC_EINVAL, "at least 2");
+    o.start_powersgd_iter = 2;
+    o.matrix_approximation_rank = 0;
+    RK_ERR(distc_reducer_register_powersgd(r, &o), DISTC_EINVAL, "at least 1");
+    o.matrix_approximation_rank = full_rank ? 8 : 1;
+    o.min_compression_rate = full_rank ? 0.2 : 2;
+    o.random_seed = 42;
+    RK_OK(distc_reducer_register_powersgd(r, &o));
+    for (int it = 0; it < 6; ++it) {
+        RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+        if (it == 0) RK_ERR(distc_reducer_register_powersgd(r, &o), DISTC_ESTATE, "during");
+        for (int i = PS_N - 1; i >= 0; --i) {
+            for (int64_t j = 0; j < ps_rows[i] * ps_cols[i]; ++j) dt_set(g[i], j, ps_val(rank, it, i, j));
+            RK_OK(distc_reducer_mark_ready(r, i));
+        }
+        RK_OK(distc_reducer_finalize(r));
+        /* Plain before iteration 2, compressed after: exact either way for these gradients
+         * (rank 1 and rank 1, or full rank), up to rounding. */
+        double worst = 0;
+        for (int i = 0; i < PS_N; ++i)
+            for (int64_t j = 0; j < ps_rows[i] * ps_cols[i]; ++j) {
+                double want = 0;
+                for (int q = 0; q < size; ++q) want += ps_val(q, it, i, j);
+                want /= size;
+                double err = fabs(dt_get(g[i], j) - want) / (1 + fabs(want));
+                worst = err > worst ? err : worst;
+            }
+        RK_CHECKF(worst < 1e-9, "iteration %d: relative error %g", it, worst);
+    }
+    int64_t iters = 0;
+    uint64_t before = 0, after = 0;
+    RK_OK(distc_reducer_powersgd_stats(&iters, &before, &after, r));
+    RK_EQ_INT(iters, 6);
+    /* 4 compressed iterations of 60 + 6 + 24 elements: (6 + 10) r + 6 + (3 + 8) r after, the
+     * bias plain; with min_compression_rate 0.2 the bias is worth it too, as 6 x 1 at rank 1. */
+    RK_EQ_INT(before, 4 * 90);
+    int64_t rk6 = full_rank ? 6 : 1, rk3 = full_rank ? 3 : 1, bias = full_rank ? 6 + 1 : 6;
+    RK_EQ_INT(after, (uint64_t)(4 * ((6 + 10) * rk6 + bias + (3 + 8) * rk3)));
+    /* Another hook replaces it. */
+    RK_OK(distc_reducer_register_comm_hook(r, NULL, NULL, DISTC_HOOK_ALLREDUCE));
+    RK_ERR(distc_reducer_powersgd_stats(&iters, NULL, NULL, r), DISTC_ESTATE, "not");
+    RK_ERR(distc_reducer_register_powersgd(NULL, NULL), DISTC_EINVAL, "r");
+    o.version = 99;
+    RK_ERR(distc_reducer_register_powersgd(r, &o), DISTC_EINVAL, "version");
+    distc_reducer_free(r);
+    for (int i = 0; i < PS_N; ++i) dt_tensor_free(g[i]);
+}
+
+/* A generic (full-rank) gradient compressed to rank 1, the same every step on every rank:
+ * without error feedback every step gives the same rank-1 approximation; with it the
+ * running mean of the steps approaches the gradient itself (what error feedback is for;
+ * torch's hook, through distc.ddp_comm_hooks, gives the same 0.68 and 0.24 here). */
+static void rank_error_feedback(distc_pg *pg, int rank, int size, void *arg) {
+    (void)rank, (void)size, (void)arg;
+    DLTensor *g = dt_tensor_2d(DT_F64, 8, 8);
+    double err[2];
+    for (int feedback = 0; feedback < 2; ++feedback) {
+        distc_reducer *r = NULL;
+        if (!RK_OK(distc_reducer_new(&r, pg, &g, 1, NULL))) break;
+        distc_powersgd_options o = DISTC_POWERSGD_OPTIONS_INIT;
+        o.start_powersgd_iter = 2;
+        o.use_error_feedback = feedback;
+        RK_OK(distc_reducer_register_powersgd(r, &o));
+        double sum[64] = {0}, grad[64];
+        for (int j = 0; j < 64; ++j) grad[j] = sin(1.0 + j * 0.7) + ((j % 9) == 0);
+        const int steps = 42;
+        for (int it = 0; it < steps; ++it) {
+            RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+            for (int j = 0; j < 64; ++j) dt_set(g, j, grad[j]);
+            RK_OK(distc_reducer_mark_ready(r, 0));
+            RK_OK(distc_reducer_finalize(r));
+            if (it >= 2)
+                for (int j = 0; j < 64; ++j) sum[j] += dt_get(g, j);
+        }
+        double e = 0, n = 0;
+        for (int j = 0; j < 64; ++j) {
+            double d = sum[j] / (steps - 2) - grad[j];
+            e += d * d;
+            n += grad[j] * grad[j];
+        }
+        err[feedback] = sqrt(e / n);
+        distc_reducer_free(r);
+    }
+    RK_CHECKF(err[1] < err[0] / 2, "error feedback: mean's relative error %g, without it %g", err[1], err[0]);
+    dt_tensor_free(g);
+}
+
+static void test_powersgd(void **state) {
+    (void)state;
+    int full = 0;
+    for (int size = 1; size <= 4; size += 1 + (size == 2)) dt_run_ranks(size, rank_powersgd, &full);
+    full = 1;
+    dt_run_ranks(2, rank_powersgd, &full);
+    dt_run_ranks(3, rank_powersgd, &full);
+    dt_run_ranks(2, rank_error_feedback, NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bucket_hook),
+        cmocka_unit_test(test_powersgd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

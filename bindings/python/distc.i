@@ -99,6 +99,9 @@ DISTC_OUT_SCALAR(int64_t, launch_ns, PyLong_FromLongLong)
 DISTC_OUT_SCALAR(int64_t, reduce_ns, PyLong_FromLongLong)
 DISTC_OUT_SCALAR(uint64_t, out, PyLong_FromUnsignedLongLong)
 DISTC_OUT_SCALAR(uint64_t, bytes, PyLong_FromUnsignedLongLong)
+DISTC_OUT_SCALAR(int64_t, iterations, PyLong_FromLongLong)
+DISTC_OUT_SCALAR(uint64_t, numel_before, PyLong_FromUnsignedLongLong)
+DISTC_OUT_SCALAR(uint64_t, numel_after, PyLong_FromUnsignedLongLong)
 DISTC_OUT_SCALAR(size_t, out, PyLong_FromSize_t)
 DISTC_OUT_SCALAR(size_t, n_buckets, PyLong_FromSize_t)
 
@@ -358,6 +361,7 @@ DISTC_OPTIONS(distc_rendezvous_options, pydistc_rendezvous_fields, DISTC_RENDEZV
 DISTC_OPTIONS(distc_pg_options, pydistc_pg_fields, DISTC_PG_OPTIONS_VERSION)
 DISTC_OPTIONS(distc_op_options, pydistc_op_fields, DISTC_OP_OPTIONS_VERSION)
 DISTC_OPTIONS(distc_reducer_options, pydistc_reducer_fields, DISTC_REDUCER_OPTIONS_VERSION)
+DISTC_OPTIONS(distc_powersgd_options, pydistc_powersgd_fields, DISTC_POWERSGD_OPTIONS_VERSION)
 
 /* ------------------------------------------------------------------ the header */
 

@@ -122,7 +122,7 @@ int pydistc_options_get(PyObject *dict, void *opts, const pydistc_field *fields,
 void pydistc_options_put(pydistc_options *keep);
 
 extern const pydistc_field pydistc_tcp_store_fields[], pydistc_rendezvous_fields[], pydistc_pg_fields[],
-    pydistc_op_fields[], pydistc_reducer_fields[];
+    pydistc_op_fields[], pydistc_reducer_fields[], pydistc_powersgd_fields[];
 
 /* Byte results: one distc_buf to bytes (None when it holds nothing). */
 PyObject *pydistc_buf_to_bytes(distc_buf *b);

@@ -54,3 +54,14 @@ const pydistc_field pydistc_reducer_fields[] = {
     {"static_graph", offsetof(distc_reducer_options, static_graph), 'i'},
     {NULL, 0, 0},
 };
+
+const pydistc_field pydistc_powersgd_fields[] = {
+    {"matrix_approximation_rank", offsetof(distc_powersgd_options, matrix_approximation_rank), 'i'},
+    {"use_error_feedback", offsetof(distc_powersgd_options, use_error_feedback), 'i'},
+    {"warm_start", offsetof(distc_powersgd_options, warm_start), 'i'},
+    {"start_powersgd_iter", offsetof(distc_powersgd_options, start_powersgd_iter), 'l'},
+    {"min_compression_rate", offsetof(distc_powersgd_options, min_compression_rate), 'd'},
+    {"orthogonalization_epsilon", offsetof(distc_powersgd_options, orthogonalization_epsilon), 'd'},
+    {"random_seed", offsetof(distc_powersgd_options, random_seed), 'u'},
+    {NULL, 0, 0},
+};

@@ -307,6 +307,59 @@ typedef void (*distc_reducer_hook_release)(void *payload);
 DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_reducer_bucket_hook hook, void *payload,
                                                      distc_reducer_hook_release release);
 
+/** The version of distc_powersgd_options this header describes. */
+#define DISTC_POWERSGD_OPTIONS_VERSION 1
+
+/** PowerSGD's settings, with torch's PowerSGDState's names and defaults. */
+typedef struct distc_powersgd_options {
+    unsigned int version;              /**< DISTC_POWERSGD_OPTIONS_VERSION */
+    int32_t matrix_approximation_rank; /**< r, the rank of P and Q: 1 */
+    int32_t use_error_feedback;        /**< add the compression's error to the next bucket: 1 */
+    int32_t warm_start;                /**< start Q from the last iteration's: 1 */
+    int64_t start_powersgd_iter;       /**< plain allreduces before this iteration (>= 2 with either above): 1000 */
+    double min_compression_rate;       /**< compress a matrix when (rows + cols) r times this < rows cols: 2 */
+    double orthogonalization_epsilon;  /**< added to each column's norm (set 1e-8 if a gradient may be all zero): 0 */
+    uint64_t random_seed;              /**< Q's random start: 0 */
+} distc_powersgd_options;
+
+/** The defaults above, as an initializer. */
+#define DISTC_POWERSGD_OPTIONS_INIT \
+    { DISTC_POWERSGD_OPTIONS_VERSION, 1, 1, 1, 1000, 2.0, 0.0, 0 }
+
+/** Fills `opts` with the defaults above. */
+DISTC_EXTERN(int) distc_powersgd_options_init(distc_powersgd_options *opts, unsigned int version);
+
+/**
+ * @brief PowerSGD as the reducer's communication hook (c10d's powerSGD_hook).
+ *
+ * Before the first iteration (DISTC_ESTATE during one). Until iteration
+ * `start_powersgd_iter` buckets are plainly averaged. From then on, in each
+ * float32 or float64 bucket, every gradient viewed as a matrix (its first
+ * dimension by the rest) that is worth it travels as P = M Q and
+ * Q = M^T P of rank r (P orthogonalized by Gram-Schmidt between the two
+ * allreduces; Q starts random, the same on every rank, or from the last
+ * iteration's with warm_start), and becomes P Q^T / size; the rest (biases,
+ * small matrices) travels as one plain allreduce. With error feedback each
+ * rank adds what compression lost last time. Three allreduces per bucket,
+ * chained (distc_reducer_register_bucket_hook's ordering keeps them in
+ * step). Host buckets only (DISTC_ENOTSUP for device gradients); opts NULL
+ * takes the defaults; DISTC_EINVAL for a rank below 1 or a start below 2
+ * with error feedback or warm start (buckets are rebuilt after the first
+ * iteration).
+ */
+DISTC_EXTERN(int) distc_reducer_register_powersgd(distc_reducer *r, const distc_powersgd_options *opts);
+
+/**
+ * @brief What PowerSGD has done so far.
+ *
+ * The iterations counted (each at its last bucket), and the gradient
+ * elements before and after compression summed over the compressed
+ * iterations (their ratio is the compression rate). Any output may be NULL.
+ * DISTC_ESTATE when PowerSGD is not the reducer's hook.
+ */
+DISTC_EXTERN(int) distc_reducer_powersgd_stats(int64_t *iterations, uint64_t *numel_before, uint64_t *numel_after,
+                                               const distc_reducer *r);
+
 /**
  * @brief When a gradient was marked ready in the last iteration.
  *

@@ -10,6 +10,7 @@
 #include "capi/handles.hpp"
 #include "capi/tensor_args.hpp"
 #include "core/reducer/bucket_assignment.hpp"
+#include "core/reducer/powersgd.hpp"
 #include "core/reducer/reducer.hpp"
 #include "distc/reducer.h"
 
@@ -23,6 +24,7 @@ struct distc_reducer {
     std::shared_ptr<distc::ProcessGroup> pg;  // for the handle a communication hook gets
     // Each gradient's shape, for the views a bucket hook gets.
     std::shared_ptr<const std::vector<std::vector<int64_t>>> shapes;
+    std::shared_ptr<distc::PowerSgd> powersgd;  // when it is the hook (for its stats)
 };
 
 namespace {
@@ -152,7 +154,7 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
             std::make_shared<Reducer>(pg->impl, std::move(ts), buckets, o.find_unused_parameters != 0,
                                       o.gradient_as_bucket_view != 0, rebuild, std::move(sparse),
                                       o.version >= 3 ? o.stream : nullptr, o.version >= 4 && o.static_graph),
-            pg->impl, std::make_shared<const std::vector<std::vector<int64_t>>>(std::move(shapes))};
+            pg->impl, std::make_shared<const std::vector<std::vector<int64_t>>>(std::move(shapes)), nullptr};
         return 0;
     });
 }
@@ -196,6 +198,7 @@ DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_red
         Reducer &rd = reducer_arg(r);
         if (!hook) {
             rd.set_comm_hook(nullptr, DType::Float32);
+            r->powersgd.reset();
             return 0;
         }
         auto pg = std::make_shared<distc_pg>(distc_pg{r->pg});
@@ -222,6 +225,53 @@ DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_red
                 return hook_result(rc, w, "bucket hook");
             },
             DType::Float32);
+        r->powersgd.reset();
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_powersgd_options_init(distc_powersgd_options *opts, unsigned int version) {
+    return guard(__func__, [&] {
+        capi::init_options(opts, version, DISTC_POWERSGD_OPTIONS_VERSION,
+                           distc_powersgd_options DISTC_POWERSGD_OPTIONS_INIT, {});
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_register_powersgd(distc_reducer *r, const distc_powersgd_options *opts) {
+    return guard(__func__, [&] {
+        Reducer &rd = reducer_arg(r);
+        distc_powersgd_options o = DISTC_POWERSGD_OPTIONS_INIT;
+        if (opts) {
+            capi::check_options_version(opts->version, DISTC_POWERSGD_OPTIONS_VERSION);
+            o = *opts;
+        }
+        PowerSgdOptions po;
+        po.rank = o.matrix_approximation_rank;
+        po.start_iter = o.start_powersgd_iter;
+        po.min_compression_rate = o.min_compression_rate;
+        po.error_feedback = o.use_error_feedback != 0;
+        po.warm_start = o.warm_start != 0;
+        po.epsilon = o.orthogonalization_epsilon;
+        po.seed = o.random_seed;
+        if (rd.on_device())
+            fail(DISTC_ENOTSUP, "PowerSGD compresses buckets on the host, and these gradients are device memory");
+        auto ps = std::make_shared<PowerSgd>(r->pg, po);
+        rd.set_comm_hook([ps](const Reducer::HookBucket &b) { return ps->reduce(b); }, DType::Float32);
+        r->powersgd = ps;
+        return 0;
+    });
+}
+
+DISTC_EXTERN(int) distc_reducer_powersgd_stats(int64_t *iterations, uint64_t *numel_before, uint64_t *numel_after,
+                                               const distc_reducer *r) {
+    return guard(__func__, [&] {
+        reducer_arg(r);
+        if (!r->powersgd) fail(DISTC_ESTATE, "PowerSGD is not this reducer's hook (distc_reducer_register_powersgd)");
+        PowerSgdStats st = r->powersgd->stats();
+        if (iterations) *iterations = st.iter;
+        if (numel_before) *numel_before = st.before;
+        if (numel_after) *numel_after = st.after;
         return 0;
     });
 }
@@ -243,6 +293,7 @@ DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reduc
                     return hook_result(rc, w, "communication hook");
                 },
                 DType::Float32);
+            r->powersgd.reset();
             return 0;
         }
         switch (builtin) {
@@ -251,6 +302,7 @@ DISTC_EXTERN(int) distc_reducer_register_comm_hook(distc_reducer *r, distc_reduc
             case DISTC_HOOK_BF16_COMPRESS: rd.set_comm_hook(nullptr, DType::BFloat16); break;
             default: fail(DISTC_EINVAL, "builtin " + std::to_string(builtin) + " is not a distc_reducer_builtin_hook");
         }
+        r->powersgd.reset();
         return 0;
     });
 }

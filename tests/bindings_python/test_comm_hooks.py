@@ -25,7 +25,7 @@ import distc
 import distc.torch_ddp
 from distc import ddp_comm_hooks
 from conftest import free_port, run_procs, run_procs_env
-from test_torch_ddp import Net, data, train
+from test_torch_ddp import STEPS, Net, data, train
 
 
 # ---------------------------------------------------------------- futures alone
@@ -209,6 +209,14 @@ def compare(pg, variant):
         ref.register_comm_hook(None, default_hooks.fp16_compress_hook if variant == "fp16" else bf16_by_float32)
         ours.register_comm_hook(None, getattr(ddp_comm_hooks, f"{variant}_compress_hook"))  # the Python port
         rtol, atol = (1e-3, 1e-4) if variant == "fp16" else (2e-2, 2e-3)
+    elif variant == "powersgd_builtin":
+        # distc's PowerSGD in C draws its own random start, so it meets torch's where the start
+        # does not matter: at full rank (16 >= every matrix's smaller side) every gradient is
+        # compressed exactly, and what error feedback and warm start then do is the same.
+        full = dict(matrix_approximation_rank=16, start_powerSGD_iter=3, min_compression_rate=0.5)
+        ref.register_comm_hook(torch_psgd.PowerSGDState(None, **full), torch_psgd.powerSGD_hook)
+        ours.reducer.register_powersgd(**full)
+        rtol, atol = 1e-4, 1e-5
     elif variant.startswith("powersgd"):
         ref.register_comm_hook(torch_psgd.PowerSGDState(None, **psgd), torch_psgd.powerSGD_hook)
         if variant == "powersgd_torch_state":  # torch's hook and state, as a torch user writes them
@@ -229,6 +237,9 @@ def compare(pg, variant):
     if variant == "powersgd":
         rate, before, after = state.compression_stats()
         assert rate > 1 and after < before
+    if variant == "powersgd_builtin":
+        iterations, before, after = ours.reducer.powersgd_stats()
+        assert iterations == STEPS and before > 0 and after > 0
     # PowerSGD moved the weights differently from plain averaging: the hook ran.
     return float(sum((p - q).abs().sum() for p, q in zip(want[-1], got[-1])))
 
@@ -263,6 +274,7 @@ def test_batched_powersgd(size):
 
 
 @pytest.mark.parametrize("variant,size", [("custom", 2), ("custom", 4), ("fp16", 2), ("bf16", 2),
-                                          ("powersgd", 2), ("powersgd", 4), ("powersgd_torch_state", 2)])
+                                          ("powersgd", 2), ("powersgd", 4), ("powersgd_torch_state", 2),
+                                          ("powersgd_builtin", 2), ("powersgd_builtin", 4)])
 def test_hooks_as_torch(variant, size):
     run_procs(size, functools.partial(compare, variant=variant), join_s=180)

@@ -155,6 +155,23 @@ class Reducer(Owned):
 
         self._call(_distc.pydistc_reducer_register_hook, run)
 
+    def register_powersgd(self, matrix_approximation_rank=1, start_powerSGD_iter=1_000, min_compression_rate=2,
+                          use_error_feedback=True, warm_start=True, orthogonalization_epsilon=0, random_seed=0):
+        """distc's built-in PowerSGD, in C (distc_reducer_register_powersgd(3)), with torch's
+        PowerSGDState's settings: host float32/float64 buckets, no Python on the way.
+        distc.ddp_comm_hooks.powerSGD_hook is the same algorithm in Python, with torch's
+        random start bit for bit; this one draws its own."""
+        self._call(_distc.distc_reducer_register_powersgd, {
+            "matrix_approximation_rank": int(matrix_approximation_rank),
+            "start_powersgd_iter": int(start_powerSGD_iter),
+            "min_compression_rate": float(min_compression_rate),
+            "use_error_feedback": int(bool(use_error_feedback)), "warm_start": int(bool(warm_start)),
+            "orthogonalization_epsilon": float(orthogonalization_epsilon), "random_seed": int(random_seed)})
+
+    def powersgd_stats(self):
+        """(iterations, elements before compression, after) of the built-in PowerSGD so far."""
+        return tuple(self._call(_distc.distc_reducer_powersgd_stats))
+
     def join(self):
         """One iteration of a rank out of inputs: every gradient reduces as zeros,
         matching the active ranks' buckets (distc_reducer_join(3), distc.join)."""

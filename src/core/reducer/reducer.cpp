@@ -282,8 +282,11 @@ void Reducer::launch_complete_locked() {
         if (b.sparse) {
             launch_sparse_locked(b);
         } else if (hook_) {
-            HookBucket hb{next_bucket_, next_bucket_ + 1 == buckets_.size(), b.buf->t, b.members, {}};
-            for (size_t i : b.members) hb.offsets.push_back(offset_of_[i] / dtype_size(b.buf->t.dtype));
+            HookBucket hb{next_bucket_, next_bucket_ + 1 == buckets_.size(), b.buf->t, b.members, {}, {}};
+            for (size_t i : b.members) {
+                hb.offsets.push_back(offset_of_[i] / dtype_size(b.buf->t.dtype));
+                hb.rows.push_back(grads_[i].dim0 > 0 ? static_cast<size_t>(grads_[i].dim0) : 1);
+            }
             b.work = hook_(hb);
             if (!b.work) fail(DISTC_EINTERNAL, "the communication hook gave no work");
         } else if (compress_ != DType::Float32 && b.buf->t.dtype == DType::Float32) {

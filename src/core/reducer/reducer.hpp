@@ -35,6 +35,7 @@ public:
     size_t num_buckets() const { return buckets_.size(); }
     size_t bucket_of(size_t i) const { return bucket_of_[i]; }
     size_t num_grads() const { return grads_.size(); }
+    bool on_device() const { return device_ != nullptr; }
     void *grad_view(size_t i) const;  // throws DISTC_ESTATE without views
 
     // The last finalized iteration, in ns after its prepare(): -1 when not marked (unused).
@@ -66,6 +67,7 @@ public:
         const Tensor &buffer;
         const std::vector<size_t> &grads;
         std::vector<size_t> offsets;
+        std::vector<size_t> rows;  // each gradient's first dimension (its numel when 1-d)
     };
     using Hook = std::function<std::shared_ptr<Work>(const HookBucket &bucket)>;
     void set_comm_hook(Hook hook, DType compress);

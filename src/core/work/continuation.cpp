@@ -102,14 +102,17 @@ void follow(const std::shared_ptr<Work> &done, const std::shared_ptr<Work> &next
 std::shared_ptr<Work> then(Work &src, Continuation fn, const char *what) {
     auto next = std::make_shared<Work>(0, "continuation");
     next->start();
-    src.add_continuation([next, fn = std::move(fn), what](Work &done) {
+    src.add_continuation([next, fn = std::move(fn), what](Work &done) mutable {
         // The completing thread holds a reference; the continuation takes its own.
         std::shared_ptr<Work> sp = done.weak_from_this().lock();
         if (!sp) {  // completed by an owner without a shared reference: a copy of its outcome
             sp = Work::promise(done.kind());
             sp->complete(done.status(), done.message(), done.source_rank());
         }
-        run_continuation([sp, next, fn, what] { follow(sp, next, fn, what); });
+        // `fn` moves to the pool thread, and its captures go there: released on
+        // the completing thread (a group's worker) they could hold the last
+        // reference to that very group, whose end joins its worker.
+        run_continuation([sp, next, fn = std::move(fn), what] { follow(sp, next, fn, what); });
     });
     return next;
 }

@@ -73,6 +73,7 @@ const DISTC_WORK_HOOKS_VERSION = 1
 const DISTC_BUCKET_CAP_BYTES = (UInt32(25)*UInt32(1024)*UInt32(1024))
 const DISTC_FIRST_BUCKET_BYTES = (UInt32(1024)*UInt32(1024))
 const DISTC_REDUCER_OPTIONS_VERSION = 4
+const DISTC_POWERSGD_OPTIONS_VERSION = 1
 
 # ---- enums (plain constants: a value the library adds later stays representable)
 const DISTC_OK = Cint(0)
@@ -272,6 +273,16 @@ struct distc_reducer_bucket
     offsets::Ptr{Csize_t}
     views::Ptr{DLTensor}
 end
+struct distc_powersgd_options
+    version::Cuint
+    matrix_approximation_rank::Int32
+    use_error_feedback::Int32
+    warm_start::Int32
+    start_powersgd_iter::Int64
+    min_compression_rate::Cdouble
+    orthogonalization_epsilon::Cdouble
+    random_seed::UInt64
+end
 
 # ---- functions
 distc_buf_dispose(buf) = ccall((:distc_buf_dispose, libdistc), Cvoid, (Ptr{distc_buf},), buf)
@@ -382,12 +393,15 @@ distc_reducer_finalize(r) = check(ccall((:distc_reducer_finalize, libdistc), Cin
 distc_reducer_join(r) = check(ccall((:distc_reducer_join, libdistc), Cint, (Ptr{distc_reducer},), r))
 distc_reducer_register_comm_hook(r, hook, payload, builtin) = check(ccall((:distc_reducer_register_comm_hook, libdistc), Cint, (Ptr{distc_reducer}, Ptr{Cvoid}, Ptr{Cvoid}, Int32), r, hook, payload, builtin))
 distc_reducer_register_bucket_hook(r, hook, payload, release) = check(ccall((:distc_reducer_register_bucket_hook, libdistc), Cint, (Ptr{distc_reducer}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}), r, hook, payload, release))
+distc_powersgd_options_init(opts, version) = check(ccall((:distc_powersgd_options_init, libdistc), Cint, (Ptr{distc_powersgd_options}, Cuint), opts, version))
+distc_reducer_register_powersgd(r, opts) = check(ccall((:distc_reducer_register_powersgd, libdistc), Cint, (Ptr{distc_reducer}, Ptr{distc_powersgd_options}), r, opts))
+distc_reducer_powersgd_stats(iterations, numel_before, numel_after, r) = check(ccall((:distc_reducer_powersgd_stats, libdistc), Cint, (Ptr{Int64}, Ptr{UInt64}, Ptr{UInt64}, Ptr{distc_reducer}), iterations, numel_before, numel_after, r))
 distc_reducer_ready_ns(out_, r, index) = check(ccall((:distc_reducer_ready_ns, libdistc), Cint, (Ptr{Int64}, Ptr{distc_reducer}, Int32), out_, r, index))
 distc_reducer_grad_used(out_, r, index) = check(ccall((:distc_reducer_grad_used, libdistc), Cint, (Ptr{Int32}, Ptr{distc_reducer}, Int32), out_, r, index))
 distc_reducer_bucket_stats(bytes, launch_ns, reduce_ns, r, bucket) = check(ccall((:distc_reducer_bucket_stats, libdistc), Cint, (Ptr{UInt64}, Ptr{Int64}, Ptr{Int64}, Ptr{distc_reducer}, Csize_t), bytes, launch_ns, reduce_ns, r, bucket))
 distc_reducer_free(r) = ccall((:distc_reducer_free, libdistc), Cvoid, (Ptr{distc_reducer},), r)
 
 # Every function of the header, for the completeness test.
-const FUNCTIONS = [:distc_buf_dispose, :distc_buf_set, :distc_version, :distc_version_number, :distc_strerror, :distc_error_last, :distc_error_last_code, :distc_error_clear, :distc_error_set, :distc_store_new_hash, :distc_store_new_file, :distc_tcp_store_options_init, :distc_store_new_tcp, :distc_store_tcp_port, :distc_store_new_prefix, :distc_store_free, :distc_store_set, :distc_store_get, :distc_store_add, :distc_store_compare_set, :distc_store_check, :distc_store_wait, :distc_store_delete_key, :distc_store_num_keys, :distc_store_append, :distc_store_multi_get, :distc_store_multi_set, :distc_store_set_timeout, :distc_store_get_timeout, :distc_rendezvous_options_init, :distc_rendezvous, :distc_store_new_custom, :distc_work_test, :distc_work_wait, :distc_work_error, :distc_work_source_rank, :distc_work_duration_ns, :distc_work_seq, :distc_work_on_complete, :distc_work_wait_stream, :distc_work_ref, :distc_work_new, :distc_work_complete, :distc_work_then, :distc_work_free, :distc_pg_options_init, :distc_op_options_init, :distc_pg_new, :distc_pg_new_from_url, :distc_pg_rank, :distc_pg_size, :distc_pg_backend, :distc_pg_transport, :distc_pg_name, :distc_pg_store_prefix, :distc_pg_timeout, :distc_plugin_load, :distc_pg_new_subgroup, :distc_pg_split, :distc_pg_global_rank, :distc_pg_group_rank, :distc_pg_abort, :distc_pg_trace_dump, :distc_trace_dump_all, :distc_pg_free, :distc_allreduce, :distc_allreduce_coalesced, :distc_broadcast, :distc_reduce, :distc_allgather, :distc_allgather_into_tensor, :distc_gather, :distc_scatter, :distc_reduce_scatter, :distc_reduce_scatter_tensor, :distc_alltoall, :distc_alltoall_single, :distc_barrier, :distc_send, :distc_recv, :distc_monitored_barrier, :distc_batch_isend_irecv, :distc_all_gather_bytes, :distc_gather_bytes, :distc_broadcast_bytes, :distc_scatter_bytes, :distc_dtype_size, :distc_dtype_name, :distc_backend_register, :distc_backend_work_set_hooks, :distc_backend_work_complete, :distc_backend_work_fail, :distc_backend_combine, :distc_backend_scale, :distc_compute_bucket_assignment_by_size, :distc_reducer_options_init, :distc_reducer_new, :distc_reducer_num_buckets, :distc_reducer_grad_view, :distc_reducer_bucket_of, :distc_reducer_prepare_for_backward, :distc_reducer_mark_ready, :distc_reducer_mark_ready_sparse, :distc_reducer_sparse_grad, :distc_reducer_finalize, :distc_reducer_join, :distc_reducer_register_comm_hook, :distc_reducer_register_bucket_hook, :distc_reducer_ready_ns, :distc_reducer_grad_used, :distc_reducer_bucket_stats, :distc_reducer_free]
+const FUNCTIONS = [:distc_buf_dispose, :distc_buf_set, :distc_version, :distc_version_number, :distc_strerror, :distc_error_last, :distc_error_last_code, :distc_error_clear, :distc_error_set, :distc_store_new_hash, :distc_store_new_file, :distc_tcp_store_options_init, :distc_store_new_tcp, :distc_store_tcp_port, :distc_store_new_prefix, :distc_store_free, :distc_store_set, :distc_store_get, :distc_store_add, :distc_store_compare_set, :distc_store_check, :distc_store_wait, :distc_store_delete_key, :distc_store_num_keys, :distc_store_append, :distc_store_multi_get, :distc_store_multi_set, :distc_store_set_timeout, :distc_store_get_timeout, :distc_rendezvous_options_init, :distc_rendezvous, :distc_store_new_custom, :distc_work_test, :distc_work_wait, :distc_work_error, :distc_work_source_rank, :distc_work_duration_ns, :distc_work_seq, :distc_work_on_complete, :distc_work_wait_stream, :distc_work_ref, :distc_work_new, :distc_work_complete, :distc_work_then, :distc_work_free, :distc_pg_options_init, :distc_op_options_init, :distc_pg_new, :distc_pg_new_from_url, :distc_pg_rank, :distc_pg_size, :distc_pg_backend, :distc_pg_transport, :distc_pg_name, :distc_pg_store_prefix, :distc_pg_timeout, :distc_plugin_load, :distc_pg_new_subgroup, :distc_pg_split, :distc_pg_global_rank, :distc_pg_group_rank, :distc_pg_abort, :distc_pg_trace_dump, :distc_trace_dump_all, :distc_pg_free, :distc_allreduce, :distc_allreduce_coalesced, :distc_broadcast, :distc_reduce, :distc_allgather, :distc_allgather_into_tensor, :distc_gather, :distc_scatter, :distc_reduce_scatter, :distc_reduce_scatter_tensor, :distc_alltoall, :distc_alltoall_single, :distc_barrier, :distc_send, :distc_recv, :distc_monitored_barrier, :distc_batch_isend_irecv, :distc_all_gather_bytes, :distc_gather_bytes, :distc_broadcast_bytes, :distc_scatter_bytes, :distc_dtype_size, :distc_dtype_name, :distc_backend_register, :distc_backend_work_set_hooks, :distc_backend_work_complete, :distc_backend_work_fail, :distc_backend_combine, :distc_backend_scale, :distc_compute_bucket_assignment_by_size, :distc_reducer_options_init, :distc_reducer_new, :distc_reducer_num_buckets, :distc_reducer_grad_view, :distc_reducer_bucket_of, :distc_reducer_prepare_for_backward, :distc_reducer_mark_ready, :distc_reducer_mark_ready_sparse, :distc_reducer_sparse_grad, :distc_reducer_finalize, :distc_reducer_join, :distc_reducer_register_comm_hook, :distc_reducer_register_bucket_hook, :distc_powersgd_options_init, :distc_reducer_register_powersgd, :distc_reducer_powersgd_stats, :distc_reducer_ready_ns, :distc_reducer_grad_used, :distc_reducer_bucket_stats, :distc_reducer_free]
 
 end # module

@@ -38,5 +38,5 @@ pub use element::{Complex32, Complex64, Element, BF16, F16};
 pub use error::{Error, ErrorKind, Result};
 pub use future::{Bucket, BucketBuffer, Future};
 pub use group::{dump_trace_all, GroupOptions, ProcessGroup, ReduceOp, Scope, Work};
-pub use reducer::{Reducer, ReducerOptions};
+pub use reducer::{PowerSgdOptions, Reducer, ReducerOptions};
 pub use store::{rendezvous, version, Store, TcpStoreOptions};

@@ -26,6 +26,32 @@ pub struct ReducerOptions {
     pub static_graph: bool,
 }
 
+/// PowerSGD's settings, torch's `PowerSGDState` names; `Default` gives torch's defaults.
+#[derive(Debug, Clone)]
+pub struct PowerSgdOptions {
+    pub matrix_approximation_rank: i32,
+    pub start_powersgd_iter: i64,
+    pub min_compression_rate: f64,
+    pub use_error_feedback: bool,
+    pub warm_start: bool,
+    pub orthogonalization_epsilon: f64,
+    pub random_seed: u64,
+}
+
+impl Default for PowerSgdOptions {
+    fn default() -> Self {
+        PowerSgdOptions {
+            matrix_approximation_rank: 1,
+            start_powersgd_iter: 1000,
+            min_compression_rate: 2.0,
+            use_error_feedback: true,
+            warm_start: true,
+            orthogonalization_epsilon: 0.0,
+            random_seed: 0,
+        }
+    }
+}
+
 /// c10d's Reducer. It owns the gradient buffers: write gradient `i` through
 /// [`grad_mut`](Reducer::grad_mut), then [`mark_ready`](Reducer::mark_ready);
 /// after [`finalize`](Reducer::finalize) [`grad`](Reducer::grad) holds the average over ranks.
@@ -238,6 +264,29 @@ impl<T: Element> Reducer<T> {
             )
         })?;
         Ok(())
+    }
+
+    /// distc's built-in PowerSGD (c10d's `powerSGD_hook`, in C) as the hook, before the
+    /// first iteration; see `distc_reducer_register_powersgd(3)`.
+    pub fn register_powersgd(&mut self, opts: &PowerSgdOptions) -> Result<()> {
+        let mut o: sys::distc_powersgd_options = unsafe { std::mem::zeroed() };
+        check(unsafe { sys::distc_powersgd_options_init(&mut o, sys::DISTC_POWERSGD_OPTIONS_VERSION) })?;
+        o.matrix_approximation_rank = opts.matrix_approximation_rank;
+        o.use_error_feedback = opts.use_error_feedback as i32;
+        o.warm_start = opts.warm_start as i32;
+        o.start_powersgd_iter = opts.start_powersgd_iter;
+        o.min_compression_rate = opts.min_compression_rate;
+        o.orthogonalization_epsilon = opts.orthogonalization_epsilon;
+        o.random_seed = opts.random_seed;
+        check(unsafe { sys::distc_reducer_register_powersgd(self.raw.as_ptr(), &o) })?;
+        Ok(())
+    }
+
+    /// The built-in PowerSGD's (iterations, elements before compression, after) so far.
+    pub fn powersgd_stats(&self) -> Result<(i64, u64, u64)> {
+        let (mut it, mut before, mut after) = (0, 0, 0);
+        check(unsafe { sys::distc_reducer_powersgd_stats(&mut it, &mut before, &mut after, self.raw.as_ptr()) })?;
+        Ok((it, before, after))
     }
 
     /// Back to the default allreduce (before the first iteration).

@@ -471,3 +471,34 @@ fn reducer_bucket_hook_chains_collectives() {
         red.clear_bucket_hook().unwrap();
     });
 }
+
+#[test]
+fn reducer_builtin_powersgd() {
+    ranks(2, |pg| {
+        let r = pg.rank() as f64;
+        // a 6 x 8 matrix of rank 1 on every rank (scaled), and a bias: exact at rank 1
+        let shapes = [(6usize, 8usize), (6, 1)];
+        let mut red = Reducer::<f64>::new_with_rows(&pg, &shapes, &ReducerOptions::default()).unwrap();
+        assert_eq!(red.powersgd_stats().unwrap_err().kind(), ErrorKind::State);
+        let bad = distc::PowerSgdOptions { matrix_approximation_rank: 0, ..Default::default() };
+        assert_eq!(red.register_powersgd(&bad).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        let opts = distc::PowerSgdOptions { start_powersgd_iter: 2, ..Default::default() };
+        red.register_powersgd(&opts).unwrap();
+        for step in 0..5 {
+            red.prepare_for_backward(&[]).unwrap();
+            let m: Vec<f64> = (0..48).map(|j| (r + 1.0) * (1 + j / 8) as f64 * (1 + j % 8) as f64).collect();
+            red.grad_mut(0).copy_from_slice(&m);
+            red.mark_ready(0).unwrap();
+            red.grad_mut(1).fill(r + step as f64);
+            red.mark_ready(1).unwrap();
+            red.finalize().unwrap();
+            for (j, &g) in red.grad(0).iter().enumerate() {
+                let want = 1.5 * (1 + j / 8) as f64 * (1 + j % 8) as f64;
+                assert!((g - want).abs() < 1e-9 * want, "step {step} element {j}: {g} != {want}");
+            }
+            assert!(red.grad(1).iter().all(|&g| g == 0.5 + step as f64));
+        }
+        let (iterations, before, after) = red.powersgd_stats().unwrap();
+        assert_eq!((iterations, before, after), (5, 3 * 54, 3 * (6 + 8 + 6)));
+    });
+}

@@ -5,6 +5,7 @@
 pub const DISTC_BUCKET_CAP_BYTES: u32 = 26214400;
 pub const DISTC_FIRST_BUCKET_BYTES: u32 = 1048576;
 pub const DISTC_REDUCER_OPTIONS_VERSION: u32 = 4;
+pub const DISTC_POWERSGD_OPTIONS_VERSION: u32 = 1;
 extern "C" {
     #[doc = " @brief Groups tensors into buckets by size (c10d's compute_bucket_assignment_by_size)."]
     #[doc = ""]
@@ -313,6 +314,70 @@ extern "C" {
         hook: distc_reducer_bucket_hook,
         payload: *mut ::std::os::raw::c_void,
         release: distc_reducer_hook_release,
+    ) -> ::std::os::raw::c_int;
+}
+#[doc = " PowerSGD's settings, with torch's PowerSGDState's names and defaults."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct distc_powersgd_options {
+    #[doc = "< DISTC_POWERSGD_OPTIONS_VERSION"]
+    pub version: ::std::os::raw::c_uint,
+    #[doc = "< r, the rank of P and Q: 1"]
+    pub matrix_approximation_rank: i32,
+    #[doc = "< add the compression's error to the next bucket: 1"]
+    pub use_error_feedback: i32,
+    #[doc = "< start Q from the last iteration's: 1"]
+    pub warm_start: i32,
+    #[doc = "< plain allreduces before this iteration (>= 2 with either above): 1000"]
+    pub start_powersgd_iter: i64,
+    #[doc = "< compress a matrix when (rows + cols) r times this < rows cols: 2"]
+    pub min_compression_rate: f64,
+    #[doc = "< added to each column's norm (set 1e-8 if a gradient may be all zero): 0"]
+    pub orthogonalization_epsilon: f64,
+    #[doc = "< Q's random start: 0"]
+    pub random_seed: u64,
+}
+extern "C" {
+    #[doc = " Fills `opts` with the defaults above."]
+    pub fn distc_powersgd_options_init(
+        opts: *mut distc_powersgd_options,
+        version: ::std::os::raw::c_uint,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    #[doc = " @brief PowerSGD as the reducer's communication hook (c10d's powerSGD_hook)."]
+    #[doc = ""]
+    #[doc = " Before the first iteration (DISTC_ESTATE during one). Until iteration"]
+    #[doc = " `start_powersgd_iter` buckets are plainly averaged. From then on, in each"]
+    #[doc = " float32 or float64 bucket, every gradient viewed as a matrix (its first"]
+    #[doc = " dimension by the rest) that is worth it travels as P = M Q and"]
+    #[doc = " Q = M^T P of rank r (P orthogonalized by Gram-Schmidt between the two"]
+    #[doc = " allreduces; Q starts random, the same on every rank, or from the last"]
+    #[doc = " iteration's with warm_start), and becomes P Q^T / size; the rest (biases,"]
+    #[doc = " small matrices) travels as one plain allreduce. With error feedback each"]
+    #[doc = " rank adds what compression lost last time. Three allreduces per bucket,"]
+    #[doc = " chained (distc_reducer_register_bucket_hook's ordering keeps them in"]
+    #[doc = " step). Host buckets only (DISTC_ENOTSUP for device gradients); opts NULL"]
+    #[doc = " takes the defaults; DISTC_EINVAL for a rank below 1 or a start below 2"]
+    #[doc = " with error feedback or warm start (buckets are rebuilt after the first"]
+    #[doc = " iteration)."]
+    pub fn distc_reducer_register_powersgd(
+        r: *mut distc_reducer,
+        opts: *const distc_powersgd_options,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    #[doc = " @brief What PowerSGD has done so far."]
+    #[doc = ""]
+    #[doc = " The iterations counted (each at its last bucket), and the gradient"]
+    #[doc = " elements before and after compression summed over the compressed"]
+    #[doc = " iterations (their ratio is the compression rate). Any output may be NULL."]
+    #[doc = " DISTC_ESTATE when PowerSGD is not the reducer's hook."]
+    pub fn distc_reducer_powersgd_stats(
+        iterations: *mut i64,
+        numel_before: *mut u64,
+        numel_after: *mut u64,
+        r: *const distc_reducer,
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
