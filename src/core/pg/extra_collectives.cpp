@@ -31,15 +31,6 @@ size_t checked_max_len(const int64_t *lens, size_t n, const char *kind, bool by_
     return static_cast<size_t>(max);
 }
 
-Tensor view_of(void *p, DType dt, size_t numel) {
-    Tensor t;
-    t.data = p;
-    t.numel = numel;
-    t.dtype = dt;
-    t.dim0 = static_cast<int64_t>(numel);
-    return t;
-}
-
 }  // namespace
 
 // Byte collectives of asynchronous backends go through the store: a device
@@ -187,7 +178,7 @@ ProcessGroup::BytePrims ProcessGroup::byte_prims(const OpOptions &o) {
         std::vector<Tensor> v;
         size_t n = flat.numel / static_cast<size_t>(size_);
         for (int r = 0; r < size_; ++r)
-            v.push_back(view_of(flat.bytes() + n * dtype_size(flat.dtype) * r, flat.dtype, n));
+            v.push_back(flat_tensor(flat.bytes() + n * dtype_size(flat.dtype) * r, flat.dtype, n));
         return v;
     };
     return BytePrims{[this, parts, o](const Tensor &in, Tensor &out) { allgather(in, parts(out), o, false); },
@@ -209,7 +200,7 @@ std::vector<Bytes> ProcessGroup::all_gather_bytes(ByteView data, const OpOptions
     BytePrims p = byte_prims(o);
     int64_t len = static_cast<int64_t>(data.size);
     std::vector<int64_t> lens(static_cast<size_t>(size_));
-    Tensor lt = view_of(&len, DType::Int64, 1), lall = view_of(lens.data(), DType::Int64, lens.size());
+    Tensor lt = flat_tensor(&len, DType::Int64, 1), lall = flat_tensor(lens.data(), DType::Int64, lens.size());
     p.allgather(lt, lall);
     size_t max = checked_max_len(lens.data(), lens.size(), "all_gather_bytes");
     Scratch mine(DType::UInt8, max), all(DType::UInt8, checked_mul(max, size_, "the gathered bytes"));
@@ -229,7 +220,7 @@ std::vector<Bytes> ProcessGroup::gather_bytes(ByteView data, int root, const OpO
     BytePrims p = byte_prims(o);
     int64_t len = static_cast<int64_t>(data.size);
     std::vector<int64_t> lens(static_cast<size_t>(size_));
-    Tensor lt = view_of(&len, DType::Int64, 1), lall = view_of(lens.data(), DType::Int64, lens.size());
+    Tensor lt = flat_tensor(&len, DType::Int64, 1), lall = flat_tensor(lens.data(), DType::Int64, lens.size());
     p.allgather(lt, lall);  // everyone needs the longest to pad to
     size_t max = checked_max_len(lens.data(), lens.size(), "gather_bytes");
     Scratch mine(DType::UInt8, max),
@@ -250,13 +241,13 @@ Bytes ProcessGroup::broadcast_bytes(ByteView data, int root, const OpOptions &o)
     Bytes out;
     BytePrims p = byte_prims(o);
     int64_t len = rank_ == root ? static_cast<int64_t>(data.size) : 0;
-    Tensor lt = view_of(&len, DType::Int64, 1);
+    Tensor lt = flat_tensor(&len, DType::Int64, 1);
     p.broadcast(lt, root);
     std::vector<int64_t> lens(static_cast<size_t>(size_), 0);
     lens[static_cast<size_t>(root)] = len;
     checked_max_len(lens.data(), lens.size(), "broadcast_bytes");
     out = rank_ == root ? data.to_bytes() : Bytes(static_cast<size_t>(len));
-    Tensor bt = view_of(out.data(), DType::UInt8, out.size());
+    Tensor bt = flat_tensor(out.data(), DType::UInt8, out.size());
     p.broadcast(bt, root);
     return out;
 }
@@ -272,7 +263,7 @@ Bytes ProcessGroup::scatter_bytes(const std::vector<ByteView> &data, int root, c
     std::vector<int64_t> lens(static_cast<size_t>(size_), 0);
     if (rank_ == root)
         for (size_t r = 0; r < data.size(); ++r) lens[r] = static_cast<int64_t>(data[r].size);
-    Tensor lt = view_of(lens.data(), DType::Int64, lens.size());
+    Tensor lt = flat_tensor(lens.data(), DType::Int64, lens.size());
     p.broadcast(lt, root);
     size_t max = checked_max_len(lens.data(), lens.size(), "scatter_bytes", true);
     Scratch all(DType::UInt8, rank_ == root ? checked_mul(max, size_, "the scattered bytes") : 1),

@@ -26,6 +26,16 @@ struct Tensor {
     uint8_t *bytes() const { return static_cast<uint8_t *>(data); }
 };
 
+// `numel` elements of `dt` at `p`, 1-d, on the host.
+inline Tensor flat_tensor(void *p, DType dt, size_t numel) {
+    Tensor t;
+    t.data = p;
+    t.numel = numel;
+    t.dtype = dt;
+    t.dim0 = static_cast<int64_t>(numel);
+    return t;
+}
+
 // Scratch memory without zero-filling: every byte is written before it is read.
 // Its size is checked (core/util/checked.hpp): counts may come from peers.
 struct Scratch {

@@ -77,15 +77,6 @@ void orthogonalize(T *x, size_t rows, size_t r, double epsilon) {
     }
 }
 
-Tensor host_tensor(void *data, size_t numel, DType dt) {
-    Tensor t;
-    t.data = data;
-    t.numel = numel;
-    t.dtype = dt;
-    t.dim0 = static_cast<int64_t>(numel);
-    return t;
-}
-
 template <typename T>
 T *as(std::vector<double> &v) {
     return reinterpret_cast<T *>(v.data());
@@ -206,7 +197,7 @@ std::shared_ptr<Work> PowerSgd::compress(const Reducer::HookBucket &b) {
     for (auto &[off, n] : s->plain) s->plain_buf.insert(s->plain_buf.end(), buf + off, buf + off + n);
     const int size = pg_->size();
     auto plain =
-        pg_->allreduce(host_tensor(s->plain_buf.data(), s->plain_buf.size(), dt), ReduceOp::Sum, OpOptions{}, true);
+        pg_->allreduce(flat_tensor(s->plain_buf.data(), dt, s->plain_buf.size()), ReduceOp::Sum, OpOptions{}, true);
     const double eps = o_.epsilon;
     // Each step checks the one before: a failed sum fails the chain with its message.
     auto ok = [](Work &w) {
@@ -219,7 +210,7 @@ std::shared_ptr<Work> PowerSgd::compress(const Reducer::HookBucket &b) {
             size_t at = 0;
             for (auto &[off, n] : s->plain)
                 for (size_t i = 0; i < n; ++i) s->buf[off + i] = s->plain_buf[at++] / static_cast<T>(size);
-            return s->self->pg_->allreduce(host_tensor(as<T>(s->mem->p), p_size, dt), ReduceOp::Sum, OpOptions{}, true);
+            return s->self->pg_->allreduce(flat_tensor(as<T>(s->mem->p), dt, p_size), ReduceOp::Sum, OpOptions{}, true);
         },
         "PowerSGD's uncompressed part");
     auto qs = then(
@@ -237,7 +228,7 @@ std::shared_ptr<Work> PowerSgd::compress(const Reducer::HookBucket &b) {
                         q[pc.q_at + j * pc.r + c] = acc;
                     }
             }
-            return s->self->pg_->allreduce(host_tensor(q, q_size, dt), ReduceOp::Sum, OpOptions{}, true);
+            return s->self->pg_->allreduce(flat_tensor(q, dt, q_size), ReduceOp::Sum, OpOptions{}, true);
         },
         "PowerSGD's P");
     return then(

@@ -307,12 +307,8 @@ void Reducer::launch_complete_locked() {
 }
 
 std::shared_ptr<Work> Reducer::launch_used_map() {
-    Tensor t;
-    t.data = used_map_.data();
-    t.numel = used_map_.size();
-    t.dtype = DType::Int32;
-    t.dim0 = static_cast<int64_t>(t.numel);
-    return pg_->allreduce(t, ReduceOp::Max, OpOptions{}, true);
+    return pg_->allreduce(flat_tensor(used_map_.data(), DType::Int32, used_map_.size()), ReduceOp::Max, OpOptions{},
+                          true);
 }
 
 void Reducer::launch_recording_locked() {
