@@ -47,6 +47,24 @@ size_t index_arg(const Reducer &r, int32_t index, const char *name) {
     return static_cast<size_t>(index);
 }
 
+// A hook's work handed back: the core's Work, the handle released.
+std::shared_ptr<Work> hook_result(int rc, distc_work *w, const char *what) {
+    if (rc < 0) {
+        if (w) distc_work_free(w);
+        fail(rc, std::string("the ") + what + " failed: " + distc_error_last());
+    }
+    if (!w) fail(DISTC_EINVAL, std::string("the ") + what + " returned 0 but no work");
+    std::shared_ptr<Work> work = w->impl;
+    distc_work_free(w);
+    if (!work) fail(DISTC_EINVAL, std::string("the ") + what + " returned a backend's handle of a blocking call");
+    return work;
+}
+
+DLTensor flat_dl(const Tensor &t, int64_t *shape) {
+    *shape = static_cast<int64_t>(t.numel);
+    return DLTensor{
+        t.data, {static_cast<DLDeviceType>(t.device_type), t.device_id}, 1, capi::dl_dtype(t.dtype), shape, nullptr, 0};
+}
 }  // namespace
 
 extern "C" {
@@ -167,26 +185,6 @@ DISTC_EXTERN(int) distc_reducer_num_buckets(size_t *out, const distc_reducer *r)
     });
 }
 
-namespace {
-// A hook's work handed back: the core's Work, the handle released.
-std::shared_ptr<Work> hook_result(int rc, distc_work *w, const char *what) {
-    if (rc < 0) {
-        if (w) distc_work_free(w);
-        fail(rc, std::string("the ") + what + " failed: " + distc_error_last());
-    }
-    if (!w) fail(DISTC_EINVAL, std::string("the ") + what + " returned 0 but no work");
-    std::shared_ptr<Work> work = w->impl;
-    distc_work_free(w);
-    if (!work) fail(DISTC_EINVAL, std::string("the ") + what + " returned a backend's handle of a blocking call");
-    return work;
-}
-
-DLTensor flat_dl(const Tensor &t, int64_t *shape) {
-    *shape = static_cast<int64_t>(t.numel);
-    return DLTensor{
-        t.data, {static_cast<DLDeviceType>(t.device_type), t.device_id}, 1, capi::dl_dtype(t.dtype), shape, nullptr, 0};
-}
-}  // namespace
 
 DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_reducer_bucket_hook hook, void *payload,
                                                      distc_reducer_hook_release release) {
