@@ -185,7 +185,6 @@ DISTC_EXTERN(int) distc_reducer_num_buckets(size_t *out, const distc_reducer *r)
     });
 }
 
-
 DISTC_EXTERN(int) distc_reducer_register_bucket_hook(distc_reducer *r, distc_reducer_bucket_hook hook, void *payload,
                                                      distc_reducer_hook_release release) {
     // The payload goes with the last copy of the hook (or now, if it is refused).

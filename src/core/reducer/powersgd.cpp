@@ -77,6 +77,58 @@ void orthogonalize(T *x, size_t rows, size_t r, double epsilon) {
     }
 }
 
+// The three products, row-major, with Q (cols x r) seen through its transpose
+// (r x cols) so that every inner loop runs over a row of M, contiguously.
+template <typename T>
+std::vector<T> transpose(const T *q, size_t cols, size_t r) {
+    std::vector<T> qt(r * cols);
+    for (size_t j = 0; j < cols; ++j)
+        for (size_t c = 0; c < r; ++c) qt[c * cols + j] = q[j * r + c];
+    return qt;
+}
+
+// P = M Q.
+template <typename T>
+void mul(const T *m, const T *q, T *p, size_t rows, size_t cols, size_t r) {
+    std::vector<T> qt = transpose(q, cols, r);
+    for (size_t i = 0; i < rows; ++i)
+        for (size_t c = 0; c < r; ++c) {
+            const T *mi = m + i * cols, *qc = qt.data() + c * cols;
+            T acc = 0;
+            for (size_t j = 0; j < cols; ++j) acc += mi[j] * qc[j];
+            p[i * r + c] = acc;
+        }
+}
+
+// Q = M^T P.
+template <typename T>
+void mul_t(const T *m, const T *p, T *q, size_t rows, size_t cols, size_t r) {
+    std::vector<T> qt(r * cols, T(0));
+    for (size_t i = 0; i < rows; ++i)
+        for (size_t c = 0; c < r; ++c) {
+            const T *mi = m + i * cols;
+            T pic = p[i * r + c], *qc = qt.data() + c * cols;
+            for (size_t j = 0; j < cols; ++j) qc[j] += pic * mi[j];
+        }
+    for (size_t j = 0; j < cols; ++j)
+        for (size_t c = 0; c < r; ++c) q[j * r + c] = qt[c * cols + j];
+}
+
+// M = P Q^T.
+template <typename T>
+void mul_nt(const T *p, const T *q, T *m, size_t rows, size_t cols, size_t r) {
+    std::vector<T> qt = transpose(q, cols, r);
+    for (size_t i = 0; i < rows; ++i) {
+        T *mi = m + i * cols;
+        std::fill(mi, mi + cols, T(0));
+        for (size_t c = 0; c < r; ++c) {
+            T pic = p[i * r + c];
+            const T *qc = qt.data() + c * cols;
+            for (size_t j = 0; j < cols; ++j) mi[j] += pic * qc[j];
+        }
+    }
+}
+
 template <typename T>
 T *as(std::vector<double> &v) {
     return reinterpret_cast<T *>(v.data());
@@ -185,14 +237,7 @@ std::shared_ptr<Work> PowerSgd::compress(const Reducer::HookBucket &b) {
     for (const Piece &pc : s->pieces) {
         orthogonalize(q + pc.q_at, pc.cols, pc.r, o_.epsilon);
         const T *m = buf + pc.offset;  // rows x cols
-        T *pp = p + pc.p_at;
-        const T *qq = q + pc.q_at;
-        for (size_t i = 0; i < pc.rows; ++i)
-            for (size_t c = 0; c < pc.r; ++c) {
-                T acc = 0;
-                for (size_t j = 0; j < pc.cols; ++j) acc += m[i * pc.cols + j] * qq[j * pc.r + c];
-                pp[i * pc.r + c] = acc;
-            }
+        mul(m, q + pc.q_at, p + pc.p_at, pc.rows, pc.cols, pc.r);
     }
     for (auto &[off, n] : s->plain) s->plain_buf.insert(s->plain_buf.end(), buf + off, buf + off + n);
     const int size = pg_->size();
@@ -220,13 +265,7 @@ std::shared_ptr<Work> PowerSgd::compress(const Reducer::HookBucket &b) {
             T *p = as<T>(s->mem->p), *q = as<T>(s->mem->q);
             for (const Piece &pc : s->pieces) {
                 orthogonalize(p + pc.p_at, pc.rows, pc.r, eps);
-                const T *m = s->buf + pc.offset;
-                for (size_t j = 0; j < pc.cols; ++j)
-                    for (size_t c = 0; c < pc.r; ++c) {
-                        T acc = 0;
-                        for (size_t i = 0; i < pc.rows; ++i) acc += m[i * pc.cols + j] * p[pc.p_at + i * pc.r + c];
-                        q[pc.q_at + j * pc.r + c] = acc;
-                    }
+                mul_t(s->buf + pc.offset, p + pc.p_at, q + pc.q_at, pc.rows, pc.cols, pc.r);
             }
             return s->self->pg_->allreduce(flat_tensor(q, dt, q_size), ReduceOp::Sum, OpOptions{}, true);
         },
@@ -237,15 +276,8 @@ std::shared_ptr<Work> PowerSgd::compress(const Reducer::HookBucket &b) {
             ok(w);
             T *p = as<T>(s->mem->p), *q = as<T>(s->mem->q);
             for (size_t i = 0; i < q_size; ++i) q[i] /= static_cast<T>(size);
-            for (const Piece &pc : s->pieces) {
-                T *m = s->buf + pc.offset;
-                for (size_t i = 0; i < pc.rows; ++i)
-                    for (size_t j = 0; j < pc.cols; ++j) {
-                        T acc = 0;
-                        for (size_t c = 0; c < pc.r; ++c) acc += p[pc.p_at + i * pc.r + c] * q[pc.q_at + j * pc.r + c];
-                        m[i * pc.cols + j] = acc;
-                    }
-            }
+            for (const Piece &pc : s->pieces)
+                mul_nt(p + pc.p_at, q + pc.q_at, s->buf + pc.offset, pc.rows, pc.cols, pc.r);
             const PowerSgdOptions &o = s->self->o_;
             if (o.error_feedback) {
                 T *e = as<T>(s->mem->error);
