@@ -6,11 +6,19 @@ distc.ddp_comm_hooks' Python port, `powersgd_c` the reducer's built-in),
 rounds of each interleaved; the slowest rank's median. Run under a launcher:
 
     build/distc-run -n 2 /usr/bin/python3 bench/ddp_hooks.py [--width 1024] [--layers 4] [--rounds 5] [--iters 5]
+
+or, as root, over two fake hosts (tests/netns/hosts.sh: network namespaces
+joined by veth) whose links tc shapes to RATE, where compression pays:
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/ddp_hooks.py --hosts-rate 1gbit
 """
 import argparse
 import datetime
 import os
+import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -45,7 +53,10 @@ def main():
     # <= op.nbytes"). distc hands a hook one bucket after another, so its PowerSGD
     # cannot; torch's row runs only when asked for.
     ap.add_argument("--torch-powersgd", action="store_true", help="also time torch's PowerSGD (may abort)")
+    ap.add_argument("--hosts-rate", help="one rank on each of two fake hosts, links shaped to this tc rate")
     a = ap.parse_args()
+    if a.hosts_rate:
+        return on_two_hosts(a.hosts_rate)
     torch.set_num_threads(1)
     distc.init_process_group("gloo")
     pg = distc.new_group(list(range(distc.get_world_size())))
@@ -122,5 +133,28 @@ def main():
     distc.destroy_process_group()
 
 
+def on_two_hosts(rate):
+    """Runs this benchmark with one rank per fake host: the parent makes the hosts and
+    starts a rank in each (torch's gloo told the interface: it would advertise loopback)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from hosts import Hosts
+    hosts = Hosts(2, rate)
+    try:
+        args = [a for a in sys.argv[1:] if not a.startswith("--hosts-rate")]
+        if "--hosts-rate" in sys.argv:
+            i = sys.argv.index("--hosts-rate")
+            args = sys.argv[1:i] + sys.argv[i + 2:]
+        port = random.randint(20000, 60000)  # in namespaces of their own: nothing else listens there
+        env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR=hosts.addr(0), MASTER_PORT=str(port),
+                   GLOO_SOCKET_IFNAME="eth0")
+        procs = [subprocess.Popen(hosts.wrap(r, [sys.executable, os.path.abspath(__file__)] + args),
+                                  env=dict(env, RANK=str(r), LOCAL_RANK="0")) for r in range(2)]
+        rcs = [p.wait(timeout=1800) for p in procs]
+        print(f"# over two fake hosts, each link shaped to {rate} (tc tbf)")
+        return max(rcs)
+    finally:
+        hosts.close()
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
