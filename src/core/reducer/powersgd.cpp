@@ -183,7 +183,7 @@ std::shared_ptr<Work> PowerSgd::compress(const Reducer::HookBucket &b) {
         std::shared_ptr<PowerSgd> self;
         Memory *mem;
         T *buf;
-        size_t total, index;
+        size_t total;
         bool last;
         std::vector<Piece> pieces;
         std::vector<std::pair<size_t, size_t>> plain;  // (offset, numel) of what travels as it is
@@ -194,7 +194,6 @@ std::shared_ptr<Work> PowerSgd::compress(const Reducer::HookBucket &b) {
     s->mem = &mem;
     s->buf = buf;
     s->total = total;
-    s->index = b.index;
     s->last = b.is_last;
     if (o_.error_feedback) {
         if (mem.error.size() == doubles_for(total, sizeof(T))) {
