@@ -75,16 +75,26 @@ void run_continuation(std::function<void()> fn) {
 }
 
 namespace {
-void follow(const std::shared_ptr<Work> &done, const std::shared_ptr<Work> &next, const Continuation &fn,
-            const char *what) {
+// Runs `fn` and completes `next` with its outcome. `fn` (and what it
+// captured) is gone before `next` completes: a waiter woken by `next` may
+// end the program, and nothing of the continuation should be left to
+// release on this thread then.
+void follow(const std::shared_ptr<Work> &done, const std::shared_ptr<Work> &next, Continuation fn, const char *what) {
     std::shared_ptr<Work> then;
+    int code = 0;
+    std::string message;
     try {
         then = fn(*done);
     } catch (const Error &e) {
-        next->complete(e.code(), std::string(what) + " failed: " + e.what());
-        return;
+        code = e.code();
+        message = std::string(what) + " failed: " + e.what();
     } catch (const std::exception &e) {
-        next->complete(DISTC_EINTERNAL, std::string(what) + " failed: " + e.what());
+        code = DISTC_EINTERNAL;
+        message = std::string(what) + " failed: " + e.what();
+    }
+    fn = nullptr;
+    if (code != 0) {
+        next->complete(code, message);
         return;
     }
     if (!then) {
@@ -112,7 +122,7 @@ std::shared_ptr<Work> then(Work &src, Continuation fn, const char *what) {
         // `fn` moves to the pool thread, and its captures go there: released on
         // the completing thread (a group's worker) they could hold the last
         // reference to that very group, whose end joins its worker.
-        run_continuation([sp, next, fn = std::move(fn), what] { follow(sp, next, fn, what); });
+        run_continuation([sp, next, fn = std::move(fn), what]() mutable { follow(sp, next, std::move(fn), what); });
     });
     return next;
 }

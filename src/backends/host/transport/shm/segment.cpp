@@ -81,8 +81,10 @@ struct Mapping {
     size_t bytes;
     int users;
 };
-std::mutex g_maps_mu;
-std::map<std::pair<dev_t, ino_t>, Mapping> g_maps;
+// Never destroyed: a group may end on one of distc's threads while the
+// process exits and runs static destructors.
+std::mutex &g_maps_mu = *new std::mutex;
+std::map<std::pair<dev_t, ino_t>, Mapping> &g_maps = *new std::map<std::pair<dev_t, ino_t>, Mapping>;
 
 uint8_t *map(int fd, size_t bytes) {
     struct stat st {};
