@@ -135,6 +135,21 @@ def test_torch_store_and_pg_options():
     run_procs_env(2, store_main, join_s=120)
 
 
+def test_torch_store_check_without_torch_check(tmp_path):
+    """torch 1.13's stores have no check(), which group creation uses while it
+    waits (seen as an AttributeError in a slow run): the adapter answers it
+    through compare_set, changing nothing."""
+    import torch.distributed as tdist
+    tcp = tdist.TCPStore("127.0.0.1", 0, 1, True, datetime.timedelta(seconds=5), wait_for_workers=False)
+    for torch_store in (tcp, tdist.FileStore(str(tmp_path / "fs"), 1)):
+        store = distc._store.as_store(torch_store)
+        assert store.check(["k"]) is False
+        store.set("k", b"v")
+        assert store.check(["k"]) is True
+        assert store.check(["k", "other"]) is False
+        assert store.get("k") == b"v" and torch_store.num_keys() == 1  # check made no key
+
+
 def test_register_backend():
     plugin = os.path.join(os.environ["DISTC_BUILD"], "tests", "plugins", "libdistc-looptest.so")
     with pytest.raises(TypeError, match="C plugins"):
