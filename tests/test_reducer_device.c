@@ -196,6 +196,7 @@ static void test_device_hook(void **state) {
     /* The built-in compression narrows on the host: refused for device buckets. */
     ASSERT_ERR(distc_reducer_register_comm_hook(r, NULL, NULL, DISTC_HOOK_FP16_COMPRESS), DISTC_ENOTSUP,
                "device memory");
+    ASSERT_ERR(distc_reducer_register_powersgd(r, NULL), DISTC_ENOTSUP, "device memory");
     ASSERT_ERR(distc_reducer_register_comm_hook(r, NULL, NULL, DISTC_HOOK_BF16_COMPRESS), DISTC_ENOTSUP,
                "device memory");
     distc_reducer_free(r);

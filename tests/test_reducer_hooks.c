@@ -244,6 +244,13 @@ static void rank_powersgd(distc_pg *pg, int rank, int size, void *arg) {
     o.start_powersgd_iter = 2;
     o.matrix_approximation_rank = 0;
     RK_ERR(distc_reducer_register_powersgd(r, &o), DISTC_EINVAL, "at least 1");
+    o.matrix_approximation_rank = 1;
+    o.min_compression_rate = -1;
+    RK_ERR(distc_reducer_register_powersgd(r, &o), DISTC_EINVAL, "min_compression_rate");
+    o.min_compression_rate = 2;
+    o.orthogonalization_epsilon = -1e-8;
+    RK_ERR(distc_reducer_register_powersgd(r, &o), DISTC_EINVAL, "orthogonalization_epsilon");
+    o.orthogonalization_epsilon = 0;
     o.matrix_approximation_rank = full_rank ? 8 : 1;
     o.min_compression_rate = full_rank ? 0.2 : 2;
     o.random_seed = 42;

@@ -234,6 +234,13 @@ static int barrier_cont(distc_work **next, distc_work *done, void *payload) {
 static void rank_chain(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
     struct chain c = {pg, dt_tensor_1d(DT_F64, 8), dt_tensor_1d(DT_F64, 1), dt_tensor_1d(DT_F64, size), size, 0, 0};
+    /* A group's work is its backend's to complete, not the program's. */
+    distc_work *bw = NULL;
+    if (RK_OK(distc_barrier(&bw, pg, NULL))) {
+        RK_ERR(distc_work_complete(bw, 0, NULL), DISTC_EINVAL, "group's operation");
+        RK_OK(distc_work_wait(bw, 30000));
+        distc_work_free(bw);
+    }
     for (int round = 0; round < 5; ++round) {
         for (int i = 0; i < 8; ++i) dt_set(c.x, i, rank + i + round);
         c.divided = 0;

@@ -336,16 +336,17 @@ DISTC_EXTERN(int) distc_powersgd_options_init(distc_powersgd_options *opts, unsi
  * `start_powersgd_iter` buckets are plainly averaged. From then on, in each
  * float32 or float64 bucket, every gradient viewed as a matrix (its first
  * dimension by the rest) that is worth it travels as P = M Q and
- * Q = M^T P of rank r (P orthogonalized by Gram-Schmidt between the two
- * allreduces; Q starts random, the same on every rank, or from the last
- * iteration's with warm_start), and becomes P Q^T / size; the rest (biases,
+ * Q = M^T P of rank r (P orthogonalized between the two allreduces, by
+ * Gram-Schmidt up to rank 2 and Householder QR above, as torch's hook; Q
+ * starts random, the same on every rank, or from the last iteration's with
+ * warm_start), and becomes P Q^T / size; the rest (biases,
  * small matrices) travels as one plain allreduce. With error feedback each
  * rank adds what compression lost last time. Three allreduces per bucket,
  * chained (distc_reducer_register_bucket_hook's ordering keeps them in
  * step). Host buckets only (DISTC_ENOTSUP for device gradients); opts NULL
- * takes the defaults; DISTC_EINVAL for a rank below 1 or a start below 2
- * with error feedback or warm start (buckets are rebuilt after the first
- * iteration).
+ * takes the defaults; DISTC_EINVAL for a rank below 1, a negative
+ * min_compression_rate or epsilon, or a start below 2 with error feedback
+ * or warm start (buckets are rebuilt after the first iteration).
  */
 DISTC_EXTERN(int) distc_reducer_register_powersgd(distc_reducer *r, const distc_powersgd_options *opts);
 

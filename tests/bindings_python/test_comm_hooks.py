@@ -11,7 +11,6 @@ matrices with the same random start (the same seeds through torch's
 generator), so only the allreduces' summation order differs, which
 Gram-Schmidt and the low-rank products amplify a little: rtol 1e-4,
 atol 1e-5. fp16/bf16: the rounding of the compressed sums (rtol 1e-3 / 1e-2)."""
-import datetime
 import functools
 import threading
 
@@ -24,8 +23,8 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 import distc
 import distc.torch_ddp
 from distc import ddp_comm_hooks
-from conftest import free_port, run_procs, run_procs_env
-from test_torch_ddp import STEPS, Net, data, train
+from conftest import run_procs, run_procs_env
+from test_torch_ddp import STEPS, Net, assert_same_steps, torch_beside, train
 
 
 # ---------------------------------------------------------------- futures alone
@@ -190,10 +189,8 @@ def bf16_by_float32(state, bucket):
 
 
 def compare(pg, variant):
-    rank, size = pg.rank(), pg.size()
-    port = pg.broadcast_object(free_port() if rank == 0 else None, 0)
-    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                         world_size=size, timeout=datetime.timedelta(seconds=30))
+    rank = pg.rank()
+    torch_beside(pg)
     torch.manual_seed(0)
     ref = torch.nn.parallel.DistributedDataParallel(Net())
     torch.manual_seed(0)
@@ -228,20 +225,13 @@ def compare(pg, variant):
     want = train(ref, rank, False)
     got = train(ours, rank, False)
     torch.distributed.destroy_process_group()
-    for step, (w, g) in enumerate(zip(want, got)):
-        for i, (a, b) in enumerate(zip(w, g)):
-            assert torch.allclose(a, b, rtol=rtol, atol=atol), \
-                f"{variant}: step {step} parameter {i}: max diff {(a - b).abs().max().item():.3g}"
-    flat = torch.cat([p.flatten() for p in got[-1]]).numpy().tobytes()
-    assert len(set(pg.all_gather_object(flat))) == 1, "ranks disagree"
+    assert_same_steps(pg, variant, want, got, rtol, atol)
     if variant == "powersgd":
         rate, before, after = state.compression_stats()
         assert rate > 1 and after < before
     if variant == "powersgd_builtin":
         iterations, before, after = ours.reducer.powersgd_stats()
         assert iterations == STEPS and before > 0 and after > 0
-    # PowerSGD moved the weights differently from plain averaging: the hook ran.
-    return float(sum((p - q).abs().sum() for p, q in zip(want[-1], got[-1])))
 
 
 def batched(pg):

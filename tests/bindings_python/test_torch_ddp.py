@@ -63,12 +63,27 @@ def train(model, rank, accumulate, adamw=False):
     return snapshots
 
 
+def torch_beside(pg):
+    """torch.distributed's default group (gloo) on the same ranks as distc's `pg`."""
+    port = pg.broadcast_object(free_port() if pg.rank() == 0 else None, 0)
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=pg.rank(),
+                                         world_size=pg.size(), timeout=datetime.timedelta(seconds=30))
+
+
+def assert_same_steps(pg, what, want, got, rtol, atol):
+    """Every step's weights match torch's within the tolerance; distc's ranks agree bit for bit."""
+    for step, (w, g) in enumerate(zip(want, got)):
+        for i, (a, b) in enumerate(zip(w, g)):
+            assert torch.allclose(a, b, rtol=rtol, atol=atol), \
+                f"{what}: step {step} parameter {i}: max diff {(a - b).abs().max().item():.3g}"
+    flat = torch.cat([p.flatten() for p in got[-1]]).numpy().tobytes()
+    assert len(set(pg.all_gather_object(flat))) == 1, "ranks disagree"
+
+
 def compare(pg, variant):
-    rank, size = pg.rank(), pg.size()
+    rank = pg.rank()
     torch.manual_seed(rank)  # ranks start different: both must broadcast rank 0's weights
-    port = pg.broadcast_object(free_port() if rank == 0 else None, 0)
-    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                         world_size=size, timeout=datetime.timedelta(seconds=30))
+    torch_beside(pg)
     unused, emb = variant in ("unused", "unused_adamw", "static"), variant == "sparse"
     adamw = variant in ("unused_adamw", "static")
     static = variant == "static"  # an unused branch, found once (without find_unused_parameters)
@@ -95,13 +110,7 @@ def compare(pg, variant):
     assert [p.grad is None for p in ours.parameters()] == none_ref
     assert any(none_ref) == unused
     rtol, atol = (1e-3, 1e-4) if variant in ("fp16", "fp16_hook") else (1e-5, 1e-6)
-    for step, (w, g) in enumerate(zip(want, got)):
-        for i, (a, b) in enumerate(zip(w, g)):
-            assert torch.allclose(a, b, rtol=rtol, atol=atol), \
-                f"{variant}: step {step} parameter {i}: max diff {(a - b).abs().max().item():.3g}"
-    # distc's ranks agree bit for bit
-    flat = torch.cat([p.flatten() for p in got[-1]]).numpy().tobytes()
-    assert len(set(pg.all_gather_object(flat))) == 1, "ranks disagree"
+    assert_same_steps(pg, variant, want, got, rtol, atol)
     return ours.reducer.num_buckets
 
 
@@ -181,9 +190,7 @@ def train_uneven(model, rank, size, adamw, divide):
 
 def compare_join(pg, adamw, divide):
     rank, size = pg.rank(), pg.size()
-    port = pg.broadcast_object(free_port() if rank == 0 else None, 0)
-    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                         world_size=size, timeout=datetime.timedelta(seconds=30))
+    torch_beside(pg)
     torch.manual_seed(0)
     ref = torch.nn.parallel.DistributedDataParallel(JoinNet())
     torch.manual_seed(0)

@@ -16,11 +16,7 @@ struct Piece {
     size_t offset, rows, cols, r, p_at, q_at;
 };
 
-// Orthonormal columns for X (rows x r, row-major, rows >= r), as torch's hook:
-// modified Gram-Schmidt for rank <= 2, Householder QR above (stable where the
-// columns are nearly dependent, as a gradient of low rank makes P). The two
-// may give a basis of the same span with other signs, which P Q^T = P P^T M
-// does not see.
+// X's columns replaced by the Q of its Householder QR (rows x r, row-major, rows >= r).
 template <typename T>
 void householder_q(T *x, size_t rows, size_t r) {
     std::vector<double> a(x, x + rows * r), v(rows), vs;  // vs: the reflectors, rows each
@@ -58,6 +54,11 @@ void householder_q(T *x, size_t rows, size_t r) {
     for (size_t i = 0; i < rows * r; ++i) x[i] = static_cast<T>(q[i]);
 }
 
+// Orthonormal columns for X (rows x r, row-major, rows >= r), as torch's hook:
+// modified Gram-Schmidt for rank <= 2, Householder QR above (stable where the
+// columns are nearly dependent, as a gradient of low rank makes P). The two
+// may give a basis of the same span with other signs, which P Q^T = P P^T M
+// does not see.
 template <typename T>
 void orthogonalize(T *x, size_t rows, size_t r, double epsilon) {
     if (r > 2) {

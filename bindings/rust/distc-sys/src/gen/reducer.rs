@@ -351,16 +351,17 @@ extern "C" {
     #[doc = " `start_powersgd_iter` buckets are plainly averaged. From then on, in each"]
     #[doc = " float32 or float64 bucket, every gradient viewed as a matrix (its first"]
     #[doc = " dimension by the rest) that is worth it travels as P = M Q and"]
-    #[doc = " Q = M^T P of rank r (P orthogonalized by Gram-Schmidt between the two"]
-    #[doc = " allreduces; Q starts random, the same on every rank, or from the last"]
-    #[doc = " iteration's with warm_start), and becomes P Q^T / size; the rest (biases,"]
+    #[doc = " Q = M^T P of rank r (P orthogonalized between the two allreduces, by"]
+    #[doc = " Gram-Schmidt up to rank 2 and Householder QR above, as torch's hook; Q"]
+    #[doc = " starts random, the same on every rank, or from the last iteration's with"]
+    #[doc = " warm_start), and becomes P Q^T / size; the rest (biases,"]
     #[doc = " small matrices) travels as one plain allreduce. With error feedback each"]
     #[doc = " rank adds what compression lost last time. Three allreduces per bucket,"]
     #[doc = " chained (distc_reducer_register_bucket_hook's ordering keeps them in"]
     #[doc = " step). Host buckets only (DISTC_ENOTSUP for device gradients); opts NULL"]
-    #[doc = " takes the defaults; DISTC_EINVAL for a rank below 1 or a start below 2"]
-    #[doc = " with error feedback or warm start (buckets are rebuilt after the first"]
-    #[doc = " iteration)."]
+    #[doc = " takes the defaults; DISTC_EINVAL for a rank below 1, a negative"]
+    #[doc = " min_compression_rate or epsilon, or a start below 2 with error feedback"]
+    #[doc = " or warm start (buckets are rebuilt after the first iteration)."]
     pub fn distc_reducer_register_powersgd(
         r: *mut distc_reducer,
         opts: *const distc_powersgd_options,
