@@ -110,6 +110,66 @@ static int dev_shm_clean(void) {
     return clean;
 }
 
+/* gather to the last rank and scatter from rank 1 (each, on fake hosts of
+ * two, a host's second rank: the root is not its host's leader),
+ * reduce_scatter and an uneven alltoall: parts that differ by sender and
+ * receiver, in every layout of ranks on hosts. */
+static int spread_collectives(distc_pg *pg, int rank, int n) {
+    enum { P = 5, MAXR = 8 };
+    float part[P], parts[MAXR][P], all[MAXR * P];
+    int64_t pshape[1] = {P}, ashape[1] = {(int64_t)n * P};
+    DLTensor pt = f32(part, pshape), at = f32(all, ashape), pts[MAXR];
+    DLTensor *list[MAXR];
+    for (int q = 0; q < n; ++q) {
+        pts[q] = f32(parts[q], pshape);
+        list[q] = &pts[q];
+    }
+    for (int root = n - 1; root >= 0; root -= n - 1) {
+        for (int i = 0; i < P; ++i) part[i] = (float)(rank * 10 + i);
+        memset(parts, 0, sizeof parts);
+        CHILD_CHECK(distc_gather(NULL, pg, rank == root ? list : NULL, &pt, root, NULL) == 0, "gather: %s",
+                    distc_error_last());
+        for (int q = 0; rank == root && q < n; ++q)
+            for (int i = 0; i < P; ++i)
+                CHILD_CHECK(parts[q][i] == (float)(q * 10 + i), "rank %d: gather to %d: part %d[%d] is %g", rank, root,
+                            q, i, parts[q][i]);
+        if (n == 1) break;
+    }
+    int sroot = n > 1 ? 1 : 0;
+    for (int q = 0; q < n; ++q)
+        for (int i = 0; i < P; ++i) parts[q][i] = rank == sroot ? (float)(q * 100 + i) : -1.0f;
+    CHILD_CHECK(distc_scatter(NULL, pg, &pt, rank == sroot ? (const DLTensor *const *)list : NULL, sroot, NULL) == 0,
+                "scatter: %s", distc_error_last());
+    for (int i = 0; i < P; ++i)
+        CHILD_CHECK(part[i] == (float)(rank * 100 + i), "rank %d: scatter part[%d] is %g", rank, i, part[i]);
+    for (int q = 0; q < n * P; ++q) all[q] = (float)(rank + q);
+    CHILD_CHECK(distc_reduce_scatter_tensor(NULL, pg, &pt, &at, DISTC_SUM, NULL) == 0, "reduce_scatter: %s",
+                distc_error_last());
+    for (int i = 0; i < P; ++i) {
+        float want = (float)(n * (n - 1) / 2 + n * (rank * P + i));
+        CHILD_CHECK(part[i] == want, "rank %d: reduce_scatter[%d] is %g, not %g", rank, i, part[i], want);
+    }
+    /* Rank r sends (r + q) % 3 + 1 elements to rank q, valued r*100 + q*10 + k. */
+    float in[MAXR * 3], out[MAXR * 3];
+    int64_t isplit[MAXR], osplit[MAXR], ilen = 0, olen = 0;
+    for (int q = 0; q < n; ++q) {
+        isplit[q] = (rank + q) % 3 + 1;
+        osplit[q] = (q + rank) % 3 + 1;
+        for (int k = 0; k < isplit[q]; ++k) in[ilen++] = (float)(rank * 100 + q * 10 + k);
+        olen += osplit[q];
+    }
+    int64_t ishape[1] = {ilen}, oshape[1] = {olen};
+    DLTensor it = f32(in, ishape), ot = f32(out, oshape);
+    CHILD_CHECK(distc_alltoall_single(NULL, pg, &ot, &it, osplit, isplit, NULL) == 0, "alltoall: %s",
+                distc_error_last());
+    int64_t o = 0;
+    for (int q = 0; q < n; ++q)
+        for (int k = 0; k < osplit[q]; ++k, ++o)
+            CHILD_CHECK(out[o] == (float)(q * 100 + rank * 10 + k), "rank %d: alltoall from %d [%d] is %g", rank, q, k,
+                        out[o]);
+    return 0;
+}
+
 static int collectives_child(int rank, int n, void *arg) {
     distc_pg *pg = join(rank, n, arg);
     CHILD_CHECK(pg, "rank %d could not join", rank);
@@ -131,6 +191,7 @@ static int collectives_child(int rank, int n, void *arg) {
         CHILD_CHECK(all[q * M + 7] == (float)(q * 1000 + 7), "rank %d allgather from %d wrong", rank, q);
     CHILD_CHECK(distc_broadcast(NULL, pg, &t, n - 1, NULL) == 0, "broadcast: %s", distc_error_last());
     CHILD_CHECK(x[3] == (float)((n - 1) * 1000 + 3), "rank %d broadcast wrong", rank);
+    if (spread_collectives(pg, rank, n) != 0) return 1;
     /* Async: queue two, then wait. */
     distc_work *w1 = NULL, *w2 = NULL;
     CHILD_CHECK(distc_allreduce(&w1, pg, &t, DISTC_MAX, NULL) == 0, "async: %s", distc_error_last());
@@ -179,16 +240,18 @@ static void run_collectives(int n) {
     assert_int_equal(dt_run_procs(n, collectives_child, &j, 60), 0);
 }
 
-/* Ranks on several (fake) hosts: allreduce, broadcast (from a root that is
- * not its host's first rank) and barrier go hierarchically, shared memory
- * inside each host and the mesh between them; the rest over the mesh. Then
- * one rank off shared memory, a host of its own. */
+/* Ranks on several (fake) hosts: every collective goes hierarchically,
+ * shared memory inside each host and the mesh between them, with roots that
+ * are not their host's first rank; point-to-point takes shared memory or
+ * the mesh by peer. Then one rank off shared memory, a host of its own. */
 static void test_mixed_hosts(void **state) {
     (void)state;
     struct job j = {dt_free_port(), 20000, -1, 2, -1, 0};
     assert_int_equal(dt_run_procs(4, collectives_child, &j, 60), 0);
     struct job uneven = {dt_free_port(), 20000, -1, 2, -1, 0}; /* hosts of 2, 2 and 1 ranks */
     assert_int_equal(dt_run_procs(5, collectives_child, &uneven, 60), 0);
+    struct job strided = {dt_free_port(), 20000, -1, -2, -1, 0}; /* hosts {0, 2, 4} and {1, 3} */
+    assert_int_equal(dt_run_procs(5, collectives_child, &strided, 60), 0);
     struct job k = {dt_free_port(), 20000, -1, 0, 1, 0};
     assert_int_equal(dt_run_procs(3, collectives_child, &k, 60), 0);
 }

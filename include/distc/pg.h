@@ -156,8 +156,8 @@ DISTC_EXTERN(int) distc_pg_size(int32_t *out, const distc_pg *pg);
 DISTC_EXTERN(int) distc_pg_backend(const char **out, const distc_pg *pg);
 /**
  * How this rank's collectives and point-to-point reach `peer` (a rank of
- * the group): "shm" (shared memory: the peer is on this host; in a group
- * that spans hosts, for the hierarchical collectives, see README), "tcp" (the TCP mesh),
+ * the group): "shm" (shared memory: the peer is on this host; a group
+ * that spans hosts runs its collectives hierarchically, see README), "tcp" (the TCP mesh),
  * "gloo" (Gloo's pairs), "self" for this rank; with DISTC_MESH_BYTES set,
  * the two paths joined ("shm+gloo": small ones, then large ones). Other
  * backends answer their own name ("mpi", "nccl"). A static string.

@@ -250,6 +250,17 @@ void Algorithms::scatter(const Tensor *in, Tensor &out, int root, const Call &ca
     if (own != out.data && n) std::memmove(out.data, own, n);
 }
 
+void Algorithms::pass(Tensor &t, int from, int to, const Call &call, Millis timeout) {
+    if (from == to || (rank_ != from && rank_ != to)) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    auto deadline = Clock::now() + timeout;
+    if (rank_ == from)
+        t_.send(to, t.data, t.nbytes());
+    else
+        t_.recv(from, t.data, t.nbytes());
+    run(call, deadline);
+}
+
 void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
                            const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);

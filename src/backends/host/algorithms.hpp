@@ -42,6 +42,8 @@ public:
     // part, not inside `in`) gets this rank's part of their reduction.
     void reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout);
     void barrier(const Call &call, Millis timeout);
+    // Rank `from`'s `t` into rank `to`'s; the other ranks return at once.
+    void pass(Tensor &t, int from, int to, const Call &call, Millis timeout);
 
 private:
     void run(const Call &call, Clock::time_point deadline);

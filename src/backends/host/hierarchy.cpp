@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
+#include <string>
 
 namespace distc {
 
@@ -12,13 +14,29 @@ Millis left(Clock::time_point deadline) {
     return std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
 }
 
+Tensor bytes(void *p, size_t len) {
+    Tensor b;
+    b.data = p;
+    b.numel = b.dim0 = len;
+    b.dtype = DType::UInt8;
+    return b;
+}
+
+Tensor typed(void *p, DType dt, size_t numel) {
+    Tensor t = bytes(p, numel);
+    t.dtype = dt;
+    return t;
+}
+
 }  // namespace
 
 Hierarchy::Hierarchy(int rank, const Locality &loc, Transport *local, Transport &mesh) :
-    host_(loc.host), my_host_(host_[static_cast<size_t>(rank)]) {
+    rank_(rank), host_(loc.host), my_host_(host_[static_cast<size_t>(rank)]) {
     std::vector<int> leaders = loc.leaders(), mine = loc.peers_of(rank);
     leader_ = mine[0] == rank;
     host_size_.assign(leaders.size(), 0);
+    members_.resize(leaders.size());
+    for (size_t r = 0; r < host_.size(); ++r) members_[static_cast<size_t>(host_[r])].push_back(static_cast<int>(r));
     for (int h : host_) most_ = std::max(most_, ++host_size_[static_cast<size_t>(h)]);
     contiguous_ = host_.size() == host_size_.size() * static_cast<size_t>(most_);
     for (size_t r = 0; r < host_.size(); ++r) contiguous_ = contiguous_ && host_[r] == static_cast<int>(r) / most_;
@@ -56,13 +74,6 @@ void Hierarchy::reduce(Tensor &t, int root, ReduceOp op, const Call &call, Milli
 void Hierarchy::allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout) {
     auto deadline = Clock::now() + timeout;
     const size_t n = in.nbytes(), hosts = host_size_.size(), block = n * static_cast<size_t>(most_);
-    auto bytes = [](void *p, size_t len) {
-        Tensor b;
-        b.data = p;
-        b.numel = b.dim0 = len;
-        b.dtype = DType::UInt8;
-        return b;
-    };
     // Each host's parts gather at its leader (in the host's rank order), the
     // leaders exchange their hosts' blocks (padded to the fullest host's),
     // each leader puts them in rank order, and shares them with its host.
@@ -91,11 +102,7 @@ void Hierarchy::allgather(const Tensor &in, Tensor &out, const Call &call, Milli
             Tensor all = blocks.t, me = bytes(mine, block);
             leaders_->allgather(me, all, call, left(deadline));
         }
-        std::vector<size_t> next(hosts, 0);
-        for (size_t r = 0; r < host_.size(); ++r) {
-            size_t h = static_cast<size_t>(host_[r]);
-            if (n) std::memcpy(out.bytes() + n * r, blocks.t.bytes() + block * h + n * next[h]++, n);
-        }
+        to_rank_order(blocks.t.bytes(), n, out.bytes());
     } else {
         local_->gather(bytes(in.data, n), nullptr, 0, call, left(deadline));
     }
@@ -113,6 +120,257 @@ void Hierarchy::broadcast(Tensor &t, int root, const Call &call, Millis timeout)
     if (local_ && my_host_ == root_host) local_->broadcast(t, local_index(root), call, left(deadline));
     if (leaders_) leaders_->broadcast(t, root_host, call, left(deadline));
     if (local_ && my_host_ != root_host) local_->broadcast(t, 0, call, left(deadline));
+}
+
+void Hierarchy::to_rank_order(const uint8_t *blocks, size_t n, uint8_t *ranked) const {
+    if (!n) return;
+    const size_t block = n * static_cast<size_t>(most_);
+    for (size_t h = 0; h < members_.size(); ++h)
+        for (size_t i = 0; i < members_[h].size(); ++i)
+            std::memcpy(ranked + n * static_cast<size_t>(members_[h][i]), blocks + block * h + n * i, n);
+}
+
+void Hierarchy::to_blocks(const uint8_t *ranked, size_t n, uint8_t *blocks) const {
+    if (!n) return;
+    const size_t block = n * static_cast<size_t>(most_);
+    for (size_t h = 0; h < members_.size(); ++h)
+        for (size_t i = 0; i < members_[h].size(); ++i)
+            std::memcpy(blocks + block * h + n * i, ranked + n * static_cast<size_t>(members_[h][i]), n);
+}
+
+void Hierarchy::gather(const Tensor &in, Tensor *out, int root, const Call &call, Millis timeout) {
+    auto deadline = Clock::now() + timeout;
+    const size_t n = in.nbytes(), hosts = host_size_.size(), block = n * static_cast<size_t>(most_);
+    const int root_host = host_[static_cast<size_t>(root)];
+    if (!leader_) {
+        local_->gather(bytes(in.data, n), nullptr, 0, call, left(deadline));
+        // A root that does not lead its host gets the whole from its leader.
+        if (rank_ == root) local_->pass(*out, 0, local_index(root), call, left(deadline));
+        return;
+    }
+    // Each host's parts gather at its leader as one block; the root host's
+    // leader collects the blocks in host order (in `out` itself when it is
+    // the root and they are the output's pieces), then puts them in rank order.
+    const bool collects = my_host_ == root_host, in_place = collects && rank_ == root && contiguous_;
+    std::unique_ptr<Scratch> scratch;
+    uint8_t *blocks = in_place ? out->bytes() : nullptr;
+    if (!in_place) {
+        scratch = std::make_unique<Scratch>(DType::UInt8, collects ? block * hosts : block);
+        blocks = scratch->t.bytes();
+    }
+    uint8_t *mine = collects ? blocks + block * static_cast<size_t>(my_host_) : blocks;
+    Tensor own = bytes(mine, n * static_cast<size_t>(host_size_[static_cast<size_t>(my_host_)]));
+    if (local_)
+        local_->gather(bytes(in.data, n), &own, 0, call, left(deadline));
+    else if (n)
+        std::memcpy(mine, in.data, n);
+    Tensor all = bytes(blocks, block * hosts);
+    leaders_->gather(bytes(mine, block), collects ? &all : nullptr, root_host, call, left(deadline));
+    if (!collects || in_place) return;
+    if (rank_ == root) return to_rank_order(blocks, n, out->bytes());
+    Tensor whole = bytes(blocks, n * host_.size());  // in rank order already when contiguous
+    std::unique_ptr<Scratch> ranked;
+    if (!contiguous_) {
+        ranked = std::make_unique<Scratch>(DType::UInt8, whole.numel);
+        to_rank_order(blocks, n, ranked->t.bytes());
+        whole = ranked->t;
+    }
+    local_->pass(whole, 0, local_index(root), call, left(deadline));
+}
+
+void Hierarchy::scatter(const Tensor *in, Tensor &out, int root, const Call &call, Millis timeout) {
+    auto deadline = Clock::now() + timeout;
+    const size_t n = out.nbytes(), hosts = host_size_.size(), block = n * static_cast<size_t>(most_),
+                 total = n * host_.size();
+    const int root_host = host_[static_cast<size_t>(root)];
+    if (!leader_) {
+        // A root that does not lead its host hands the whole to its leader first.
+        if (rank_ == root) {
+            Tensor whole = *in;
+            local_->pass(whole, local_index(root), 0, call, left(deadline));
+        }
+        local_->scatter(nullptr, out, 0, call, left(deadline));
+        return;
+    }
+    // The root host's leader sends each host's block (its parts in rank
+    // order, padded to the fullest host's) to that host's leader, which
+    // scatters it among its ranks.
+    const bool sends = my_host_ == root_host;
+    std::unique_ptr<Scratch> whole, scratch;
+    const uint8_t *ranked = nullptr;
+    if (sends && rank_ == root) {
+        ranked = in->bytes();
+    } else if (sends) {
+        whole = std::make_unique<Scratch>(DType::UInt8, total);
+        local_->pass(whole->t, local_index(root), 0, call, left(deadline));
+        ranked = whole->t.bytes();
+    }
+    uint8_t *blocks = nullptr;
+    if (sends && contiguous_) {
+        // The parts are the blocks already. Nothing writes them: the leaders'
+        // scatter finds this leader's block where its output would go.
+        blocks = const_cast<uint8_t *>(ranked);
+    } else {
+        scratch = std::make_unique<Scratch>(DType::UInt8, sends ? block * hosts : block);
+        blocks = scratch->t.bytes();
+        if (sends) to_blocks(ranked, n, blocks);
+    }
+    uint8_t *mine = sends ? blocks + block * static_cast<size_t>(my_host_) : blocks;
+    Tensor all = bytes(blocks, block * hosts), me = bytes(mine, block);
+    leaders_->scatter(sends ? &all : nullptr, me, root_host, call, left(deadline));
+    Tensor own = bytes(mine, n * static_cast<size_t>(host_size_[static_cast<size_t>(my_host_)]));
+    if (local_)
+        local_->scatter(&own, out, 0, call, left(deadline));
+    else if (n)
+        std::memmove(out.data, mine, n);
+}
+
+void Hierarchy::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout) {
+    auto deadline = Clock::now() + timeout;
+    const size_t n = out.nbytes(), hosts = host_size_.size(), most = static_cast<size_t>(most_);
+    // The host's sum at its leader (reducing clobbers the other ranks'
+    // tensors: a copy), the leaders' reduce-scatter of the host blocks,
+    // each leader's block scattered on its host: the parts of allreduce's sum.
+    Scratch sum(in.dtype, in.numel);
+    if (in.nbytes()) std::memcpy(sum.t.data, in.data, in.nbytes());
+    if (local_) local_->reduce(sum.t, 0, op, call, left(deadline));
+    if (!leader_) return local_->scatter(nullptr, out, 0, call, left(deadline));
+    Tensor blocks = sum.t;
+    std::unique_ptr<Scratch> padded;
+    if (!contiguous_) {
+        padded = std::make_unique<Scratch>(in.dtype, out.numel * most * hosts);
+        std::memset(padded->t.data, 0, padded->t.nbytes());  // the padding is reduced too: zeros, not garbage
+        to_blocks(sum.t.bytes(), n, padded->t.bytes());
+        blocks = padded->t;
+    }
+    Scratch mine(in.dtype, out.numel * most);
+    leaders_->reduce_scatter(blocks, mine.t, op, call, left(deadline));
+    Tensor own =
+        typed(mine.t.data, in.dtype, out.numel * static_cast<size_t>(host_size_[static_cast<size_t>(my_host_)]));
+    if (local_)
+        local_->scatter(&own, out, 0, call, left(deadline));
+    else if (n)
+        std::memcpy(out.data, mine.t.data, n);
+}
+
+void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
+                          const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
+    auto deadline = Clock::now() + timeout;
+    const size_t size = host_.size(), hosts = members_.size(), esz = dtype_size(in.dtype);
+    const std::vector<int> &mates = members_[static_cast<size_t>(my_host_)];
+    const size_t locals = mates.size();
+    // 1. What every rank of the host sends to and receives from each rank, in bytes, at its leader.
+    std::vector<uint64_t> counts(2 * size), all(leader_ ? 2 * size * locals : 0);
+    size_t in_total = 0, out_total = 0;
+    for (size_t r = 0; r < size; ++r) {
+        in_total += counts[r] = in_counts[r] * esz;
+        out_total += counts[size + r] = out_counts[r] * esz;
+    }
+    uint8_t none = 0;  // where nothing is sent or received
+    Tensor empty = bytes(&none, 0);
+    if (local_) {
+        Tensor all_t = bytes(all.data(), all.size() * sizeof(uint64_t));
+        local_->gather(bytes(counts.data(), counts.size() * sizeof(uint64_t)), leader_ ? &all_t : nullptr, 0, call,
+                       left(deadline));
+    } else {
+        all = counts;
+    }
+    if (!leader_) {
+        // 2. This rank's whole input to its leader; 4. its whole output from it.
+        std::vector<size_t> to(locals, 0), from(locals, 0);
+        to[0] = in_total;
+        local_->alltoallv(bytes(in.data, in_total), to, empty, from, call, left(deadline));
+        to[0] = 0;
+        from[0] = out_total;
+        Tensor whole = bytes(out.data, out_total);
+        local_->alltoallv(empty, to, whole, from, call, left(deadline));
+        return;
+    }
+    auto sent = [&](size_t i, size_t r) { return all[i * 2 * size + r]; };        // local rank i to rank r
+    auto got = [&](size_t i, size_t r) { return all[i * 2 * size + size + r]; };  // local rank i from rank r
+    // 2. The host's inputs, one after another in local order; where each piece starts.
+    std::vector<size_t> in_at(locals * size), out_tot(locals, 0), from(locals, 0), to(locals, 0);
+    size_t at = 0;
+    for (size_t i = 0; i < locals; ++i)
+        for (size_t r = 0; r < size; ++r) {
+            in_at[i * size + r] = at;
+            at += sent(i, r);
+            from[i] += sent(i, r);
+            out_tot[i] += got(i, r);
+        }
+    Scratch inputs(DType::UInt8, at);
+    if (local_) {
+        to[0] = in_total;
+        local_->alltoallv(bytes(in.data, in_total), to, inputs.t, from, call, left(deadline));
+    } else if (in_total) {
+        std::memcpy(inputs.t.data, in.data, in_total);
+    }
+    // 3. Each host's leader gets, from every leader, the counts and then the
+    // pieces its ranks receive from that host's: by sender, then receiver,
+    // in rank order. Counts that do not pair up fail here, as the flat
+    // mesh's message headers would.
+    std::vector<size_t> count_to(hosts), count_from(hosts), piece_to(hosts, 0), piece_from(hosts, 0);
+    std::vector<uint64_t> count_out, count_in;
+    for (size_t h = 0; h < hosts; ++h) {
+        const std::vector<int> &theirs = members_[h];
+        count_to[h] = count_from[h] = locals * theirs.size();
+        for (size_t i = 0; i < locals; ++i)
+            for (int r : theirs) {
+                count_out.push_back(sent(i, static_cast<size_t>(r)));
+                piece_to[h] += sent(i, static_cast<size_t>(r));
+            }
+        for (int r : theirs)
+            for (size_t j = 0; j < locals; ++j) piece_from[h] += got(j, static_cast<size_t>(r));
+    }
+    count_in.resize(count_out.size());
+    Tensor co = typed(count_out.data(), DType::Int64, count_out.size()),
+           ci = typed(count_in.data(), DType::Int64, count_in.size());
+    leaders_->alltoallv(co, count_to, ci, count_from, call, left(deadline));
+    size_t k = 0;
+    for (size_t h = 0; h < hosts; ++h)
+        for (int r : members_[h])
+            for (size_t j = 0; j < locals; ++j, ++k)
+                if (count_in[k] != got(j, static_cast<size_t>(r)))
+                    fail(DISTC_EINVAL, "rank " + std::to_string(r) + " sends " + std::to_string(count_in[k]) +
+                                           " bytes to rank " + std::to_string(mates[j]) + ", which expects " +
+                                           std::to_string(got(j, static_cast<size_t>(r))));
+    Scratch outgoing(DType::UInt8, at),
+        incoming(DType::UInt8, std::accumulate(piece_from.begin(), piece_from.end(), size_t{0}));
+    uint8_t *p = outgoing.t.bytes();
+    for (size_t h = 0; h < hosts; ++h)
+        for (size_t i = 0; i < locals; ++i)
+            for (int r : members_[h]) {
+                size_t len = sent(i, static_cast<size_t>(r));
+                if (len) std::memcpy(p, inputs.t.bytes() + in_at[i * size + static_cast<size_t>(r)], len);
+                p += len;
+            }
+    leaders_->alltoallv(outgoing.t, piece_to, incoming.t, piece_from, call, left(deadline));
+    // 4. Each local rank's output: its pieces in sender order, which is the
+    // order of its `out`.
+    std::vector<size_t> out_at(locals * size);
+    at = 0;
+    for (size_t h = 0; h < hosts; ++h)
+        for (int r : members_[h])
+            for (size_t j = 0; j < locals; ++j) {
+                out_at[j * size + static_cast<size_t>(r)] = at;
+                at += got(j, static_cast<size_t>(r));
+            }
+    Scratch outputs(DType::UInt8, at);
+    p = outputs.t.bytes();
+    for (size_t j = 0; j < locals; ++j)
+        for (size_t r = 0; r < size; ++r) {
+            size_t len = got(j, r);
+            if (len) std::memcpy(p, incoming.t.bytes() + out_at[j * size + r], len);
+            p += len;
+        }
+    if (local_) {
+        std::fill(from.begin(), from.end(), 0);
+        from[0] = out_total;
+        Tensor whole = bytes(out.data, out_total);
+        local_->alltoallv(outputs.t, out_tot, whole, from, call, left(deadline));
+    } else if (out_total) {
+        std::memcpy(out.data, outputs.t.data, out_total);
+    }
 }
 
 void Hierarchy::barrier(const Call &call, Millis timeout) {

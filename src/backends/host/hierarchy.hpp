@@ -1,7 +1,7 @@
 // Collectives of a group that spans hosts, where ranks share memory inside
 // each host: shared memory among a host's ranks, the TCP mesh among one
-// leader per host (its first rank), shared memory again to fan out. The
-// others (gather, scatter, reduce_scatter, all-to-all) take the flat mesh. Every
+// leader per host (its first rank), shared memory again to fan out; a
+// leader carries its host's parts to the other leaders as one block. Every
 // rank gets the same bits: the leaders' result. A sum adds each host's
 // ranks in rank order, then the hosts' partial sums in host order, so for
 // floating point it may differ in the last bits from a flat run, which adds
@@ -30,15 +30,29 @@ public:
     // `out`: every rank's `in`, in rank order.
     void allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout);
     void broadcast(Tensor &t, int root, const Call &call, Millis timeout);
+    // As Algorithms' (algorithms.hpp): `out` / `in` only on the root.
+    void gather(const Tensor &in, Tensor *out, int root, const Call &call, Millis timeout);
+    void scatter(const Tensor *in, Tensor &out, int root, const Call &call, Millis timeout);
+    // `in` (every rank's part, in rank order) is only read; `out` may alias this rank's part.
+    void reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout);
+    // Counts in elements, per rank in rank order, as Algorithms::alltoallv's.
+    void alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
+                   const std::vector<size_t> &out_counts, const Call &call, Millis timeout);
     void barrier(const Call &call, Millis timeout);
     bool same_host(int rank) const { return host_[static_cast<size_t>(rank)] == my_host_; }
 
 private:
     int local_index(int rank) const;  // among its host's ranks
+    // Parts of `n` bytes between rank order and host blocks (each host's
+    // parts in its rank order, padded to the fullest host's).
+    void to_rank_order(const uint8_t *blocks, size_t n, uint8_t *ranked) const;
+    void to_blocks(const uint8_t *ranked, size_t n, uint8_t *blocks) const;
+    int rank_;
     std::vector<int> host_;
-    std::vector<int> host_size_;  // by host: its ranks
-    int most_ = 0;                // ranks on the fullest host
-    bool contiguous_ = false;     // host h has ranks h*most_ .. h*most_+most_-1, every host most_ of them
+    std::vector<std::vector<int>> members_;  // by host: its ranks, in rank order
+    std::vector<int> host_size_;             // by host: its ranks
+    int most_ = 0;                           // ranks on the fullest host
+    bool contiguous_ = false;                // host h has ranks h*most_ .. h*most_+most_-1, every host most_ of them
     int my_host_;
     bool leader_;
     std::unique_ptr<Algorithms> local_;  // among this host's ranks, if more than one

@@ -114,7 +114,7 @@ HostBackend::~HostBackend() = default;
 const char *HostBackend::transport(int peer) const {
     if (!algo_) return "gloo";
     // In a group of hosts, a peer on this host is reached by shared memory
-    // in the hierarchical collectives (the others take the mesh).
+    // (the collectives are hierarchical), the others by the mesh.
     bool shm = shm_ && (!hier_ || hier_->same_host(peer));
     if (mesh_limit() < static_cast<size_t>(kEverySize)) return shm ? "shm+gloo" : "tcp+gloo";
     return shm ? "shm" : "tcp";
@@ -235,7 +235,9 @@ void HostBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs, c
             flat = flatten(outputs, scratch, false);
             out = &flat;
         }
-        if (mesh)
+        if (mesh && hier_)
+            hier_->gather(input, out, root, c.call, c.timeout);
+        else if (mesh)
             algo_->gather(input, out, root, c.call, c.timeout);
         else
             gloo_->gather(input, out, root, c);
@@ -256,7 +258,9 @@ void HostBackend::scatter(const WorkPtr &w, const Tensor &output, const std::vec
             flat = flatten(inputs, scratch, true);
             in = &flat;
         }
-        if (mesh)
+        if (mesh && hier_)
+            hier_->scatter(in, output, root, c.call, c.timeout);
+        else if (mesh)
             algo_->scatter(in, output, root, c.call, c.timeout);
         else
             gloo_->scatter(in, output, root, c);
@@ -285,7 +289,9 @@ void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const s
             flat = scratch->t;
         }
         if (op == ReduceOp::PremulSum) scale_in_place(flat.dtype, flat.data, flat.numel, factor);
-        if (small(total)) {
+        if (small(total) && hier_) {
+            hier_->reduce_scatter(flat, output, op, c.call, c.timeout);
+        } else if (small(total)) {
             algo_->reduce_scatter(flat, output, op, c.call, c.timeout);
         } else {
             gloo_->allreduce(flat, op, c);
@@ -299,7 +305,9 @@ void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const s
 
 void HostBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out, const std::vector<size_t> &oc,
                             bool mesh, const OpCtx &c) {
-    if (mesh)
+    if (mesh && hier_)
+        hier_->alltoallv(in, ic, out, oc, c.call, c.timeout);
+    else if (mesh)
         algo_->alltoallv(in, ic, out, oc, c.call, c.timeout);
     else
         gloo_->alltoallv(in, ic, out, oc, c);

@@ -122,8 +122,8 @@ extern "C" {
 }
 extern "C" {
     #[doc = " How this rank's collectives and point-to-point reach `peer` (a rank of"]
-    #[doc = " the group): \"shm\" (shared memory: the peer is on this host; in a group"]
-    #[doc = " that spans hosts, for the hierarchical collectives, see README), \"tcp\" (the TCP mesh),"]
+    #[doc = " the group): \"shm\" (shared memory: the peer is on this host; a group"]
+    #[doc = " that spans hosts runs its collectives hierarchically, see README), \"tcp\" (the TCP mesh),"]
     #[doc = " \"gloo\" (Gloo's pairs), \"self\" for this rank; with DISTC_MESH_BYTES set,"]
     #[doc = " the two paths joined (\"shm+gloo\": small ones, then large ones). Other"]
     #[doc = " backends answer their own name (\"mpi\", \"nccl\"). A static string."]
