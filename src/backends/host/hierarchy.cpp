@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <string>
 
 namespace distc {
@@ -34,11 +33,10 @@ Hierarchy::Hierarchy(int rank, const Locality &loc, Transport *local, Transport 
     rank_(rank), host_(loc.host), my_host_(host_[static_cast<size_t>(rank)]) {
     std::vector<int> leaders = loc.leaders(), mine = loc.peers_of(rank);
     leader_ = mine[0] == rank;
-    host_size_.assign(leaders.size(), 0);
     members_.resize(leaders.size());
     for (size_t r = 0; r < host_.size(); ++r) members_[static_cast<size_t>(host_[r])].push_back(static_cast<int>(r));
-    for (int h : host_) most_ = std::max(most_, ++host_size_[static_cast<size_t>(h)]);
-    contiguous_ = host_.size() == host_size_.size() * static_cast<size_t>(most_);
+    for (const auto &m : members_) most_ = std::max(most_, static_cast<int>(m.size()));
+    contiguous_ = host_.size() == members_.size() * static_cast<size_t>(most_);
     for (size_t r = 0; r < host_.size(); ++r) contiguous_ = contiguous_ && host_[r] == static_cast<int>(r) / most_;
     if (local) local_ = std::make_unique<Algorithms>(*local, local_index(rank), static_cast<int>(mine.size()));
     if (leader_ && leaders.size() > 1) {
@@ -73,7 +71,7 @@ void Hierarchy::reduce(Tensor &t, int root, ReduceOp op, const Call &call, Milli
 
 void Hierarchy::allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout) {
     auto deadline = Clock::now() + timeout;
-    const size_t n = in.nbytes(), hosts = host_size_.size(), block = n * static_cast<size_t>(most_);
+    const size_t n = in.nbytes(), hosts = members_.size(), block = n * static_cast<size_t>(most_);
     // Each host's parts gather at its leader (in the host's rank order), the
     // leaders exchange their hosts' blocks (padded to the fullest host's),
     // each leader puts them in rank order, and shares them with its host.
@@ -93,7 +91,7 @@ void Hierarchy::allgather(const Tensor &in, Tensor &out, const Call &call, Milli
     } else if (leader_) {
         Scratch blocks(DType::UInt8, block * hosts);
         uint8_t *mine = blocks.t.bytes() + block * static_cast<size_t>(my_host_);
-        Tensor own = bytes(mine, n * static_cast<size_t>(host_size_[static_cast<size_t>(my_host_)]));
+        Tensor own = bytes(mine, n * mates());
         if (local_)
             local_->gather(bytes(in.data, n), &own, 0, call, left(deadline));
         else if (n)
@@ -122,25 +120,26 @@ void Hierarchy::broadcast(Tensor &t, int root, const Call &call, Millis timeout)
     if (local_ && my_host_ != root_host) local_->broadcast(t, 0, call, left(deadline));
 }
 
-void Hierarchy::to_rank_order(const uint8_t *blocks, size_t n, uint8_t *ranked) const {
+template <typename F>
+void Hierarchy::each_part(size_t n, F &&copy) const {
     if (!n) return;
     const size_t block = n * static_cast<size_t>(most_);
     for (size_t h = 0; h < members_.size(); ++h)
         for (size_t i = 0; i < members_[h].size(); ++i)
-            std::memcpy(ranked + n * static_cast<size_t>(members_[h][i]), blocks + block * h + n * i, n);
+            copy(block * h + n * i, n * static_cast<size_t>(members_[h][i]));
+}
+
+void Hierarchy::to_rank_order(const uint8_t *blocks, size_t n, uint8_t *ranked) const {
+    each_part(n, [&](size_t b, size_t r) { std::memcpy(ranked + r, blocks + b, n); });
 }
 
 void Hierarchy::to_blocks(const uint8_t *ranked, size_t n, uint8_t *blocks) const {
-    if (!n) return;
-    const size_t block = n * static_cast<size_t>(most_);
-    for (size_t h = 0; h < members_.size(); ++h)
-        for (size_t i = 0; i < members_[h].size(); ++i)
-            std::memcpy(blocks + block * h + n * i, ranked + n * static_cast<size_t>(members_[h][i]), n);
+    each_part(n, [&](size_t b, size_t r) { std::memcpy(blocks + b, ranked + r, n); });
 }
 
 void Hierarchy::gather(const Tensor &in, Tensor *out, int root, const Call &call, Millis timeout) {
     auto deadline = Clock::now() + timeout;
-    const size_t n = in.nbytes(), hosts = host_size_.size(), block = n * static_cast<size_t>(most_);
+    const size_t n = in.nbytes(), hosts = members_.size(), block = n * static_cast<size_t>(most_);
     const int root_host = host_[static_cast<size_t>(root)];
     if (!leader_) {
         local_->gather(bytes(in.data, n), nullptr, 0, call, left(deadline));
@@ -159,7 +158,7 @@ void Hierarchy::gather(const Tensor &in, Tensor *out, int root, const Call &call
         blocks = scratch->t.bytes();
     }
     uint8_t *mine = collects ? blocks + block * static_cast<size_t>(my_host_) : blocks;
-    Tensor own = bytes(mine, n * static_cast<size_t>(host_size_[static_cast<size_t>(my_host_)]));
+    Tensor own = bytes(mine, n * mates());
     if (local_)
         local_->gather(bytes(in.data, n), &own, 0, call, left(deadline));
     else if (n)
@@ -180,7 +179,7 @@ void Hierarchy::gather(const Tensor &in, Tensor *out, int root, const Call &call
 
 void Hierarchy::scatter(const Tensor *in, Tensor &out, int root, const Call &call, Millis timeout) {
     auto deadline = Clock::now() + timeout;
-    const size_t n = out.nbytes(), hosts = host_size_.size(), block = n * static_cast<size_t>(most_),
+    const size_t n = out.nbytes(), hosts = members_.size(), block = n * static_cast<size_t>(most_),
                  total = n * host_.size();
     const int root_host = host_[static_cast<size_t>(root)];
     if (!leader_) {
@@ -218,7 +217,7 @@ void Hierarchy::scatter(const Tensor *in, Tensor &out, int root, const Call &cal
     uint8_t *mine = sends ? blocks + block * static_cast<size_t>(my_host_) : blocks;
     Tensor all = bytes(blocks, block * hosts), me = bytes(mine, block);
     leaders_->scatter(sends ? &all : nullptr, me, root_host, call, left(deadline));
-    Tensor own = bytes(mine, n * static_cast<size_t>(host_size_[static_cast<size_t>(my_host_)]));
+    Tensor own = bytes(mine, n * mates());
     if (local_)
         local_->scatter(&own, out, 0, call, left(deadline));
     else if (n)
@@ -227,7 +226,7 @@ void Hierarchy::scatter(const Tensor *in, Tensor &out, int root, const Call &cal
 
 void Hierarchy::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout) {
     auto deadline = Clock::now() + timeout;
-    const size_t n = out.nbytes(), hosts = host_size_.size(), most = static_cast<size_t>(most_);
+    const size_t n = out.nbytes(), hosts = members_.size(), most = static_cast<size_t>(most_);
     // The host's sum at its leader (reducing clobbers the other ranks'
     // tensors: a copy), the leaders' reduce-scatter of the host blocks,
     // each leader's block scattered on its host: the parts of allreduce's sum.
@@ -245,8 +244,7 @@ void Hierarchy::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const
     }
     Scratch mine(in.dtype, out.numel * most);
     leaders_->reduce_scatter(blocks, mine.t, op, call, left(deadline));
-    Tensor own =
-        typed(mine.t.data, in.dtype, out.numel * static_cast<size_t>(host_size_[static_cast<size_t>(my_host_)]));
+    Tensor own = typed(mine.t.data, in.dtype, out.numel * mates());
     if (local_)
         local_->scatter(&own, out, 0, call, left(deadline));
     else if (n)
@@ -257,8 +255,8 @@ void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
                           const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
     auto deadline = Clock::now() + timeout;
     const size_t size = host_.size(), hosts = members_.size(), esz = dtype_size(in.dtype);
-    const std::vector<int> &mates = members_[static_cast<size_t>(my_host_)];
-    const size_t locals = mates.size();
+    const std::vector<int> &here = members_[static_cast<size_t>(my_host_)];
+    const size_t locals = here.size();
     // 1. What every rank of the host sends to and receives from each rank, in bytes, at its leader.
     std::vector<uint64_t> counts(2 * size), all(leader_ ? 2 * size * locals : 0);
     size_t in_total = 0, out_total = 0;
@@ -309,8 +307,11 @@ void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
     // pieces its ranks receive from that host's: by sender, then receiver,
     // in rank order. Counts that do not pair up fail here, as the flat
     // mesh's message headers would.
-    std::vector<size_t> count_to(hosts), count_from(hosts), piece_to(hosts, 0), piece_from(hosts, 0);
+    // out_at: where each piece for this host's ranks lands in what the leaders receive.
+    std::vector<size_t> count_to(hosts), count_from(hosts), piece_to(hosts, 0), piece_from(hosts, 0),
+        out_at(locals * size);
     std::vector<uint64_t> count_out, count_in;
+    at = 0;
     for (size_t h = 0; h < hosts; ++h) {
         const std::vector<int> &theirs = members_[h];
         count_to[h] = count_from[h] = locals * theirs.size();
@@ -320,7 +321,11 @@ void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
                 piece_to[h] += sent(i, static_cast<size_t>(r));
             }
         for (int r : theirs)
-            for (size_t j = 0; j < locals; ++j) piece_from[h] += got(j, static_cast<size_t>(r));
+            for (size_t j = 0; j < locals; ++j) {
+                out_at[j * size + static_cast<size_t>(r)] = at;
+                at += got(j, static_cast<size_t>(r));
+                piece_from[h] += got(j, static_cast<size_t>(r));
+            }
     }
     count_in.resize(count_out.size());
     Tensor co = typed(count_out.data(), DType::Int64, count_out.size()),
@@ -332,10 +337,10 @@ void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
             for (size_t j = 0; j < locals; ++j, ++k)
                 if (count_in[k] != got(j, static_cast<size_t>(r)))
                     fail(DISTC_EINVAL, "rank " + std::to_string(r) + " sends " + std::to_string(count_in[k]) +
-                                           " bytes to rank " + std::to_string(mates[j]) + ", which expects " +
-                                           std::to_string(got(j, static_cast<size_t>(r))));
-    Scratch outgoing(DType::UInt8, at),
-        incoming(DType::UInt8, std::accumulate(piece_from.begin(), piece_from.end(), size_t{0}));
+                                           " bytes to rank " + std::to_string(here[j]) + ", which expects " +
+                                           std::to_string(got(j, static_cast<size_t>(r))) +
+                                           ": the ranks' split sizes disagree");
+    Scratch outgoing(DType::UInt8, inputs.t.numel), incoming(DType::UInt8, at);
     uint8_t *p = outgoing.t.bytes();
     for (size_t h = 0; h < hosts; ++h)
         for (size_t i = 0; i < locals; ++i)
@@ -347,15 +352,7 @@ void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
     leaders_->alltoallv(outgoing.t, piece_to, incoming.t, piece_from, call, left(deadline));
     // 4. Each local rank's output: its pieces in sender order, which is the
     // order of its `out`.
-    std::vector<size_t> out_at(locals * size);
-    at = 0;
-    for (size_t h = 0; h < hosts; ++h)
-        for (int r : members_[h])
-            for (size_t j = 0; j < locals; ++j) {
-                out_at[j * size + static_cast<size_t>(r)] = at;
-                at += got(j, static_cast<size_t>(r));
-            }
-    Scratch outputs(DType::UInt8, at);
+    Scratch outputs(DType::UInt8, incoming.t.numel);
     p = outputs.t.bytes();
     for (size_t j = 0; j < locals; ++j)
         for (size_t r = 0; r < size; ++r) {

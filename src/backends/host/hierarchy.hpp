@@ -47,10 +47,13 @@ private:
     // parts in its rank order, padded to the fullest host's).
     void to_rank_order(const uint8_t *blocks, size_t n, uint8_t *ranked) const;
     void to_blocks(const uint8_t *ranked, size_t n, uint8_t *blocks) const;
+    // copy(offset in the blocks, offset in rank order) for every rank's part.
+    template <typename F>
+    void each_part(size_t n, F &&copy) const;
+    size_t mates() const { return members_[static_cast<size_t>(my_host_)].size(); }  // ranks on this host
     int rank_;
     std::vector<int> host_;
     std::vector<std::vector<int>> members_;  // by host: its ranks, in rank order
-    std::vector<int> host_size_;             // by host: its ranks
     int most_ = 0;                           // ranks on the fullest host
     bool contiguous_ = false;                // host h has ranks h*most_ .. h*most_+most_-1, every host most_ of them
     int my_host_;
