@@ -11,6 +11,12 @@
 #
 # Needs root and a kernel that makes namespaces: where it cannot, the test
 # exits 77 (CTest's skip) saying why.
+#
+# NETNS_WIRE="--delay-us US --loss PERCENT": the hosts meet through
+# netns_wire (wire.c, at $NETNS_WIRE_BIN) instead of the bridge: a switch in
+# user space that delays and drops frames, for kernels without tc's netem.
+# Each host's eth0 is then a TAP device of that switch; cutting and shaping
+# do not apply.
 
 NETNS_ID="${NETNS_ID:-dc$$}"
 NETNS_N=0
@@ -51,14 +57,23 @@ netns_up() {
     command -v ip >/dev/null || netns_skip "no ip(8) (Debian's iproute2)"
     _sw=$(netns_switch)
     ip netns add "$_sw" 2>/dev/null || netns_skip "this kernel does not let us make network namespaces (ip netns add failed)"
-    ip -n "$_sw" link add br0 type bridge || netns_skip "no bridge device in this kernel"
-    ip -n "$_sw" link set br0 up
+    if [ -n "${NETNS_WIRE:-}" ]; then
+        netns_wire_up
+    else
+        ip -n "$_sw" link add br0 type bridge || netns_skip "no bridge device in this kernel"
+        ip -n "$_sw" link set br0 up
+    fi
     for _i in $(seq 0 $((NETNS_N - 1))); do
         _h=$(netns_name "$_i")
         ip netns add "$_h" || netns_skip "cannot make namespace $_h"
-        ip -n "$_sw" link add "v$_i" type veth peer name eth0 netns "$_h" || netns_skip "no veth pairs in this kernel"
-        ip -n "$_sw" link set "v$_i" master br0
-        ip -n "$_sw" link set "v$_i" up
+        if [ -n "${NETNS_WIRE:-}" ]; then
+            ip -n "$_sw" link set "t$_i" netns "$_h" || netns_skip "cannot move a TAP device into $_h"
+            ip -n "$_h" link set "t$_i" name eth0
+        else
+            ip -n "$_sw" link add "v$_i" type veth peer name eth0 netns "$_h" || netns_skip "no veth pairs in this kernel"
+            ip -n "$_sw" link set "v$_i" master br0
+            ip -n "$_sw" link set "v$_i" up
+        fi
         ip -n "$_h" addr add "$(netns_addr "$_i")/24" dev eth0
         ip -n "$_h" addr add "$(netns_addr6 "$_i")/64" dev eth0 nodad 2>/dev/null
         ip -n "$_h" link set lo up
@@ -76,6 +91,26 @@ netns_up() {
             done
         } >"/etc/netns/$_h/hosts"
     done
+}
+
+# Starts netns_wire in the switch namespace with one TAP device per host
+# (t0..), its messages in $NETNS_WIRE_LOG; they are moved into the hosts.
+netns_wire_up() {
+    [ -x "${NETNS_WIRE_BIN:-}" ] || netns_skip "no netns_wire program (NETNS_WIRE_BIN)"
+    [ -c /dev/net/tun ] || netns_skip "no /dev/net/tun: this kernel cannot make TAP devices"
+    NETNS_WIRE_LOG="${NETNS_WIRE_LOG:-/dev/null}"
+    _taps=""
+    for _i in $(seq 0 $((NETNS_N - 1))); do _taps="$_taps t$_i"; done
+    _ready=$(mktemp)
+    # shellcheck disable=SC2086 # NETNS_WIRE holds several arguments
+    ip netns exec "$(netns_switch)" "$NETNS_WIRE_BIN" $NETNS_WIRE $_taps >"$_ready" 2>>"$NETNS_WIRE_LOG" &
+    _n=0
+    until grep -q ready "$_ready"; do
+        _n=$((_n + 1))
+        [ $_n -gt 100 ] && { rm -f "$_ready"; netns_skip "netns_wire did not start (see $NETNS_WIRE_LOG)"; }
+        sleep 0.05
+    done
+    rm -f "$_ready"
 }
 
 # netns_exec I CMD...: runs CMD on host I, with no interface named for it.
