@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
     }
     qsort(rtt, (size_t)n, sizeof rtt[0], cmp);
     double median = rtt[n / 2], min_ms = atof(argv[2]);
-    printf("round trip to %s: %.2f ms (median of %d answered tries of 9; at least %.2f ms asked)\n", argv[1], median,
-           n, min_ms);
+    printf("round trip to %s: %.2f ms (median of %d answered tries of 9; at least %.2f ms asked)\n", argv[1], median, n,
+           min_ms);
     return median >= min_ms ? 0 : 1;
 }

@@ -229,7 +229,9 @@ int main(int argc, char **argv) {
         for (int k = 0; r > 0 && k < nports; k++)
             if (fds[k].revents & POLLIN) receive(k, delay_ns, loss);
     }
-    fprintf(stderr, "netns_wire: forwarded %llu frames, lost %llu (loss %.2f%%), dropped %llu (a full queue or a device not up yet)\n",
+    fprintf(stderr,
+            "netns_wire: forwarded %llu frames, lost %llu (loss %.2f%%), dropped %llu (a full queue or a device not up "
+            "yet)\n",
             (unsigned long long)forwarded, (unsigned long long)lost, loss_percent, (unsigned long long)dropped);
     return 0;
 }
