@@ -8,7 +8,9 @@
  * rounds of I blocking allreduces of float32 in one run, so that both see the
  * same machine; rank 0 prints, per size, the median of the rounds' per-call
  * times (the slowest rank's) for each group, their ratio and the difference
- * in nanoseconds. --control turns the recorder off in both: what the table
+ * in nanoseconds; and the median of each round pair's difference, which
+ * the machine's slower swings (both rounds of a pair see the same) leave
+ * out. --control turns the recorder off in both: what the table
  * then shows is the noise of the measurement. Timings are printed, never
  * judged. */
 #define _POSIX_C_SOURCE 200809L
@@ -18,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_ROUNDS 101
+#define MAX_ROUNDS 1001
 
 static double now_s(void) {
     struct timespec ts;
@@ -117,14 +119,17 @@ int main(int argc, char **argv) {
     if (rank == 0) {
         printf("# distc-trace-cost: %d rank(s) over %s, %d alternating rounds of %ld blocking allreduces (float32)\n",
                size, transport, rounds, iters);
-        printf("# the recorder off (DISTC_TRACE_BUFFER=0) and on (DISTC_TRACE_BUFFER=%s); medians of the rounds\n", on);
-        printf("# %10s %12s %12s %8s %10s\n", "bytes", "off (us)", "on (us)", "on/off", "cost (ns)");
+        printf("# the recorder off (DISTC_TRACE_BUFFER=0) and on (DISTC_TRACE_BUFFER=%s); medians of the rounds,\n",
+               on);
+        printf("# and of the rounds' paired differences (on - off, each pair run back to back)\n");
+        printf("# %10s %12s %12s %8s %10s %12s %13s\n", "bytes", "off (us)", "on (us)", "on/off", "cost (ns)",
+               "paired (ns)", "paired/off");
     }
     for (int s = 0; s < nsizes; ++s) {
         int64_t n = sizes[s] / 4 > 0 ? sizes[s] / 4 : 1;
         float *buf = calloc((size_t)n, sizeof *buf);
         DLTensor t = tensor(buf, &n, kDLFloat, 32);
-        double off_t[MAX_ROUNDS], on_t[MAX_ROUNDS];
+        static double off_t[MAX_ROUNDS], on_t[MAX_ROUNDS], diff[MAX_ROUNDS];
         timed(off_pg, &t, iters / 10 + 1); /* warm both up */
         timed(on_pg, &t, iters / 10 + 1);
         for (int r = 0; r < rounds; ++r) {
@@ -137,9 +142,11 @@ int main(int argc, char **argv) {
                 on_t[r] = timed(on_pg, &t, iters);
             }
         }
-        double a = median(off_t, rounds), b = median(on_t, rounds);
+        for (int r = 0; r < rounds; ++r) diff[r] = on_t[r] - off_t[r];
+        double a = median(off_t, rounds), b = median(on_t, rounds), d = median(diff, rounds);
         if (rank == 0)
-            printf("  %10ld %12.3f %12.3f %8.3f %10.1f\n", (long)(n * 4), a * 1e6, b * 1e6, b / a, (b - a) * 1e9);
+            printf("  %10ld %12.3f %12.3f %8.3f %10.1f %12.1f %12.2f%%\n", (long)(n * 4), a * 1e6, b * 1e6, b / a,
+                   (b - a) * 1e9, d * 1e9, 100 * d / a);
         free(buf);
     }
     fflush(stdout);

@@ -130,6 +130,79 @@ static void test_rank_calls_another_op(void **state) {
     remove_dir(dir);
 }
 
+/* ------------------------------------ point-to-point among collectives */
+
+static void rank_mixed(distc_pg *pg, int rank, int size, void *arg) {
+    (void)size;
+    const char *dir = arg;
+    DLTensor *t = dt_tensor_1d(DT_F32, 4);
+    for (int i = 0; i < 20; ++i) {
+        RK_OK(distc_barrier(NULL, pg, NULL));
+        if (rank == 0)
+            RK_OK(distc_send(NULL, pg, t, 1, i, NULL));
+        else
+            RK_OK(distc_recv(NULL, pg, t, 0, i, NULL));
+    }
+    RK_OK(distc_barrier(NULL, pg, NULL));
+    if (rank == 0) { /* rank 1 never sends tag 99 */
+        distc_op_options o = DISTC_OP_OPTIONS_INIT;
+        o.timeout_ms = 100;
+        RK_CHECK(distc_recv(NULL, pg, t, 1, 99, &o) == DISTC_ETIMEOUT);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank%d.jsonl", dir, rank);
+    RK_OK(distc_pg_trace_dump(pg, path));
+    dt_tensor_free(t);
+}
+
+/* Collectives and point-to-point operations keep a ring of 8 each; the dump
+ * holds the last 8 of each, every send after the barrier before it, and the
+ * failed receive with its code and message. */
+static void test_p2p_among_collectives(void **state) {
+    (void)state;
+    char *dir = make_dir("trace-p2p");
+    setenv("DISTC_TRACE_BUFFER", "8", 1);
+    dt_run_ranks(2, rank_mixed, dir);
+    unsetenv("DISTC_TRACE_BUFFER");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank0.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[4096], order[64] = {0};
+    int ops = 0, last_seq = 0, last_tag = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, "\"type\":\"group\"")) assert_non_null(strstr(line, "\"capacity\":8,\"recorded\":42"));
+        if (!strstr(line, "\"type\":\"op\"")) continue;
+        char *seq = strstr(line, "\"seq\":");
+        assert_non_null(seq);
+        if (strstr(line, "\"op\":\"barrier\"")) {
+            last_seq = atoi(seq + 6);
+            order[ops] = 'b';
+        } else if (strstr(line, "\"op\":\"send\"")) {
+            assert_int_equal(atoi(seq + 6), 0);
+            char *tag = strstr(line, "\"peer\":1,\"tag\":");
+            assert_non_null(tag);
+            last_tag = atoi(tag + 15);
+            /* Send i follows barrier i + 1. */
+            assert_int_equal(last_tag + 1, last_seq);
+            assert_non_null(strstr(line, "\"state\":\"completed\""));
+            order[ops] = 's';
+        } else {
+            assert_non_null(strstr(line, "\"op\":\"recv\",\"dtype\":\"float32\",\"numel\":4,\"peer\":1,\"tag\":99"));
+            assert_non_null(strstr(line, "\"state\":\"failed\""));
+            assert_non_null(strstr(line, "\"code\":-2,\"error\":\""));
+            assert_int_equal(last_seq, 21);
+            order[ops] = 'r';
+        }
+        ++ops;
+    }
+    fclose(f);
+    /* Barriers 14-21 and sends 13-19 with the receive, interleaved as they ran. */
+    assert_string_equal(order, "bsbsbsbsbsbsbsbr");
+    assert_int_equal(last_tag, 19);
+    remove_dir(dir);
+}
+
 /* ------------------------------------------------------ the ring wraps */
 
 static void rank_many(distc_pg *pg, int rank, int size, void *arg) {
@@ -373,7 +446,7 @@ int main(void) {
         cmocka_unit_test(test_arguments),      cmocka_unit_test(test_killed_rank),
         cmocka_unit_test(test_subgroup_hang),  cmocka_unit_test(test_clock),
         cmocka_unit_test(test_rank_skips_one), cmocka_unit_test(test_rank_calls_another_op),
-        cmocka_unit_test(test_ring_wraps),
+        cmocka_unit_test(test_ring_wraps),     cmocka_unit_test(test_p2p_among_collectives),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

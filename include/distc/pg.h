@@ -253,11 +253,15 @@ DISTC_EXTERN(int) distc_pg_abort(distc_pg *pg);
  * "recorded"}), then its operations, oldest first ({"type":"op","group",
  * "rank","id","seq","op","dtype","numel","root","reduce","peer","tag",
  * "blocking","thread","state","queued_us","ended_us","duration_us","code",
- * "error"}; times in microseconds since the epoch, to a few milliseconds:
- * a thread of the library reads the clock while operations run, so that
- * recording costs no clock read). It is written aside
- * and renamed, so a reader sees all of it or nothing. `distc-trace DIR`
- * reads every rank's file and names the rank at fault.
+ * "error"}; times in microseconds since the epoch, to a few
+ * milliseconds: a thread of the library reads the clock while operations
+ * run, so that recording costs no clock read). Collectives and
+ * point-to-point operations (seq 0) keep their last DISTC_TRACE_BUFFER
+ * each; "id" is a collective's sequence number, and numbers point-to-point
+ * operations apart; a point-to-point operation is listed after the
+ * collectives begun before it. The file is written aside and renamed, so a
+ * reader sees all of it or nothing. `distc-trace DIR` reads every rank's
+ * file and names the rank at fault.
  *
  * With DISTC_TRACE_DIR set, every rank writes all its groups there by
  * itself (distc_trace_dump_all()) when an operation times out, fails

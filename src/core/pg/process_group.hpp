@@ -142,7 +142,9 @@ private:
             !async,
             make_call(info.kind, info.dtype, info.reduce, info.root, info.numel, static_cast<uint32_t>(seq))};
         uint64_t traced =
-            trace_ ? trace_->begin(info.kind, seq, info.label, info.root, info.reduce, !async && !stream_ordered_) : 0;
+            trace_ ? trace_->begin(info.kind, seq, info.label, info.root, info.reduce, !async && !stream_ordered_,
+                                   info.p2p ? seq_.load(std::memory_order_relaxed) : 0)
+                   : 0;
         if (async || stream_ordered_) return launch_work(info, args, host_ordered, start, traced);
         // A blocking call on the host: the backend completes it before we
         // return, so it needs no Work (nobody else sees it) and returns none.

@@ -23,14 +23,7 @@ namespace distc {
 
 namespace {
 
-enum State { kQueued = 1, kStarted, kCompleted, kFailed, kAborted };
 const char *const kStateNames[] = {"", "queued", "started", "completed", "failed", "aborted"};
-
-int64_t thread_id() {
-    thread_local int64_t id = 0;  // constant-initialised: no guard variable
-    if (!id) id = static_cast<int64_t>(::syscall(SYS_gettid));
-    return id;
-}
 
 size_t capacity_from_env() {
     const char *e = std::getenv("DISTC_TRACE_BUFFER");
@@ -72,29 +65,12 @@ std::vector<std::weak_ptr<TraceRecorder>> &registry() {
     return *r;
 }
 
-template <typename T, typename V>
-void put(std::atomic<T> &a, V v) {
-    a.store(static_cast<T>(v), std::memory_order_release);
-}
 template <typename T>
 T get(const std::atomic<T> &a) {
     return a.load(std::memory_order_acquire);
 }
-
-// Fields packed in pairs, so that a record takes fewer stores.
-uint64_t pair32(int32_t lo, int32_t hi) {
-    return static_cast<uint32_t>(lo) | static_cast<uint64_t>(static_cast<uint32_t>(hi)) << 32;
-}
 int32_t lo32(uint64_t w) { return static_cast<int32_t>(static_cast<uint32_t>(w)); }
 int32_t hi32(uint64_t w) { return static_cast<int32_t>(static_cast<uint32_t>(w >> 32)); }
-uint64_t meta_of(int root, int reduce, OpLabel::Form form, bool blocking, int state) {
-    return static_cast<uint32_t>(root) | static_cast<uint64_t>(static_cast<uint8_t>(reduce + 1)) << 32 |
-           static_cast<uint64_t>(form) << 40 | static_cast<uint64_t>(blocking) << 48 |
-           static_cast<uint64_t>(state) << 56;
-}
-uint64_t with_state(uint64_t meta, int state) {
-    return (meta & ~(uint64_t{0xff} << 56)) | static_cast<uint64_t>(state) << 56;
-}
 
 uint64_t ring_mask(size_t capacity) {
     uint64_t n = 1;
@@ -164,7 +140,8 @@ TraceRecorder::TraceRecorder(std::string group, int rank, int size, std::vector<
     group_(std::move(group)),
     backend_(std::move(backend)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)),
     capacity_(std::max<size_t>(1, capacity_from_env())), mask_(ring_mask(capacity_)) {
-    slots_.reset(new Slot[mask_ + 1]);
+    coll_.slots.reset(new Slot[mask_ + 1]);
+    p2p_.slots.reset(new Slot[mask_ + 1]);
 }
 
 std::shared_ptr<TraceRecorder> TraceRecorder::make(std::string group, int rank, int size, std::vector<int> global_ranks,
@@ -183,85 +160,65 @@ std::shared_ptr<TraceRecorder> TraceRecorder::make(std::string group, int rank, 
     return r;
 }
 
-uint64_t TraceRecorder::begin(const char *kind, uint64_t seq, const OpLabel &label, int root, int reduce,
-                              bool blocking) {
-    uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
-    Slot &s = slots_[(id - 1) & mask_];
-    s.version.store(4 * id + 1, std::memory_order_relaxed);
-    put(s.kind, kind);
-    put(s.seq, seq);
-    put(s.dtype, label.dtype);
-    put(s.numel, label.numel);
-    put(s.n, label.n);
-    put(s.peer_tag, pair32(label.peer, label.tag));
-    put(s.meta, meta_of(root, reduce, label.form, blocking, blocking ? kStarted : kQueued));
-    put(s.who, pair32(static_cast<int32_t>(thread_id()), 0));
-    put(s.queued_us, tick_now_us());
-    put(s.ended_us, 0);
-    put(s.version, 4 * id + 2);
-    return id;
-}
-
-void TraceRecorder::finished(uint64_t id, int code, const std::string &message) {
-    if (code != 0) return failed(id, code, message);
-    Slot &s = slots_[(id - 1) & mask_];
-    if (get(s.version) != 4 * id + 2) return;  // overwritten since: the ring has moved on
-    s.version.store(4 * id + 3, std::memory_order_relaxed);
-    put(s.ended_us, tick_now_us());
-    put(s.meta, with_state(s.meta.load(std::memory_order_relaxed), kCompleted));
-    put(s.version, 4 * id + 4);
+uint64_t TraceRecorder::thread_id_slow() {
+    t_thread_id = static_cast<uint64_t>(::syscall(SYS_gettid));
+    return t_thread_id;
 }
 
 void TraceRecorder::failed(uint64_t id, int code, const std::string &message) {
-    Slot &s = slots_[(id - 1) & mask_];
-    if (get(s.version) != 4 * id + 2) return;
     {
         std::lock_guard<std::mutex> lk(errors_mu_);
-        errors_[id] = message;
-        while (errors_.begin()->first + mask_ < id) errors_.erase(errors_.begin());  // out of the ring
+        errors_[id] = {code, message};
+        // Those out of the ring go: the map keeps one ring's worth of each kind.
+        for (auto it = errors_.lower_bound(id & kP2p);
+             it != errors_.end() && (it->first & kP2p) == (id & kP2p) && (it->first & ~kP2p) + mask_ < (id & ~kP2p);)
+            it = errors_.erase(it);
     }
-    s.version.store(4 * id + 3, std::memory_order_relaxed);
-    put(s.ended_us, tick_now_us());
-    put(s.who, pair32(lo32(s.who.load(std::memory_order_relaxed)), code));
-    put(s.meta, with_state(s.meta.load(std::memory_order_relaxed), code == DISTC_EABORTED ? kAborted : kFailed));
-    put(s.version, 4 * id + 4);
+    end(id, code == DISTC_EABORTED ? kAborted : kFailed);
     if (code == DISTC_ETIMEOUT || code == DISTC_EABORTED || code == DISTC_EREMOTE) dump_on_failure();
 }
 
 struct TraceRecorder::Record {
+    uint64_t id = 0;
+    uint64_t after = 0;  // point-to-point: the collectives begun before it
     TraceOp op{};
     int64_t thread = 0, queued_us = 0, ended_us = 0;
-    int state = 0, code = 0;
+    int state = 0;
 };
 
-// A consistent copy of record `id`, if the ring still holds it; a writer
-// busy on its slot is waited for a little.
-bool TraceRecorder::read(uint64_t id, Record &r) const {
-    const Slot &s = slots_[(id - 1) & mask_];
+// A consistent copy of entry `index` of `ring`, if it still holds it; a
+// writer busy on its slot is waited for a little.
+bool TraceRecorder::read(const Ring &ring, uint64_t index, Record &r) const {
+    const Slot &s = ring.slots[(index - 1) & mask_];
     for (int attempt = 0; attempt < 1000; ++attempt) {
         uint64_t v = get(s.version);
-        if (v == 0 || (v - 1) / 4 != id) return false;
+        if (v == 0 || (v - 1) / 4 != index) return false;
         if (v % 2) {
             std::this_thread::yield();
             continue;
         }
+        bool coll = &ring == &coll_;
+        r.id = coll ? index : kP2p | index;
+        r.op.seq = coll ? index : 0;
         r.op.kind = get(s.kind);
-        r.op.seq = get(s.seq);
         r.op.label.dtype = get(s.dtype);
         r.op.label.numel = get(s.numel);
-        r.op.label.n = get(s.n);
-        uint64_t pt = get(s.peer_tag), meta = get(s.meta), who = get(s.who);
-        r.op.label.peer = lo32(pt);
-        r.op.label.tag = hi32(pt);
-        r.op.root = lo32(meta);
+        uint64_t extra = get(s.extra), meta = get(s.meta), who = get(s.who);
+        r.op.root = coll ? lo32(meta) : -1;
+        r.after = coll ? 0 : static_cast<uint32_t>(meta);  // 32 bits: unwrapped by the merge
         r.op.reduce = static_cast<int>((meta >> 32) & 0xff) - 1;
         r.op.label.form = static_cast<OpLabel::Form>((meta >> 40) & 0xff);
         r.op.blocking = (meta >> 48) & 1;
-        r.state = static_cast<int>(meta >> 56);
-        r.thread = lo32(who);
-        r.code = hi32(who);
+        if (sends(r.op.label.form)) {
+            r.op.label.peer = lo32(extra);
+            r.op.label.tag = hi32(extra);
+        } else {
+            r.op.label.n = extra;
+        }
+        r.thread = static_cast<int64_t>(who & 0xffffff);
+        r.state = static_cast<int>((who >> 24) & 0xf);
         r.queued_us = get(s.queued_us);
-        r.ended_us = get(s.ended_us);
+        r.ended_us = r.state >= kCompleted ? r.queued_us + static_cast<int64_t>(who >> 28) : 0;
         if (s.version.load(std::memory_order_relaxed) == v) return true;
     }
     return false;
@@ -276,37 +233,66 @@ void TraceRecorder::write(std::ostream &out) const {
         << ",\"global_rank\":" << global_rank() << ",\"backend\":" << json_string(backend_) << ",\"ranks\":[";
     for (int r = 0; r < size_; ++r)
         out << (r ? "," : "") << (global_ranks_.empty() ? r : global_ranks_[static_cast<size_t>(r)]);
-    uint64_t last = next_.load(std::memory_order_acquire);
-    uint64_t first = last > capacity_ ? last - capacity_ + 1 : 1;
-    out << "],\"capacity\":" << capacity_ << ",\"recorded\":" << last << "}\n";
-    for (uint64_t id = first; id <= last; ++id) {
-        Record copy;
-        if (!read(id, copy)) continue;  // being overwritten right now
-        const OpLabel &l = copy.op.label;
-        out << "{\"type\":\"op\",\"group\":" << json_string(group_) << ",\"rank\":" << rank_ << ",\"id\":" << id
-            << ",\"seq\":" << copy.op.seq << ",\"op\":" << json_string(copy.op.kind)
-            << ",\"dtype\":" << (l.dtype ? json_string(l.dtype) : "null") << ",\"numel\":" << l.numel;
-        if (l.form == OpLabel::Form::List || l.form == OpLabel::Form::Ops || l.form == OpLabel::Form::Bytes)
-            out << ",\"count\":" << l.n;
-        if (l.form == OpLabel::Form::Send || l.form == OpLabel::Form::Recv)
-            out << ",\"peer\":" << l.peer << ",\"tag\":" << l.tag;
-        if (copy.op.root >= 0) out << ",\"root\":" << copy.op.root;
-        if (copy.op.reduce >= 0) out << ",\"reduce\":" << json_string(op_name(static_cast<ReduceOp>(copy.op.reduce)));
-        out << ",\"blocking\":" << (copy.op.blocking ? "true" : "false") << ",\"thread\":" << copy.thread
-            << ",\"state\":\"" << kStateNames[copy.state] << "\",\"queued_us\":" << copy.queued_us;
-        if (copy.ended_us)
-            out << ",\"ended_us\":" << copy.ended_us << ",\"duration_us\":" << copy.ended_us - copy.queued_us;
-        if (copy.code) {
-            std::string error;
-            {
-                std::lock_guard<std::mutex> lk(errors_mu_);
-                auto it = errors_.find(id);
-                if (it != errors_.end()) error = it->second;
-            }
-            out << ",\"code\":" << copy.code << ",\"error\":" << json_string(error);
-        }
-        out << "}\n";
+    // Both rings' records, oldest first: a point-to-point operation after
+    // the collectives begun before it.
+    struct Cursor {
+        const Ring &ring;
+        uint64_t index, last;
+        Record rec;
+        bool valid = false;
+    };
+    uint64_t last_coll = newest(coll_), last_p2p = newest(p2p_);
+    auto first = [this](uint64_t last) { return last > capacity_ ? last - capacity_ + 1 : 1; };
+    out << "],\"capacity\":" << capacity_ << ",\"recorded\":" << last_coll + last_p2p << "}\n";
+    Cursor cursors[] = {{coll_, first(last_coll), last_coll, {}}, {p2p_, first(last_p2p), last_p2p, {}}};
+    auto advance = [this](Cursor &c) {
+        c.valid = false;
+        while (!c.valid && c.index <= c.last) c.valid = read(c.ring, c.index++, c.rec);  // skips one being overwritten
+    };
+    for (auto &c : cursors) advance(c);
+    // `after` kept its low 32 bits: the nearest count at or below the newest collective's.
+    auto after = [last_coll](const Record &p) { return last_coll - static_cast<uint32_t>(last_coll - p.after); };
+    while (cursors[0].valid || cursors[1].valid) {
+        Cursor &c = !cursors[1].valid || (cursors[0].valid && cursors[0].rec.id <= after(cursors[1].rec)) ? cursors[0]
+                                                                                                          : cursors[1];
+        write_op(out, c.rec);
+        advance(c);
     }
+}
+
+uint64_t TraceRecorder::newest(const Ring &ring) const {
+    if (&ring == &p2p_) return p2p_.last.load(std::memory_order_acquire);
+    // Collectives keep no count (their sequence number is their index): the
+    // highest version any slot holds names it.
+    uint64_t top = 0;
+    for (uint64_t i = 0; i <= mask_; ++i) top = std::max(top, get(ring.slots[i].version));
+    return top ? (top - 1) / 4 : 0;
+}
+
+void TraceRecorder::write_op(std::ostream &out, const Record &copy) const {
+    const OpLabel &l = copy.op.label;
+    out << "{\"type\":\"op\",\"group\":" << json_string(group_) << ",\"rank\":" << rank_
+        << ",\"id\":" << (copy.id & ~kP2p) << ",\"seq\":" << copy.op.seq << ",\"op\":" << json_string(copy.op.kind)
+        << ",\"dtype\":" << (l.dtype ? json_string(l.dtype) : "null") << ",\"numel\":" << l.numel;
+    if (l.form == OpLabel::Form::List || l.form == OpLabel::Form::Ops || l.form == OpLabel::Form::Bytes)
+        out << ",\"count\":" << l.n;
+    if (sends(l.form)) out << ",\"peer\":" << l.peer << ",\"tag\":" << l.tag;
+    if (copy.op.root >= 0) out << ",\"root\":" << copy.op.root;
+    if (copy.op.reduce >= 0) out << ",\"reduce\":" << json_string(op_name(static_cast<ReduceOp>(copy.op.reduce)));
+    out << ",\"blocking\":" << (copy.op.blocking ? "true" : "false") << ",\"thread\":" << copy.thread << ",\"state\":\""
+        << kStateNames[copy.state] << "\",\"queued_us\":" << copy.queued_us;
+    if (copy.ended_us)
+        out << ",\"ended_us\":" << copy.ended_us << ",\"duration_us\":" << copy.ended_us - copy.queued_us;
+    if (copy.state == kFailed || copy.state == kAborted) {
+        std::pair<int, std::string> error{copy.state == kAborted ? DISTC_EABORTED : DISTC_EBACKEND, ""};
+        {
+            std::lock_guard<std::mutex> lk(errors_mu_);
+            auto it = errors_.find(copy.id);
+            if (it != errors_.end()) error = it->second;
+        }
+        out << ",\"code\":" << error.first << ",\"error\":" << json_string(error.second);
+    }
+    out << "}\n";
 }
 
 // The rank a trace file is known by: the lowest root-group rank of its groups.
