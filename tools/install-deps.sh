@@ -16,6 +16,7 @@ pkgs=(
   clang libclang-rt-14-dev             # libFuzzer and its sanitizer runtimes (tools/fuzz.sh)
   clang-format-14                      # the house style (.clang-format; tools/check-format.sh)
   scdoc mandoc                         # the man1/man7 pages (man/*.scd) and their lint (tests/man)
+  slurmctld slurmd slurm-client munge  # a real Slurm across fake hosts (netns_srun)
 )
 
 missing=()

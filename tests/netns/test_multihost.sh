@@ -5,7 +5,7 @@
 #
 #   test_multihost.sh MODE BUILD_DIR
 #
-# MODE: suite-2x2, suite-3x1, loopback-store, ipv6, slurm, launcher,
+# MODE: suite-2x2, suite-3x1, loopback-store, ipv6, slurm, srun, launcher,
 # link-cut, store-cut, netem. BUILD_DIR holds distc-run, distc-perf and tests/.
 set -u
 mode=$1
@@ -88,6 +88,76 @@ failures_within() {
 
 perf_all="$perf -o all -b 8 -e 1M -f 8 -w 1 -n 3"
 
+# A real Slurm cluster over the hosts: slurmctld on host 0, a slurmd on
+# each host (named nodeK), munge for their credentials (its socket is a
+# file, so one munged serves every namespace). Skips where Slurm is not
+# installed. slurmd enters its host's network namespace only, keeping the
+# machine's mounts (it wants /sys/fs/cgroup), with the host's /etc/hosts.
+slurm_up() {
+    for t in munged slurmctld slurmd srun sinfo; do
+        command -v "$t" >/dev/null || netns_skip "no $t (Debian's munge, slurmctld, slurmd, slurm-client)"
+    done
+    command -v nsenter >/dev/null && command -v unshare >/dev/null || netns_skip "no nsenter or unshare"
+    sl="$out/slurm"
+    mkdir -p "$sl/state"
+    dd if=/dev/urandom of="$sl/munge.key" bs=1024 count=1 2>/dev/null
+    chmod 400 "$sl/munge.key"
+    ip netns exec "$(netns_switch)" munged -F --force --key-file "$sl/munge.key" --socket "$sl/munge.sock" \
+        --pid-file "$sl/munged.pid" --log-file "$sl/munged.log" --seed-file "$sl/munge.seed" 2>>"$out/munged.log" &
+    base=$(netns_port)
+    {
+        echo "ClusterName=distc"
+        echo "SlurmctldHost=$(hostname -s)($(netns_addr 0))"
+        echo "SlurmctldPort=$((base + 1))"
+        echo "SlurmdPort=$((base + 2))"
+        echo "SlurmUser=root"
+        echo "AuthType=auth/munge"
+        echo "AuthInfo=socket=$sl/munge.sock"
+        echo "CredType=cred/munge"
+        echo "StateSaveLocation=$sl/state"
+        echo "SlurmdSpoolDir=$sl/spool-%n"
+        echo "SlurmctldPidFile=$sl/slurmctld.pid"
+        echo "SlurmdPidFile=$sl/slurmd-%n.pid"
+        echo "SlurmctldLogFile=$sl/slurmctld.log"
+        echo "SlurmdLogFile=$sl/slurmd-%n.log"
+        echo "SlurmdParameters=config_overrides"
+        echo "ProctrackType=proctrack/pgid"
+        echo "TaskPlugin=task/none"
+        echo "SelectType=select/cons_tres"
+        echo "MpiDefault=none"
+        echo "ReturnToService=2"
+        echo "JobAcctGatherType=jobacct_gather/none"
+        echo "AccountingStorageType=accounting_storage/none"
+        for k in $(seq 0 $((NETNS_N - 1))); do
+            echo "NodeName=node$k NodeAddr=$(netns_addr "$k") CPUs=2 State=UNKNOWN"
+        done
+        echo "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE"
+    } >"$sl/slurm.conf"
+    export SLURM_CONF="$sl/slurm.conf"
+    n=0
+    until [ -S "$sl/munge.sock" ]; do
+        n=$((n + 1))
+        [ $n -gt 100 ] && { cat "$out/munged.log"; fail "munged did not start"; exit 1; }
+        sleep 0.1
+    done
+    netns_exec 0 slurmctld -D -i -f "$SLURM_CONF" >"$out/slurmctld.log" 2>&1 &
+    for k in $(seq 0 $((NETNS_N - 1))); do
+        mkdir -p "$sl/spool-node$k"
+        nsenter --net="/run/netns/$(netns_name "$k")" unshare -m sh -c \
+            "mount --bind /etc/netns/$(netns_name "$k")/hosts /etc/hosts && exec slurmd -D -N node$k -f $SLURM_CONF" \
+            >"$out/slurmd$k.log" 2>&1 &
+    done
+    n=0
+    until [ "$(netns_exec 0 sinfo -h -o %T 2>/dev/null | sort -u)" = idle ]; do
+        n=$((n + 1))
+        [ $n -gt 300 ] && { show; fail "the Slurm nodes never came up idle"; exit 1; }
+        sleep 0.1
+    done
+}
+
+# srun ARGS...: srun on host 0, with no MASTER_ADDR or MASTER_PORT.
+srun_job() { netns_exec 0 env -u MASTER_ADDR -u MASTER_PORT -u RANK -u WORLD_SIZE timeout 180 srun "$@"; }
+
 case "$mode" in
 suite-2x2 | suite-3x1)
     if [ "$mode" = suite-2x2 ]; then h=2 n=2; else h=3 n=1; fi
@@ -124,6 +194,33 @@ ipv6)
     job 2 2 "$(netns_addr6 0)" 120 -- $perf_all
     [ $job_failed -eq 0 ] || fail "$job_failed launcher(s) failed over IPv6"
     grep -q "OK: all results correct" "$out/node0.log" || fail "distc-perf found wrong results over IPv6"
+    ;;
+srun)
+    # srun itself, across two hosts of a real Slurm, 2 ranks each: env://
+    # finds the store from Slurm's variables alone. Every collective checked,
+    # the collective suite, and a rank that hangs: the others fail within
+    # the timeout and srun ends the job.
+    netns_up 2
+    slurm_up
+    srun_job -N 2 -n 4 --ntasks-per-node 2 $perf_all >"$out/perf.log" 2>&1 || fail "srun distc-perf exited with $?"
+    grep -q "OK: all results correct" "$out/perf.log" || fail "distc-perf under srun found wrong results"
+    grep -q "rank 0 reaches rank 1 by shm, ranks 2-3 by tcp" "$out/perf.log" ||
+        fail "rank 0 does not reach its host's rank by shm and the other host's by tcp"
+    [ $status -ne 0 ] && show && exit 1
+    echo "ok: distc-perf under srun -N 2 -n 4"
+    DT_RANKS_AS=launched srun_job -N 2 -n 4 --ntasks-per-node 2 "$tests/test_pg_collectives" >"$out/suite.log" 2>&1 ||
+        fail "test_pg_collectives under srun exited with $?"
+    grep -q "FAILED\|Connection refused" "$out/suite.log" && fail "a rank of test_pg_collectives failed under srun"
+    [ $status -ne 0 ] && show && exit 1
+    echo "ok: test_pg_collectives under srun -N 2 -n 4"
+    export FAULT_TIMEOUT_MS=3000
+    start=$(date +%s)
+    srun_job -N 2 -n 4 --ntasks-per-node 2 --kill-on-bad-exit=1 "$tests/fault_rank" hang >"$out/hang.log" 2>&1 &&
+        fail "srun of a hung job exited 0"
+    took=$(($(date +%s) - start))
+    [ "$(grep -c '^FAILED after' "$out/hang.log")" -eq 3 ] || fail "ranks 0-2 did not all report the hang"
+    failures_within 4000 "$out/hang.log"
+    [ "$took" -le 30 ] || fail "the hung job took $took s to end"
     ;;
 launcher)
     # Rank 3 fails on host 1 while every other rank sleeps, in no collective:

@@ -85,6 +85,8 @@ void dt_rank_fail(const char *file, int line, const char *fmt, ...) {
             base ? base + 1 : file, line, msg);
 }
 
+static int is_launched(void);
+
 static void *dt_rank_main(void *p) {
     struct dt_rank_arg *ra = p;
     struct dt_run *run = ra->run;
@@ -117,6 +119,19 @@ static void *dt_rank_main(void *p) {
     if (rc != 0) dt_rank_fail(__FILE__, __LINE__, "peers did not finish: %s", distc_error_last());
     for (int r = 0; r < run->size; ++r) free(keys[r]);
     free(keys);
+    /* Under a launcher that does not host the store (srun), rank 0's process
+     * does: it may not end the run, and maybe its process, until every rank
+     * is past the wait above. The last rank past it says so. */
+    if (is_launched()) {
+        char left[128], all[128];
+        snprintf(left, sizeof left, "dt_harness/%s/left", run->group);
+        snprintf(all, sizeof all, "dt_harness/%s/all_left", run->group);
+        int64_t n = 0;
+        if (distc_store_add(&n, run->store, left, 1) == 0 && n == run->size) distc_store_set(run->store, all, "1", 1);
+        const char *const wait_all[] = {all};
+        if (ra->rank == 0 && distc_store_wait(run->store, wait_all, 1, run->timeout_ms + 10000) != 0)
+            dt_rank_fail(__FILE__, __LINE__, "peers did not leave: %s", distc_error_last());
+    }
 
     distc_pg_free(pg);
     tls_rank = -1;
@@ -157,7 +172,7 @@ const char *dt_backend(void) {
 /* World modes: this process is one rank of a job of fixed size, and runs of
  * other sizes are skipped. Under mpirun (DT_BACKEND=mpi) the ranks meet in
  * the file store DT_STORE_FILE; under a launcher (DT_RANKS_AS=launched:
- * distc-run, torchrun) they rendezvous through env://, as users' jobs do. */
+ * distc-run, torchrun, srun) they rendezvous through env://, as users' jobs do. */
 static int env_int(const char *a, const char *b) {
     const char *v = getenv(a);
     if (!v && b) v = getenv(b);
@@ -169,9 +184,11 @@ static int is_launched(void) {
     return e && strcmp(e, "launched") == 0;
 }
 static int world_size(void) {
-    return is_mpi() ? env_int("OMPI_COMM_WORLD_SIZE", "PMI_SIZE") : env_int("WORLD_SIZE", NULL);
+    return is_mpi() ? env_int("OMPI_COMM_WORLD_SIZE", "PMI_SIZE") : env_int("WORLD_SIZE", "SLURM_NTASKS");
 }
-static int world_rank(void) { return is_mpi() ? env_int("OMPI_COMM_WORLD_RANK", "PMI_RANK") : env_int("RANK", NULL); }
+static int world_rank(void) {
+    return is_mpi() ? env_int("OMPI_COMM_WORLD_RANK", "PMI_RANK") : env_int("RANK", "SLURM_PROCID");
+}
 
 int dt_backend_max_size(void) {
     if (strcmp(dt_backend(), "loopback") == 0) return 1;
