@@ -133,6 +133,10 @@ slurm_up() {
         done
         echo "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE"
     } >"$sl/slurm.conf"
+    # PMIx (srun --mpi=pmix) makes its directories under this base, named
+    # alike on every node: each host's slurmd sees a folder of its own there.
+    mkdir -p "$sl/pmix"
+    echo "PMIxCliTmpDirBase=$sl/pmix" >"$sl/mpi.conf"
     export SLURM_CONF="$sl/slurm.conf"
     n=0
     until [ -S "$sl/munge.sock" ]; do
@@ -142,10 +146,10 @@ slurm_up() {
     done
     netns_exec 0 slurmctld -D -i -f "$SLURM_CONF" >"$out/slurmctld.log" 2>&1 &
     for k in $(seq 0 $((NETNS_N - 1))); do
-        mkdir -p "$sl/spool-node$k"
+        mkdir -p "$sl/spool-node$k" "$sl/pmix-node$k"
         nsenter --net="/run/netns/$(netns_name "$k")" unshare -m sh -c \
-            "mount --bind /etc/netns/$(netns_name "$k")/hosts /etc/hosts && exec slurmd -D -N node$k -f $SLURM_CONF" \
-            >"$out/slurmd$k.log" 2>&1 &
+            "mount --bind /etc/netns/$(netns_name "$k")/hosts /etc/hosts && mount --bind $sl/pmix-node$k $sl/pmix &&
+             exec slurmd -D -N node$k -f $SLURM_CONF" >"$out/slurmd$k.log" 2>&1 &
     done
     n=0
     until [ "$(netns_exec 0 sinfo -h -o %T 2>/dev/null | sort -u)" = idle ]; do
@@ -198,8 +202,8 @@ ipv6)
 srun)
     # srun itself, across two hosts of a real Slurm, 2 ranks each: env://
     # finds the store from Slurm's variables alone. Every collective checked,
-    # the collective suite, and a rank that hangs: the others fail within
-    # the timeout and srun ends the job.
+    # the collective suite, backend mpi with env://, and a rank that hangs:
+    # the others fail within the timeout and srun ends the job.
     netns_up 2
     slurm_up
     srun_job -N 2 -n 4 --ntasks-per-node 2 $perf_all >"$out/perf.log" 2>&1 || fail "srun distc-perf exited with $?"
@@ -213,6 +217,16 @@ srun)
     grep -q "FAILED\|Connection refused" "$out/suite.log" && fail "a rank of test_pg_collectives failed under srun"
     [ $status -ne 0 ] && show && exit 1
     echo "ok: test_pg_collectives under srun -N 2 -n 4"
+    # Backend mpi with env:// (and no URL) takes MPI's world under srun too;
+    # gloo with env:// meets through Slurm's variables. Open MPI's shared
+    # memory is left out: both fake hosts share one /dev/shm and one host
+    # name, so its segments would collide.
+    if [ -x "$tests/mpi_env_url" ]; then
+        OMPI_MCA_btl=self,tcp srun_job -N 2 -n 4 --ntasks-per-node 2 --mpi=pmix "$tests/mpi_env_url" \
+            >"$out/mpi.log" 2>&1 || fail "mpi_env_url under srun --mpi=pmix exited with $?"
+        [ $status -ne 0 ] && show && exit 1
+        echo "ok: backend mpi with env:// under srun --mpi=pmix"
+    fi
     export FAULT_TIMEOUT_MS=3000
     start=$(date +%s)
     srun_job -N 2 -n 4 --ntasks-per-node 2 --kill-on-bad-exit=1 "$tests/fault_rank" hang >"$out/hang.log" 2>&1 &&
