@@ -1,7 +1,9 @@
 """Fake hosts for bench/compare --hosts: the network namespaces of
 tests/netns/hosts.sh (one implementation for the tests and the benchmark),
-each host's link optionally shaped with tc's token bucket, and the link's
-own rate measured by iperf3 in the same run."""
+each host's link optionally shaped with tc's token bucket, optionally
+delayed (through netns_wire, the user-space switch of tests/netns/wire.c,
+on kernels without netem), and the link's own rate measured by iperf3 in
+the same run."""
 import json
 import os
 import shutil
@@ -13,10 +15,16 @@ HOSTS_SH = os.path.join(HERE, os.pardir, "tests", "netns", "hosts.sh")
 
 
 class Hosts:
-    def __init__(self, n, rate=None):
+    def __init__(self, n, rate=None, delay_us=None, wire=None):
         self.n = n
         self.id = "dcb%d" % os.getpid()
-        self._sh("netns_up %d" % n)
+        self.delay_us = delay_us
+        if delay_us:
+            # A segment of up to 64 KiB per frame (--offload): the switch then
+            # carries far more than frame by frame, and no frame is lost.
+            self._sh("NETNS_WIRE='--delay-us %g --offload' NETNS_WIRE_BIN='%s' netns_up %d" % (delay_us, wire, n))
+        else:
+            self._sh("netns_up %d" % n)
         self.shaped = None
         if rate:
             for i in range(n):
