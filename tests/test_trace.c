@@ -381,9 +381,23 @@ static int64_t queued_at(const char *path, int n) {
     return at;
 }
 
+/* The n-th "thread" in the file `path`, or -1. */
+static long thread_at(const char *path, int n) {
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    long t = -1;
+    while (f && t < 0 && fgets(line, sizeof line, f)) {
+        char *q = strstr(line, "\"thread\":");
+        if (q && n-- == 0) t = atol(q + 9);
+    }
+    if (f) fclose(f);
+    return t;
+}
+
 /* Records carry the wall clock: an operation after a pause is stamped
  * after it, both within the time around them. Also in a forked child,
- * which has no ticker thread of its parent's. */
+ * which has no ticker thread of its parent's, and whose records name its
+ * own thread, not the one that forked it (the main thread's id is the pid). */
 static int clock_check(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/store-%d", dir, (int)getpid());
@@ -398,6 +412,11 @@ static int clock_check(const char *dir) {
     snprintf(path, sizeof path, "%s/clock-%d.jsonl", dir, (int)getpid());
     rc |= distc_pg_trace_dump(pg, path);
     int64_t a = queued_at(path, 0), b = queued_at(path, 1);
+    if (thread_at(path, 0) != (long)getpid() || thread_at(path, 1) != (long)getpid()) {
+        fprintf(stderr, "thread: %ld and %ld, not this process's main thread %ld\n", thread_at(path, 0),
+                thread_at(path, 1), (long)getpid());
+        rc = 1;
+    }
     distc_pg_free(pg);
     distc_store_free(st);
     if (rc || a < 0 || b < 0) return 1;

@@ -1,6 +1,7 @@
 #include "core/pg/trace_recorder.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -151,7 +152,10 @@ std::shared_ptr<TraceRecorder> TraceRecorder::make(std::string group, int rank, 
     // state would take static TLS, which a library loaded late (Python's
     // import after torch's) may not get.
     static const bool signal_started = (start_dump_on_signal(), true);
+    // A fork's child is another thread: its records must not carry the parent's id.
+    static const bool forks = (pthread_atfork(nullptr, nullptr, [] { t_thread_id = 0; }), true);
     (void)signal_started;
+    (void)forks;
     auto r = std::make_shared<TraceRecorder>(std::move(group), rank, size, std::move(global_ranks), std::move(backend));
     std::lock_guard<std::mutex> lk(registry_mu());
     auto &all = registry();
