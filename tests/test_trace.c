@@ -368,30 +368,18 @@ static int64_t wall_us(void) {
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
-/* The n-th "queued_us" in the file `path`, or -1. */
-static int64_t queued_at(const char *path, int n) {
+/* The number after the n-th `"key":` in the file `path`, or -1. */
+static int64_t field_at(const char *path, const char *key, int n) {
     FILE *f = fopen(path, "r");
-    char line[4096];
+    char line[4096], quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\":", key);
     int64_t at = -1;
     while (f && at < 0 && fgets(line, sizeof line, f)) {
-        char *q = strstr(line, "\"queued_us\":");
-        if (q && n-- == 0) at = atoll(q + 12);
+        char *q = strstr(line, quoted);
+        if (q && n-- == 0) at = atoll(q + strlen(quoted));
     }
     if (f) fclose(f);
     return at;
-}
-
-/* The n-th "thread" in the file `path`, or -1. */
-static long thread_at(const char *path, int n) {
-    FILE *f = fopen(path, "r");
-    char line[4096];
-    long t = -1;
-    while (f && t < 0 && fgets(line, sizeof line, f)) {
-        char *q = strstr(line, "\"thread\":");
-        if (q && n-- == 0) t = atol(q + 9);
-    }
-    if (f) fclose(f);
-    return t;
 }
 
 /* Records carry the wall clock: an operation after a pause is stamped
@@ -411,10 +399,11 @@ static int clock_check(const char *dir) {
     int64_t after = wall_us();
     snprintf(path, sizeof path, "%s/clock-%d.jsonl", dir, (int)getpid());
     rc |= distc_pg_trace_dump(pg, path);
-    int64_t a = queued_at(path, 0), b = queued_at(path, 1);
-    if (thread_at(path, 0) != (long)getpid() || thread_at(path, 1) != (long)getpid()) {
-        fprintf(stderr, "thread: %ld and %ld, not this process's main thread %ld\n", thread_at(path, 0),
-                thread_at(path, 1), (long)getpid());
+    int64_t a = field_at(path, "queued_us", 0), b = field_at(path, "queued_us", 1);
+    int64_t t0 = field_at(path, "thread", 0), t1 = field_at(path, "thread", 1);
+    if (t0 != getpid() || t1 != getpid()) {
+        fprintf(stderr, "thread: %lld and %lld, not this process's main thread %ld\n", (long long)t0, (long long)t1,
+                (long)getpid());
         rc = 1;
     }
     distc_pg_free(pg);
