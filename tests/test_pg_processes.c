@@ -112,8 +112,9 @@ static int dev_shm_clean(void) {
 
 /* gather to the last rank and scatter from rank 1 (each, on fake hosts of
  * two, a host's second rank: the root is not its host's leader),
- * reduce_scatter and an uneven alltoall: parts that differ by sender and
- * receiver, in every layout of ranks on hosts. */
+ * reduce_scatter (small: through the hosts' leaders; large: the flat mesh)
+ * and an uneven alltoall: parts that differ by sender and receiver, in
+ * every layout of ranks on hosts. */
 static int spread_collectives(distc_pg *pg, int rank, int n) {
     enum { P = 5, MAXR = 8 };
     float part[P], parts[MAXR][P], all[MAXR * P];
@@ -149,6 +150,26 @@ static int spread_collectives(distc_pg *pg, int rank, int n) {
         float want = (float)(n * (n - 1) / 2 + n * (rank * P + i));
         CHILD_CHECK(part[i] == want, "rank %d: reduce_scatter[%d] is %g, not %g", rank, i, part[i], want);
     }
+    /* Past kHierReduceScatterBytes (64 KiB of input) reduce_scatter takes the flat mesh across hosts. */
+    enum { BIG = 16384 };
+    float *big_in = malloc(sizeof(float) * BIG * (size_t)n), *big_out = malloc(sizeof(float) * BIG);
+    int64_t bshape[1] = {BIG}, binshape[1] = {(int64_t)n * BIG};
+    DLTensor bo = f32(big_out, bshape), bi = f32(big_in, binshape);
+    for (int q = 0; q < n * BIG; ++q) big_in[q] = (float)(rank + q % 1000);
+    int big_ok = distc_reduce_scatter_tensor(NULL, pg, &bo, &bi, DISTC_SUM, NULL) == 0;
+    for (int i = 0; big_ok && i < BIG; ++i)
+        big_ok = big_out[i] == (float)(n * (n - 1) / 2 + n * ((rank * BIG + i) % 1000));
+    CHILD_CHECK(big_ok, "rank %d: a reduce_scatter of %d floats per rank is wrong: %s", rank, BIG, distc_error_last());
+    /* Past kHierAlltoallBytes between two hosts, all-to-all takes the flat mesh: rank r sends q its block r*n+q. */
+    float *got = malloc(sizeof(float) * BIG * (size_t)n);
+    DLTensor go = f32(got, binshape);
+    for (int q = 0; q < n * BIG; ++q) big_in[q] = (float)((rank * n + q / BIG) * 7 + q % BIG);
+    big_ok = distc_alltoall_single(NULL, pg, &go, &bi, NULL, NULL, NULL) == 0;
+    for (int q = 0; big_ok && q < n * BIG; ++q) big_ok = got[q] == (float)(((q / BIG) * n + rank) * 7 + q % BIG);
+    free(got);
+    free(big_in);
+    free(big_out);
+    CHILD_CHECK(big_ok, "rank %d: an all-to-all of %d floats per rank is wrong: %s", rank, n * BIG, distc_error_last());
     /* Rank r sends (r + q) % 3 + 1 elements to rank q, valued r*100 + q*10 + k. */
     float in[MAXR * 3], out[MAXR * 3];
     int64_t isplit[MAXR], osplit[MAXR], ilen = 0, olen = 0;

@@ -251,7 +251,7 @@ void Hierarchy::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const
         std::memcpy(out.data, mine.t.data, n);
 }
 
-void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
+bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
                           const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
     auto deadline = Clock::now() + timeout;
     const size_t size = host_.size(), hosts = members_.size(), esz = dtype_size(in.dtype);
@@ -273,8 +273,14 @@ void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
     } else {
         all = counts;
     }
+    // 2. The leaders exchange what their hosts' ranks send each other, and
+    // say on their hosts whether the data goes through them or the flat mesh.
+    uint8_t through_leaders = 1;
+    Tensor decision = bytes(&through_leaders, 1);
     if (!leader_) {
-        // 2. This rank's whole input to its leader; 4. its whole output from it.
+        local_->broadcast(decision, 0, call, left(deadline));
+        if (!through_leaders) return false;
+        // 3. This rank's whole input to its leader; 5. its whole output from it.
         std::vector<size_t> to(locals, 0), from(locals, 0);
         to[0] = in_total;
         local_->alltoallv(bytes(in.data, in_total), to, empty, from, call, left(deadline));
@@ -282,36 +288,19 @@ void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
         from[0] = out_total;
         Tensor whole = bytes(out.data, out_total);
         local_->alltoallv(empty, to, whole, from, call, left(deadline));
-        return;
+        return true;
     }
     auto sent = [&](size_t i, size_t r) { return all[i * 2 * size + r]; };        // local rank i to rank r
     auto got = [&](size_t i, size_t r) { return all[i * 2 * size + size + r]; };  // local rank i from rank r
-    // 2. The host's inputs, one after another in local order; where each piece starts.
-    std::vector<size_t> in_at(locals * size), out_tot(locals, 0), from(locals, 0), to(locals, 0);
-    size_t at = 0;
-    for (size_t i = 0; i < locals; ++i)
-        for (size_t r = 0; r < size; ++r) {
-            in_at[i * size + r] = at;
-            at += sent(i, r);
-            from[i] += sent(i, r);
-            out_tot[i] += got(i, r);
-        }
-    Scratch inputs(DType::UInt8, at);
-    if (local_) {
-        to[0] = in_total;
-        local_->alltoallv(bytes(in.data, in_total), to, inputs.t, from, call, left(deadline));
-    } else if (in_total) {
-        std::memcpy(inputs.t.data, in.data, in_total);
-    }
-    // 3. Each host's leader gets, from every leader, the counts and then the
-    // pieces its ranks receive from that host's: by sender, then receiver,
-    // in rank order. Counts that do not pair up fail here, as the flat
-    // mesh's message headers would.
+    // Each host's leader gets, from every leader, the counts its ranks
+    // receive from that host's: by sender, then receiver, in rank order.
+    // Counts that do not pair up fail here, on whichever path the data
+    // would take, as the flat mesh's message headers would.
     // out_at: where each piece for this host's ranks lands in what the leaders receive.
     std::vector<size_t> count_to(hosts), count_from(hosts), piece_to(hosts, 0), piece_from(hosts, 0),
         out_at(locals * size);
     std::vector<uint64_t> count_out, count_in;
-    at = 0;
+    size_t at = 0;
     for (size_t h = 0; h < hosts; ++h) {
         const std::vector<int> &theirs = members_[h];
         count_to[h] = count_from[h] = locals * theirs.size();
@@ -340,6 +329,31 @@ void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
                                            " bytes to rank " + std::to_string(here[j]) + ", which expects " +
                                            std::to_string(got(j, static_cast<size_t>(r))) +
                                            ": the ranks' split sizes disagree");
+    if (hosts == 2) {
+        size_t other = 1 - static_cast<size_t>(my_host_);
+        through_leaders = piece_to[other] + piece_from[other] <= kHierAlltoallBytes;
+    }
+    if (local_) local_->broadcast(decision, 0, call, left(deadline));
+    if (!through_leaders) return false;
+    // 3. The host's inputs, one after another in local order; where each piece starts.
+    std::vector<size_t> in_at(locals * size), out_tot(locals, 0), from(locals, 0), to(locals, 0);
+    size_t in_all = 0;
+    for (size_t i = 0; i < locals; ++i)
+        for (size_t r = 0; r < size; ++r) {
+            in_at[i * size + r] = in_all;
+            in_all += sent(i, r);
+            from[i] += sent(i, r);
+            out_tot[i] += got(i, r);
+        }
+    Scratch inputs(DType::UInt8, in_all);
+    if (local_) {
+        to[0] = in_total;
+        local_->alltoallv(bytes(in.data, in_total), to, inputs.t, from, call, left(deadline));
+    } else if (in_total) {
+        std::memcpy(inputs.t.data, in.data, in_total);
+    }
+    // 4. Each host's leader sends every other leader, in one message, the
+    // pieces that host's ranks receive from this host's.
     Scratch outgoing(DType::UInt8, inputs.t.numel), incoming(DType::UInt8, at);
     uint8_t *p = outgoing.t.bytes();
     for (size_t h = 0; h < hosts; ++h)
@@ -350,7 +364,7 @@ void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
                 p += len;
             }
     leaders_->alltoallv(outgoing.t, piece_to, incoming.t, piece_from, call, left(deadline));
-    // 4. Each local rank's output: its pieces in sender order, which is the
+    // 5. Each local rank's output: its pieces in sender order, which is the
     // order of its `out`.
     Scratch outputs(DType::UInt8, incoming.t.numel);
     p = outputs.t.bytes();
@@ -368,6 +382,7 @@ void Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
     } else if (out_total) {
         std::memcpy(out.data, outputs.t.data, out_total);
     }
+    return true;
 }
 
 void Hierarchy::barrier(const Call &call, Millis timeout) {

@@ -36,8 +36,17 @@ public:
     // `in` (every rank's part, in rank order) is only read; `out` may alias this rank's part.
     void reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout);
     // Counts in elements, per rank in rank order, as Algorithms::alltoallv's.
-    void alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
+    // False: nothing was moved, and the caller runs the flat mesh's
+    // all-to-all instead, as every rank's call does (the leaders decide, once
+    // they know the counts between their hosts: see kHierAlltoallBytes).
+    bool alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
                    const std::vector<size_t> &out_counts, const Call &call, Millis timeout);
+    // Above this many bytes between two hosts (both ways), an all-to-all
+    // takes the flat mesh: sending every byte through the leaders then costs
+    // more than the messages it saves (bench/compare --hosts 2 --ops
+    // alltoall). Only a group of two hosts decides so: its leaders both know
+    // that one volume, so they agree without a word more.
+    static constexpr size_t kHierAlltoallBytes = 64 * 1024;
     void barrier(const Call &call, Millis timeout);
     bool same_host(int rank) const { return host_[static_cast<size_t>(rank)] == my_host_; }
 

@@ -289,7 +289,7 @@ void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const s
             flat = scratch->t;
         }
         if (op == ReduceOp::PremulSum) scale_in_place(flat.dtype, flat.data, flat.numel, factor);
-        if (small(total) && hier_) {
+        if (small(total) && hier_ && total <= kHierReduceScatterBytes) {
             hier_->reduce_scatter(flat, output, op, c.call, c.timeout);
         } else if (small(total)) {
             algo_->reduce_scatter(flat, output, op, c.call, c.timeout);
@@ -305,9 +305,8 @@ void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const s
 
 void HostBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out, const std::vector<size_t> &oc,
                             bool mesh, const OpCtx &c) {
-    if (mesh && hier_)
-        hier_->alltoallv(in, ic, out, oc, c.call, c.timeout);
-    else if (mesh)
+    if (mesh && hier_ && hier_->alltoallv(in, ic, out, oc, c.call, c.timeout)) return;
+    if (mesh)
         algo_->alltoallv(in, ic, out, oc, c.call, c.timeout);
     else
         gloo_->alltoallv(in, ic, out, oc, c);

@@ -65,6 +65,12 @@ public:
     // default every size, 0 turns them off).
     static size_t mesh_limit();
     static constexpr int64_t kEverySize = int64_t(1) << 62;
+    // Above this many bytes of input, a reduce-scatter across hosts takes the
+    // flat mesh (which reaches same-host peers by shared memory anyway):
+    // the hierarchy's sum at each leader then costs more than it saves
+    // (bench/compare --hosts 2 --ops reduce_scatter). Every rank's input is
+    // the same size, so every rank picks the same path.
+    static constexpr size_t kHierReduceScatterBytes = 64 * 1024;
 
 private:
     // Runs `body` now (a blocking call, w null) or queues it.
