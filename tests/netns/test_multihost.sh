@@ -219,13 +219,13 @@ srun)
     echo "ok: test_pg_collectives under srun -N 2 -n 4"
     # Backend mpi with env:// (and no URL) takes MPI's world under srun too;
     # gloo with env:// meets through Slurm's variables. Open MPI's shared
-    # memory is left out: both fake hosts share one /dev/shm and one host
-    # name, so its segments would collide.
-    # (Open MPI leaves its components' memory at exit: no leak checks, as
-    # the mpirun tests under ASan.)
+    # memory is left out (both fake hosts share one /dev/shm and one host
+    # name, so its segments would collide), and so are leak checks (Open
+    # MPI leaves its components' memory at exit, as under mpirun with ASan).
     if [ -x "$tests/mpi_env_url" ]; then
-        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" OMPI_MCA_btl=self,tcp srun_job -N 2 -n 4 --ntasks-per-node 2 --mpi=pmix "$tests/mpi_env_url" \
-            >"$out/mpi.log" 2>&1 || fail "mpi_env_url under srun --mpi=pmix exited with $?"
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" OMPI_MCA_btl=self,tcp \
+            srun_job -N 2 -n 4 --ntasks-per-node 2 --mpi=pmix "$tests/mpi_env_url" >"$out/mpi.log" 2>&1 ||
+            fail "mpi_env_url under srun --mpi=pmix exited with $?"
         [ $status -ne 0 ] && show && exit 1
         echo "ok: backend mpi with env:// under srun --mpi=pmix"
     fi

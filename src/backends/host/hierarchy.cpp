@@ -274,11 +274,12 @@ bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
         all = counts;
     }
     // 2. The leaders exchange what their hosts' ranks send each other, and
-    // say on their hosts whether the data goes through them or the flat mesh.
+    // (two hosts only: see kHierAlltoallBytes) say on their hosts whether the
+    // data goes through them or the flat mesh.
     uint8_t through_leaders = 1;
     Tensor decision = bytes(&through_leaders, 1);
     if (!leader_) {
-        local_->broadcast(decision, 0, call, left(deadline));
+        if (hosts == 2) local_->broadcast(decision, 0, call, left(deadline));
         if (!through_leaders) return false;
         // 3. This rank's whole input to its leader; 5. its whole output from it.
         std::vector<size_t> to(locals, 0), from(locals, 0);
@@ -332,8 +333,8 @@ bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
     if (hosts == 2) {
         size_t other = 1 - static_cast<size_t>(my_host_);
         through_leaders = piece_to[other] + piece_from[other] <= kHierAlltoallBytes;
+        if (local_) local_->broadcast(decision, 0, call, left(deadline));
     }
-    if (local_) local_->broadcast(decision, 0, call, left(deadline));
     if (!through_leaders) return false;
     // 3. The host's inputs, one after another in local order; where each piece starts.
     std::vector<size_t> in_at(locals * size), out_tot(locals, 0), from(locals, 0), to(locals, 0);
