@@ -242,26 +242,25 @@ DISTC_EXTERN(int) distc_pg_abort(distc_pg *pg);
 /**
  * @brief Writes this group's recent operations to the file `path`.
  *
- * Every group records its last DISTC_TRACE_BUFFER operations (default
- * 1000; 0 turns recording off): group, ranks, sequence number, operation,
- * dtype, element count, root or peer and tag, reduce op, the calling
- * thread, state (queued, started, completed, failed, aborted), when it was
- * queued and when it ended, and a failure's message. The file is JSON
- * lines, version 1: a header ({"type":"distc-trace","version":1,"host",
- * "pid","rank","time_us","groups"}), a line per group ({"type":"group",
- * "group","rank","size","global_rank","backend","ranks","capacity",
- * "recorded"}), then its operations, oldest first ({"type":"op","group",
- * "rank","id","seq","op","dtype","numel","root","reduce","peer","tag",
- * "blocking","thread","state","queued_us","ended_us","duration_us","code",
- * "error"}; times in microseconds since the epoch, to a few
- * milliseconds: a thread of the library reads the clock while operations
- * run, so that recording costs no clock read). Collectives and
- * point-to-point operations (seq 0) keep their last DISTC_TRACE_BUFFER
- * each; "id" is a collective's sequence number, and numbers point-to-point
- * operations apart; a point-to-point operation is listed after the
- * collectives begun before it. The file is written aside and renamed, so a
- * reader sees all of it or nothing. `distc-trace DIR` reads every rank's
- * file and names the rank at fault.
+ * Every group records its last DISTC_TRACE_BUFFER collectives and as many
+ * point-to-point operations (default 1000; 0 turns recording off): group,
+ * ranks, sequence number, operation, dtype, element count, root or peer and
+ * tag, reduce op, the calling thread, state (queued, started, completed,
+ * failed, aborted), when it was queued and when it ended, and a failure's
+ * message. The file is JSON lines, version 1: a header ({"type":
+ * "distc-trace","version":1,"host","pid","rank","time_us","groups"}), a
+ * line per group ({"type":"group","group","rank","size","global_rank",
+ * "backend","ranks","capacity","recorded"}), then its operations, oldest
+ * first ({"type":"op","group","rank","id","seq","op","dtype","numel",
+ * "root","reduce","peer","tag","blocking","thread","state","queued_us",
+ * "ended_us","duration_us","code","error"}; times in microseconds since the
+ * epoch, to a few milliseconds: a thread of the library reads the clock
+ * while operations run, so that recording costs no clock read). "id" is a
+ * collective's sequence number, and numbers point-to-point operations (seq
+ * 0) apart; a point-to-point operation is listed after the collectives
+ * begun before it. The file is written aside and renamed, so a reader sees
+ * all of it or nothing. `distc-trace DIR` reads every rank's file and names
+ * the rank at fault.
  *
  * With DISTC_TRACE_DIR set, every rank writes all its groups there by
  * itself (distc_trace_dump_all()) when an operation times out, fails

@@ -105,7 +105,7 @@ private:
     static constexpr uint64_t kP2p = uint64_t{1} << 63;
     struct Ring {
         std::unique_ptr<Slot[]> slots;
-        std::atomic<uint64_t> last{0};  // point-to-point: the highest index begun (collectives: their sequence)
+        std::atomic<uint64_t> last{0};  // point-to-point: the highest index begun (collectives keep none: newest())
         Slot &at(uint64_t index, uint64_t mask) { return slots[(index - 1) & mask]; }
     };
     uint64_t newest(const Ring &ring) const;  // the highest index in `ring`
