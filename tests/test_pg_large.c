@@ -243,13 +243,18 @@ static void test_alltoall_uneven(void **state) {
     for_sizes(rank_alltoall_uneven);
 }
 
-/* Ranks that disagree on an uneven all-to-all's sizes both get DISTC_EINVAL saying so, not each other's bytes. */
+/* Ranks that disagree on an uneven all-to-all's sizes both get DISTC_EINVAL
+ * saying so, not each other's bytes: rank 1 expects two elements more from
+ * rank 0 than rank 0 sends. `arg` points to the elements per part: small
+ * parts go as messages; large ones are read in place where the transport
+ * can (each side checks the sizes the other sent); and at the edge, one
+ * rank of the pair reads in place while the other sends a message. */
 static void rank_alltoall_disagree(distc_pg *pg, int rank, int size, void *arg) {
-    (void)arg;
     (void)size;
-    int64_t in_splits[2] = {4, 4}, out_splits[2] = {4, 4};
-    out_splits[1 - rank] = 5; /* the peer sends 4 */
-    DLTensor *in = dt_tensor_1d(DT_I32, 8), *out = dt_tensor_1d(DT_I32, 4 + 5);
+    const int64_t n = *(const int64_t *)arg;
+    int64_t in_splits[2] = {n, n}, out_splits[2] = {n, n};
+    if (rank == 1) out_splits[0] = n + 2;
+    DLTensor *in = dt_tensor_1d(DT_I32, 2 * n), *out = dt_tensor_1d(DT_I32, out_splits[0] + out_splits[1]);
     RK_ERR2(distc_alltoall_single(NULL, pg, out, in, out_splits, in_splits, NULL), DISTC_EINVAL, "split sizes disagree",
             rank == 0 ? "rank 1" : "rank 0");
     dt_tensor_free(in);
@@ -260,7 +265,11 @@ static void test_alltoall_disagree(void **state) {
     const char *m = getenv("DISTC_MESH_BYTES");
     if (m && atoll(m) == 0) skip(); /* Gloo cannot tell: it would wait for the missing bytes */
     (void)state;
-    dt_run_ranks(2, rank_alltoall_disagree, NULL);
+    /* 256 KiB between a pair is where it starts to read in place: rank 0
+     * moves 2 * 32767 int32 with rank 1 (8 bytes short), rank 1 two more. */
+    static const int64_t parts[] = {4, 100000, 32767};
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; ++k)
+        dt_run_ranks(2, rank_alltoall_disagree, (void *)&parts[k]);
 }
 
 int main(void) {

@@ -135,6 +135,8 @@ void Algorithms::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call
 void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
+    if (in_place(in.nbytes()) && in.numel >= static_cast<size_t>(size_))
+        return reduce_scatter_in_place(in, out, op, call, deadline);
     Tensor all = in;
     if (in.nbytes() > kDirectReduceBytes && in.numel >= static_cast<size_t>(size_))
         return reduce_chunked(all, op, kNobody, call, deadline, out.bytes());
@@ -148,6 +150,8 @@ void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, cons
 void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
+    if (to == kEveryone && in_place(t.nbytes(), kInPlaceAllreduceBytes) && t.numel >= static_cast<size_t>(size_))
+        return allreduce_in_place(t, op, call, deadline);
     if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
         reduce_chunked(t, op, to, call, deadline);
     else  // a small reduce-scatter reduces everything everywhere and keeps its part
@@ -211,6 +215,7 @@ void Algorithms::allgather(const Tensor &in, Tensor &out, const Call &call, Mill
     // that a receive fills while our sends are still going.
     uint8_t *own = out.bytes() + n * static_cast<size_t>(rank_);
     if (own != in.data && n) std::memmove(own, in.data, n);
+    if (in_place(n * static_cast<size_t>(size_ - 1))) return allgather_in_place(own, out, n, call, deadline);
     for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         t_.send(p, own, n);
@@ -278,11 +283,27 @@ void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_count
         std::memcpy(copy, src, in_total);
         src = copy;
     }
+    // A pair that moves enough between them reads in place; both ranks of a
+    // pair see the same two sizes (or their split check fails), so decide alike.
+    const size_t P = static_cast<size_t>(size_);
+    const bool reads = t_.reads_peers();
+    bool any = false;
+    reads_.assign(P, false);
+    parts_out_.resize(P);
+    parts_in_.resize(P);
+    std::vector<size_t> &out_bytes = out_bytes_;
+    out_bytes.resize(P);
     size_t ioff = 0, ooff = 0;
     for (int p = 0; p < size_; ++p) {
         size_t ni = in_counts[static_cast<size_t>(p)] * esz, no = out_counts[static_cast<size_t>(p)] * esz;
+        out_bytes[size_t(p)] = no;
         if (p == rank_) {
             if (ni && out.bytes() + ooff != src + ioff) std::memmove(out.bytes() + ooff, src + ioff, ni);
+        } else if (reads && ni + no >= kInPlaceBytes) {
+            reads_[size_t(p)] = any = true;
+            parts_out_[size_t(p)] = {reinterpret_cast<uintptr_t>(src + ioff), ni, no};
+            t_.send(p, &parts_out_[size_t(p)], sizeof(Part));
+            t_.recv(p, &parts_in_[size_t(p)], sizeof(Part));
         } else {
             // A peer that sends another size than we expect is caught by the message header.
             t_.send(p, src + ioff, ni);
@@ -292,17 +313,12 @@ void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_count
         ooff += no;
     }
     run(call, deadline);
+    if (any) read_parts(out.bytes(), out_bytes, call, deadline);
 }
 
 void Algorithms::barrier(const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
-    auto deadline = Clock::now() + timeout;
-    for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
-        t_.send(p, nullptr, 0);
-        t_.recv(p, nullptr, 0);
-    }
-    run(call, deadline);
+    sync(call, Clock::now() + timeout);
 }
 
 }  // namespace distc

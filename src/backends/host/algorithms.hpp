@@ -7,6 +7,10 @@
 // Results are the same bits on every rank: small reductions are summed in
 // rank order everywhere, large ones are reduce-scatter then allgather, each
 // chunk reduced once, by its owner, in rank order.
+//
+// Where the transport reads peers' memory (Transport::reads_peers), large
+// allreduce, reduce_scatter, allgather and all-to-all copy straight from
+// the peers' buffers instead (algorithms_in_place.cpp).
 #pragma once
 
 #include <memory>
@@ -62,6 +66,34 @@ private:
     void broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline);
     uint8_t *scratch(size_t n);
 
+    // In place (algorithms_in_place.cpp), from this many bytes a rank reads
+    // from its peers in all (all-to-all: between a pair, both ways). An
+    // allreduce waits on its peers three times instead of once, which a
+    // smaller one does not earn back.
+    static constexpr size_t kInPlaceBytes = 256 * 1024, kInPlaceAllreduceBytes = 2 * 1024 * 1024;
+    bool in_place(size_t bytes, size_t from = kInPlaceBytes) const;
+    // Sends every peer `n` bytes at mine + p * stride and receives each
+    // peer's at theirs + p * n, in one run.
+    void swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call, Clock::time_point deadline);
+    // An empty message to and from every peer (`only`: those marked).
+    void sync(const Call &call, Clock::time_point deadline, const std::vector<bool> *only = nullptr);
+    // Tells the peers where this rank's buffer is; theirs land in peer_addr_.
+    void publish(const void *buffer, const Call &call, Clock::time_point deadline);
+    // Bytes [off, off + bytes) of every rank's buffer (own: ours), reduced
+    // in rank order into `out`.
+    void reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op);
+    void allreduce_in_place(Tensor &t, ReduceOp op, const Call &call, Clock::time_point deadline);
+    void reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
+                                 Clock::time_point deadline);
+    // `own`: this rank's part (n bytes), already in its slot of `out`.
+    void allgather_in_place(const uint8_t *own, Tensor &out, size_t n, const Call &call, Clock::time_point deadline);
+    // All-to-all's pairs marked in reads_: each side has sent the other a
+    // Part (where its bytes are for it), which is checked, then read into `dst`.
+    struct Part {
+        uint64_t addr, bytes, expect;  // where this rank's part for the peer is, its size, what it expects back
+    };
+    void read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call, Clock::time_point deadline);
+
     Transport &t_;
     int rank_, size_;
     std::mutex mu_;                       // one operation on the wire at a time; guards what follows
@@ -69,6 +101,10 @@ private:
     size_t scratch_cap_ = 0;
     std::unique_ptr<bool[]> reduced_;  // per segment of this rank's chunk: ready to go on (gates sends)
     std::vector<int> arrived_;         // per segment: peers whose piece is in
+    std::vector<uint64_t> peer_addr_;  // in place: where each peer's buffer is
+    std::vector<Part> parts_out_, parts_in_;
+    std::vector<bool> reads_;  // all-to-all: the pairs that read in place
+    std::vector<size_t> out_bytes_;
 };
 
 }  // namespace distc

@@ -17,6 +17,7 @@
 #include "core/pg/call.hpp"
 #include "core/pg/tensor.hpp"
 #include "core/util/clock.hpp"
+#include "core/util/error.hpp"
 #include "core/util/fn_ref.hpp"
 
 namespace distc {
@@ -36,6 +37,16 @@ public:
     // a peer runs another call (both named), DISTC_EPROTO when one is out of
     // step, DISTC_EREMOTE when a link breaks, DISTC_ETIMEOUT at `deadline`.
     virtual void progress(const Call &call, Clock::time_point deadline, FnRef<void(int peer, int id)> on_recv) = 0;
+    // Whether read_peer works: peers' buffers can be read where they are
+    // (shared memory with single copy), so the algorithms may copy from them
+    // directly instead of sending messages through the links.
+    virtual bool reads_peers() const { return false; }
+    // Copies `n` bytes at `addr` in `peer`'s address space to `to`. The peer
+    // must keep that buffer until this rank says (by a message) it is done.
+    // Throws DISTC_EREMOTE when the peer died or the read fails.
+    virtual void read_peer(int, uint64_t, void *, size_t) {
+        fail(DISTC_EINTERNAL, std::string(name()) + " cannot read peers' memory");
+    }
     // Breaks every link so that peers fail at once; any thread, any time.
     virtual void close() noexcept = 0;
     // "rank 3 at 10.0.0.2:40123 (tcp)", for messages.

@@ -198,7 +198,10 @@ size_t ShmLinks::read_in_place(int peer, const iovec *iov, int n, size_t k, uint
         std::atomic<uint32_t> &offer;
         ~Done() { offer.store(kTaken, std::memory_order_release); }
     } done{r.offer};
-    uint64_t from = r.offer_addr.load(std::memory_order_relaxed) + off;
+    return copy_from(peer, r.offer_addr.load(std::memory_order_relaxed) + off, iov, n, k);
+}
+
+size_t ShmLinks::copy_from(int peer, uint64_t from, const iovec *iov, int n, size_t k) {
     if (pids_[size_t(peer)] == ::getpid()) {  // a rank in this process: its buffer is ours to read
         size_t left = k;
         auto *p = reinterpret_cast<const uint8_t *>(from);
@@ -224,6 +227,17 @@ size_t ShmLinks::read_in_place(int peer, const iovec *iov, int n, size_t k, uint
         if (got < 0 && errno == ESRCH) peer_gone(peer, true);
         fail_errno(DISTC_EREMOTE, "reading " + name(peer) + "'s buffer in place (process_vm_readv)",
                    got < 0 ? errno : EFAULT);
+    }
+}
+
+void ShmLinks::read_from(int peer, uint64_t addr, void *to, size_t n) {
+    auto *p = static_cast<uint8_t *>(to);
+    while (n) {  // the kernel may copy less than asked (a page it could not pin)
+        iovec v{p, n};
+        size_t got = copy_from(peer, addr, &v, 1, n);
+        p += got;
+        addr += got;
+        n -= got;
     }
 }
 

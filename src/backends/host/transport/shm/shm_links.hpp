@@ -57,6 +57,12 @@ public:
         cma_min_ = bytes;
         inline_after_ = inline_after;
     }
+    size_t single_copy() const { return cma_min_; }
+    // Copies `n` bytes at `addr` in local rank `peer`'s process to `to`
+    // (single copy, for algorithms that read peers' buffers where they are:
+    // the caller makes sure the peer keeps them). Throws DISTC_EREMOTE when
+    // the peer died or its memory cannot be read.
+    void read_from(int peer, uint64_t addr, void *to, size_t n);
     // Whether this process can read `pid`'s memory at `addr`, where `expect` is.
     static bool can_read(pid_t pid, const void *addr, uint64_t expect);
 
@@ -123,6 +129,8 @@ private:
     };
     Ring &ring(int from, int to) const { return rings_[from * n_ + to]; }
     size_t read_in_place(int peer, const iovec *iov, int n, size_t k, uint64_t off);
+    // Up to `k` bytes at `from` in `peer`'s process into `iov`: the count copied.
+    size_t copy_from(int peer, uint64_t from, const iovec *iov, int n, size_t k);
     uint8_t *data(int from, int to) const { return data_ + static_cast<size_t>(from * n_ + to) * cap_; }
     void ring_bell(int who);
     // Waits until `peer` copies nothing of this rank's offer, then moves it

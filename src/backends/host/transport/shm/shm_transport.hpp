@@ -49,6 +49,8 @@ public:
     void send(int peer, const void *p, size_t n, const bool *gate) override { x_.send(peer, p, n, gate); }
     void recv(int peer, void *p, size_t n, int id, const bool *gate) override { x_.recv(peer, p, n, id, gate); }
     void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override;
+    bool reads_peers() const override { return links_->single_copy() > 0; }
+    void read_peer(int peer, uint64_t addr, void *to, size_t n) override { links_->read_from(peer, addr, to, n); }
     void close() noexcept override;
     std::string describe(int peer) const override;
 

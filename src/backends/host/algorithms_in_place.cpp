@@ -1,0 +1,136 @@
+// Large collectives over a transport that reads peers' memory where it is
+// (shared memory with single copy): every rank tells the others where its
+// buffer is, then copies what it needs straight out of their buffers, so
+// each byte is copied once instead of into a ring and out again. A reduction
+// reads the peers' data in place too, a cache-sized block at a time: each
+// rank reduces its own chunk from every rank's buffer, in rank order, and
+// then copies the other chunks from their owners, so every rank has the
+// same bits. Rounds of small messages order the steps: the buffers'
+// addresses; (allreduce) every chunk reduced; every peer done reading. A
+// rank returns only after the last, so no peer reads its buffer after the
+// call; one that fails breaks the group, and its peers fail at the next round.
+#include <algorithm>
+#include <cstring>
+
+#include "backends/host/algorithms.hpp"
+#include "core/util/error.hpp"
+
+namespace distc {
+
+namespace {
+
+// Peers' data is reduced through blocks of this size, which stay in cache.
+constexpr size_t kBlockBytes = 128 * 1024;
+
+uint64_t address_of(const void *p) { return reinterpret_cast<uintptr_t>(p); }
+
+}  // namespace
+
+bool Algorithms::in_place(size_t bytes, size_t from) const { return bytes >= from && t_.reads_peers(); }
+
+void Algorithms::swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call,
+                      Clock::time_point deadline) {
+    for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        t_.send(p, static_cast<const uint8_t *>(mine) + stride * static_cast<size_t>(p), n);
+        t_.recv(p, static_cast<uint8_t *>(theirs) + n * static_cast<size_t>(p), n);
+    }
+    run(call, deadline);
+}
+
+void Algorithms::publish(const void *buffer, const Call &call, Clock::time_point deadline) {
+    peer_addr_.resize(static_cast<size_t>(size_));
+    uint64_t mine = address_of(buffer);
+    swap(&mine, 0, peer_addr_.data(), sizeof mine, call, deadline);
+}
+
+void Algorithms::sync(const Call &call, Clock::time_point deadline, const std::vector<bool> *only) {
+    for (int p = 0; p < size_; ++p) {
+        if (p == rank_ || (only && !(*only)[size_t(p)])) continue;
+        t_.send(p, nullptr, 0);
+        t_.recv(p, nullptr, 0);
+    }
+    run(call, deadline);
+}
+
+void Algorithms::reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op) {
+    const size_t esz = dtype_size(dt), block = kBlockBytes / esz * esz;
+    ReduceFn fn = reduce_fn(dt, op);
+    uint8_t *acc = scratch(2 * block), *in = acc + block;
+    for (size_t b = 0; b < bytes; b += block) {
+        const size_t len = std::min(block, bytes - b), count = len / esz;
+        // Rank r's piece: our own in place, a peer's copied into `into`.
+        auto piece = [&](int r, uint8_t *into) -> const uint8_t * {
+            if (r == rank_) return own + b;
+            t_.read_peer(r, peer_addr_[size_t(r)] + off + b, into, len);
+            return into;
+        };
+        // In rank order, as every other path reduces: the same bits.
+        const uint8_t *a = piece(0, acc);
+        for (int r = 1; r < size_; ++r) {
+            const uint8_t *x = piece(r, in);
+            uint8_t *to = r == size_ - 1 ? out + b : acc;
+            fn(to, a, x, count);
+            a = acc;
+        }
+    }
+}
+
+void Algorithms::allreduce_in_place(Tensor &t, ReduceOp op, const Call &call, Clock::time_point deadline) {
+    const size_t esz = dtype_size(t.dtype), P = static_cast<size_t>(size_);
+    auto lo = [&](size_t c) { return t.numel * c / P * esz; };  // chunk c is bytes [lo(c), lo(c + 1))
+    const size_t me = static_cast<size_t>(rank_);
+    publish(t.data, call, deadline);
+    // Our chunk of every buffer reduced into ours. Peers read only their own
+    // chunks of our buffer meanwhile, which we do not write yet.
+    reduce_from_peers(t.bytes() + lo(me), t.bytes() + lo(me), lo(me), lo(me + 1) - lo(me), t.dtype, op);
+    sync(call, deadline);             // every chunk is reduced, and read for reducing
+    for (size_t k = 1; k < P; ++k) {  // each peer's chunk from it, starting after us (spreads the readers)
+        size_t c = (me + k) % P;
+        if (lo(c + 1) > lo(c))
+            t_.read_peer(static_cast<int>(c), peer_addr_[c] + lo(c), t.bytes() + lo(c), lo(c + 1) - lo(c));
+    }
+    sync(call, deadline);  // no peer reads our buffer any more
+}
+
+void Algorithms::reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
+                                         Clock::time_point deadline) {
+    const size_t part = out.nbytes(), off = part * static_cast<size_t>(rank_);
+    publish(in.data, call, deadline);
+    reduce_from_peers(in.bytes() + off, out.bytes(), off, part, in.dtype, op);
+    sync(call, deadline);  // no peer reads our buffer any more
+}
+
+void Algorithms::allgather_in_place(const uint8_t *own, Tensor &out, size_t n, const Call &call,
+                                    Clock::time_point deadline) {
+    publish(own, call, deadline);
+    for (int k = 1; k < size_; ++k) {
+        int p = (rank_ + k) % size_;
+        t_.read_peer(p, peer_addr_[size_t(p)], out.bytes() + n * static_cast<size_t>(p), n);
+    }
+    sync(call, deadline);  // no peer reads our buffer any more
+}
+
+void Algorithms::read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call,
+                            Clock::time_point deadline) {
+    // Both ranks of a pair see both sizes, so both catch a split that disagrees.
+    for (int p = 0; p < size_; ++p) {
+        const Part &t = parts_in_[size_t(p)];
+        if (!reads_[size_t(p)] || (t.bytes == out_bytes[size_t(p)] && t.expect == parts_out_[size_t(p)].bytes))
+            continue;
+        fail(DISTC_EINVAL, "rank " + std::to_string(p) + " sends " + std::to_string(t.bytes) + " bytes to rank " +
+                               std::to_string(rank_) + " and expects " + std::to_string(t.expect) + " in " +
+                               describe(call) + ", where rank " + std::to_string(rank_) + " expects " +
+                               std::to_string(out_bytes[size_t(p)]) + " and sends " +
+                               std::to_string(parts_out_[size_t(p)].bytes) + ": the ranks' split sizes disagree");
+    }
+    size_t at = 0;  // where each peer's part goes in `dst`
+    for (int p = 0; p < size_; ++p) {
+        if (reads_[size_t(p)] && out_bytes[size_t(p)])
+            t_.read_peer(p, parts_in_[size_t(p)].addr, dst + at, out_bytes[size_t(p)]);
+        at += out_bytes[size_t(p)];
+    }
+    sync(call, deadline, &reads_);  // no peer reads our input any more
+}
+
+}  // namespace distc
