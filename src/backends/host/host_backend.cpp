@@ -61,6 +61,7 @@ void unflatten(const Tensor &flat, const std::vector<Tensor> &ts) {
 
 std::vector<size_t> counts_of(const std::vector<Tensor> &ts) {
     std::vector<size_t> c;
+    c.reserve(ts.size());
     for (const auto &t : ts) c.push_back(t.numel);
     return c;
 }
@@ -326,6 +327,18 @@ void HostBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs,
         unflatten(fout, outputs);
         return -1;
     });
+}
+
+void HostBackend::alltoall_single(const WorkPtr &w, const Tensor &output, const Tensor &input,
+                                  std::vector<size_t> out_counts, std::vector<size_t> in_counts, const AsyncArgs &a) {
+    OpCtx c = ctx(a);
+    bool mesh = takes_every_size();  // as alltoall's
+    submit(w, a, true,
+           [this, in = input, out = output, ic = std::move(in_counts), oc = std::move(out_counts), mesh,
+            c]() mutable -> int32_t {
+               alltoallv(in, ic, out, oc, mesh, c);
+               return -1;
+           });
 }
 
 void HostBackend::barrier(const WorkPtr &w, const AsyncArgs &a) {

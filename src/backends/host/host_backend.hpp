@@ -51,6 +51,8 @@ public:
                         const AsyncArgs &a) override;
     void alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
                   const AsyncArgs &a) override;
+    void alltoall_single(const WorkPtr &w, const Tensor &output, const Tensor &input, std::vector<size_t> out_counts,
+                         std::vector<size_t> in_counts, const AsyncArgs &a) override;
     void barrier(const WorkPtr &w, const AsyncArgs &a) override;
     void send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) override;
     void recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) override;

@@ -92,6 +92,27 @@ public:
                                 const AsyncArgs &a) = 0;
     virtual void alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
                           const AsyncArgs &a) = 0;
+    // One flat output and input with per-peer counts (elements, in rank
+    // order): alltoall_single. By default alltoall over per-peer views; a
+    // backend that moves flat buffers itself skips making them.
+    virtual void alltoall_single(const WorkPtr &w, const Tensor &output, const Tensor &input,
+                                 std::vector<size_t> out_counts, std::vector<size_t> in_counts, const AsyncArgs &a) {
+        auto views = [](const Tensor &t, const std::vector<size_t> &counts) {
+            std::vector<Tensor> v;
+            v.reserve(counts.size());
+            size_t off = 0;
+            for (size_t c : counts) {
+                Tensor p = t;
+                p.data = t.bytes() + off * dtype_size(t.dtype);
+                p.numel = c;
+                p.dim0 = static_cast<int64_t>(c);
+                off += c;
+                v.push_back(p);
+            }
+            return v;
+        };
+        alltoall(w, views(output, out_counts), views(input, in_counts), a);
+    }
     virtual void barrier(const WorkPtr &w, const AsyncArgs &a) = 0;
     virtual void send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) = 0;
     virtual void recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) = 0;

@@ -220,6 +220,7 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
             fail(DISTC_EINVAL, std::string(name) + "_splits add up to " + std::to_string(sum) +
                                    " but the first dimension is " + std::to_string(t.dim0));
         std::vector<size_t> c;
+        c.reserve(splits.size());
         size_t row = t.row_numel();
         for (auto s : splits) c.push_back(static_cast<size_t>(s) * row);
         return c;
@@ -230,22 +231,9 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
         fail(DISTC_EINVAL, "input_splits[" + std::to_string(rank_) + "] and output_splits[" + std::to_string(rank_) +
                                "] (this rank's own part) differ");
     OpInfo info{"alltoall_single", tensor_label(input), int(input.dtype), input.numel};
-    // The backend sees per-peer views: alltoall with sizes that may differ.
-    auto views = [](const Tensor &t, const std::vector<size_t> &counts) {
-        std::vector<Tensor> v;
-        size_t off = 0;
-        for (size_t c : counts) {
-            Tensor p = t;
-            p.data = t.bytes() + off * dtype_size(t.dtype);
-            p.numel = c;
-            p.dim0 = static_cast<int64_t>(c);
-            off += c;
-            v.push_back(p);
-        }
-        return v;
-    };
-    auto outs = views(output, oc), ins = views(input, ic);
-    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->alltoall(w, outs, ins, a); });
+    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) {
+        backend_->alltoall_single(w, output, input, std::move(oc), std::move(ic), a);
+    });
 }
 
 ProcessGroup::WorkPtr ProcessGroup::barrier(const OpOptions &o, bool async) {
