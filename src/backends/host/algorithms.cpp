@@ -266,6 +266,22 @@ void Algorithms::pass(Tensor &t, int from, int to, const Call &call, Millis time
     run(call, deadline);
 }
 
+uint64_t Algorithms::split_digest(const std::vector<size_t> &in_bytes, const std::vector<size_t> &out_bytes) const {
+    // Pair (x, y) adds x's bytes to y times w(x, y) on x and takes y's bytes
+    // from x times the same w on y: over the group the terms cancel exactly
+    // when every pair agrees. Odd weights: one pair that disagrees never sums to 0.
+    auto w = [](uint64_t x, uint64_t y) {
+        uint64_t z = (x << 32 | y) + 0x9e3779b97f4a7c15ULL;  // splitmix64
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return (z ^ (z >> 31)) | 1;
+    };
+    uint64_t d = 0;
+    const auto me = static_cast<uint64_t>(rank_);
+    for (size_t p = 0; p < in_bytes.size(); ++p) d += in_bytes[p] * w(me, p) - out_bytes[p] * w(p, me);
+    return d;
+}
+
 void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
                            const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -291,19 +307,21 @@ void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_count
     reads_.assign(P, false);
     parts_out_.resize(P);
     parts_in_.resize(P);
-    std::vector<size_t> &out_bytes = out_bytes_;
+    std::vector<size_t> &out_bytes = out_bytes_, &in_bytes = in_bytes_;
     out_bytes.resize(P);
+    in_bytes.resize(P);
     size_t ioff = 0, ooff = 0;
     for (int p = 0; p < size_; ++p) {
         size_t ni = in_counts[static_cast<size_t>(p)] * esz, no = out_counts[static_cast<size_t>(p)] * esz;
         out_bytes[size_t(p)] = no;
+        in_bytes[size_t(p)] = ni;
         if (p == rank_) {
             if (ni && out.bytes() + ooff != src + ioff) std::memmove(out.bytes() + ooff, src + ioff, ni);
         } else if (reads && ni + no >= kInPlaceBytes) {
             reads_[size_t(p)] = any = true;
             parts_out_[size_t(p)] = {reinterpret_cast<uintptr_t>(src + ioff), ni, no};
             t_.send(p, &parts_out_[size_t(p)], sizeof(Part));
-            t_.recv(p, &parts_in_[size_t(p)], sizeof(Part));
+            t_.recv(p, &parts_in_[size_t(p)], sizeof(Part), 0);  // id 0: a Part
         } else {
             // A peer that sends another size than we expect is caught by the message header.
             t_.send(p, src + ioff, ni);
@@ -312,7 +330,13 @@ void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_count
         ioff += ni;
         ooff += no;
     }
-    run(call, deadline);
+    // Every peer checks the sizes between each pair through this rank's share
+    // of a digest of them all: a pair that disagrees fails every rank.
+    Call mine = call;
+    mine.count = split_digest(in_bytes, out_bytes);
+    t_.progress(mine, deadline, [&](int peer, int id) {
+        if (id == 0) check_part(peer, call);  // as it arrives: before the digest's check, which names nobody
+    });
     if (any) read_parts(out.bytes(), out_bytes, call, deadline);
 }
 

@@ -87,11 +87,16 @@ private:
                                  Clock::time_point deadline);
     // `own`: this rank's part (n bytes), already in its slot of `out`.
     void allgather_in_place(const uint8_t *own, Tensor &out, size_t n, const Call &call, Clock::time_point deadline);
-    // All-to-all's pairs marked in reads_: each side has sent the other a
-    // Part (where its bytes are for it), which is checked, then read into `dst`.
+    // All-to-all's pairs marked in reads_: each side sends the other a Part
+    // (where its bytes for it are), checked as it arrives; then read_parts
+    // copies the peers' bytes into `dst`.
     struct Part {
         uint64_t addr, bytes, expect;  // where this rank's part for the peer is, its size, what it expects back
     };
+    // This rank's share of a digest of every pair's split sizes (Call::count
+    // of an all-to-all): the shares sum to 0 when all pairs agree.
+    uint64_t split_digest(const std::vector<size_t> &in_bytes, const std::vector<size_t> &out_bytes) const;
+    void check_part(int peer, const Call &call) const;
     void read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call, Clock::time_point deadline);
 
     Transport &t_;
@@ -104,7 +109,7 @@ private:
     std::vector<uint64_t> peer_addr_;  // in place: where each peer's buffer is
     std::vector<Part> parts_out_, parts_in_;
     std::vector<bool> reads_;  // all-to-all: the pairs that read in place
-    std::vector<size_t> out_bytes_;
+    std::vector<size_t> out_bytes_, in_bytes_;
 };
 
 }  // namespace distc

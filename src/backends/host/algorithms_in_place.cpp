@@ -111,19 +111,19 @@ void Algorithms::allgather_in_place(const uint8_t *own, Tensor &out, size_t n, c
     sync(call, deadline);  // no peer reads our buffer any more
 }
 
+void Algorithms::check_part(int p, const Call &call) const {
+    // Both ranks of a pair see both sizes, so both catch a split that disagrees.
+    const Part &t = parts_in_[size_t(p)], &m = parts_out_[size_t(p)];
+    if (t.bytes == m.expect && t.expect == m.bytes) return;
+    fail(DISTC_EINVAL, "rank " + std::to_string(p) + " sends " + std::to_string(t.bytes) + " bytes to rank " +
+                           std::to_string(rank_) + " and expects " + std::to_string(t.expect) + " in " +
+                           describe(call) + ", where rank " + std::to_string(rank_) + " expects " +
+                           std::to_string(m.expect) + " and sends " + std::to_string(m.bytes) +
+                           ": the ranks' split sizes disagree");
+}
+
 void Algorithms::read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call,
                             Clock::time_point deadline) {
-    // Both ranks of a pair see both sizes, so both catch a split that disagrees.
-    for (int p = 0; p < size_; ++p) {
-        const Part &t = parts_in_[size_t(p)];
-        if (!reads_[size_t(p)] || (t.bytes == out_bytes[size_t(p)] && t.expect == parts_out_[size_t(p)].bytes))
-            continue;
-        fail(DISTC_EINVAL, "rank " + std::to_string(p) + " sends " + std::to_string(t.bytes) + " bytes to rank " +
-                               std::to_string(rank_) + " and expects " + std::to_string(t.expect) + " in " +
-                               describe(call) + ", where rank " + std::to_string(rank_) + " expects " +
-                               std::to_string(out_bytes[size_t(p)]) + " and sends " +
-                               std::to_string(parts_out_[size_t(p)].bytes) + ": the ranks' split sizes disagree");
-    }
     size_t at = 0;  // where each peer's part goes in `dst`
     for (int p = 0; p < size_; ++p) {
         if (reads_[size_t(p)] && out_bytes[size_t(p)])

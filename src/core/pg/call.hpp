@@ -17,11 +17,14 @@ struct Call {
     uint8_t pad = 0;
     int32_t root = -1;
     uint32_t pad2 = 0;
-    uint64_t count = 0;  // elements; 0 for all-to-all, whose per-peer sizes differ by design
+    // Elements. All-to-all's per-peer sizes differ by design: there the host
+    // backend puts this rank's share of a digest of every rank's split sizes
+    // (Algorithms::alltoallv), which sums to 0 over the group when they agree.
+    uint64_t count = 0;
 
     // The same operation, whatever its sequence number.
     bool same_as(const Call &o) const {
-        return kind == o.kind && dtype == o.dtype && op == o.op && root == o.root && count == o.count;
+        return kind == o.kind && dtype == o.dtype && op == o.op && root == o.root && (count == o.count || all_to_all());
     }
     bool all_to_all() const { return kind == 7 || kind == 8; }  // call.cpp's kKinds
 };

@@ -91,7 +91,10 @@ bool Exchange::pull(Links &links, Peer &pr, const Call &call, int p, FnRef<void(
         moved = true;
         size_t before = l.done;
         l.done += r;
-        if (before < sizeof(Header) && l.done >= sizeof(Header)) check_header(pr, l, call, p);
+        if (before < sizeof(Header) && l.done >= sizeof(Header)) {
+            check_header(pr, l, call, p);
+            if (l.next == 0 && call.all_to_all()) digest_ += l.hdr.call.count;
+        }
         if (l.done == sizeof(Header) + m.n) {
             int id = m.id;
             ++l.next;
@@ -136,6 +139,7 @@ void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, s
             }
         }
     } clear{peers_};
+    digest_ = call.count;
     // The spin starts once polling found nothing: a clock read only then.
     Clock::time_point spin_until{};
     unsigned idle = 0;
@@ -156,7 +160,12 @@ void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, s
             moved |= pull(links, pr, call, int(p), on_recv);
             pending |= !pr.out.idle() || !pr.in.idle();
         }
-        if (!pending) return;
+        if (!pending) {
+            if (call.all_to_all() && digest_ != 0)
+                fail(DISTC_EINVAL, "ranks disagree on " + describe(call) +
+                                       ": the ranks' split sizes disagree between other ranks of the group");
+            return;
+        }
         if (moved) {
             idle = 0;
             continue;

@@ -58,7 +58,10 @@ public:
     // running), its length and the bytes this rank expects from that peer in
     // all: a peer out of step is DISTC_EPROTO; one running another call, or
     // an all-to-all whose split sizes disagree with this rank's, is
-    // DISTC_EINVAL naming both sides, found before its bytes are read. Waiting
+    // DISTC_EINVAL naming both sides, found before its bytes are read. In an
+    // all-to-all, the counts in the calls of every peer's first message and
+    // this rank's must sum to 0: split sizes that disagree between two other
+    // ranks fail this one too (DISTC_EINVAL) once everything moved. Waiting
     // polls the links `polls` times more, then spins (yielding) for `spin`
     // after the last progress, then sleeps in links.wait().
     void run(Links &links, const Call &call, Clock::time_point deadline, std::chrono::microseconds spin, unsigned polls,
@@ -104,6 +107,7 @@ private:
     void check_header(const Peer &pr, const Lane &l, const Call &call, int peer) const;
     std::vector<Peer> peers_;
     std::vector<Links::Want> wants_;  // kept: no allocation per wait
+    uint64_t digest_ = 0;             // all-to-all: the calls' counts summed, this rank's and its peers'
     std::vector<int> ranks_;
     std::string rank_name(int peer) const;
 };
