@@ -68,8 +68,8 @@ private:
 
     // In place (algorithms_in_place.cpp), from this many bytes a rank reads
     // from its peers in all (all-to-all: between a pair, both ways). An
-    // allreduce waits on its peers three times instead of once, which a
-    // smaller one does not earn back.
+    // allreduce waits on its peers twice instead of once, which a smaller
+    // one does not earn back.
     static constexpr size_t kInPlaceBytes = 256 * 1024, kInPlaceAllreduceBytes = 2 * 1024 * 1024;
     bool in_place(size_t bytes, size_t from = kInPlaceBytes) const;
     // Sends every peer `n` bytes at mine + p * stride and receives each
@@ -80,8 +80,9 @@ private:
     // Tells the peers where this rank's buffer is; theirs land in peer_addr_.
     void publish(const void *buffer, const Call &call, Clock::time_point deadline);
     // Bytes [off, off + bytes) of every rank's buffer (own: ours), reduced
-    // in rank order into `out`.
-    void reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op);
+    // in rank order into `out` and, with `push`, into every peer's buffer.
+    void reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op,
+                           bool push);
     void allreduce_in_place(Tensor &t, ReduceOp op, const Call &call, Clock::time_point deadline);
     void reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
                                  Clock::time_point deadline);

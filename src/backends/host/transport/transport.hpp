@@ -37,15 +37,21 @@ public:
     // a peer runs another call (both named), DISTC_EPROTO when one is out of
     // step, DISTC_EREMOTE when a link breaks, DISTC_ETIMEOUT at `deadline`.
     virtual void progress(const Call &call, Clock::time_point deadline, FnRef<void(int peer, int id)> on_recv) = 0;
-    // Whether read_peer works: peers' buffers can be read where they are
-    // (shared memory with single copy), so the algorithms may copy from them
-    // directly instead of sending messages through the links.
+    // Whether read_peer and write_peer work: peers' buffers can be read and
+    // written where they are (shared memory with single copy), so the
+    // algorithms may copy straight from and to them instead of sending
+    // messages through the links.
     virtual bool reads_peers() const { return false; }
     // Copies `n` bytes at `addr` in `peer`'s address space to `to`. The peer
     // must keep that buffer until this rank says (by a message) it is done.
     // Throws DISTC_EREMOTE when the peer died or the read fails.
     virtual void read_peer(int, uint64_t, void *, size_t) {
         fail(DISTC_EINTERNAL, std::string(name()) + " cannot read peers' memory");
+    }
+    // Copies `n` bytes from `from` to `addr` in `peer`'s address space, under
+    // the same terms (where reads_peers()).
+    virtual void write_peer(int, uint64_t, const void *, size_t) {
+        fail(DISTC_EINTERNAL, std::string(name()) + " cannot write peers' memory");
     }
     // Breaks every link so that peers fail at once; any thread, any time.
     virtual void close() noexcept = 0;

@@ -230,6 +230,26 @@ size_t ShmLinks::copy_from(int peer, uint64_t from, const iovec *iov, int n, siz
     }
 }
 
+void ShmLinks::write_to(int peer, uint64_t addr, const void *from, size_t n) {
+    if (pids_[size_t(peer)] == ::getpid()) {  // a rank in this process: its buffer is ours to write
+        if (n) std::memcpy(reinterpret_cast<void *>(addr), from, n);
+        return;
+    }
+    auto *p = static_cast<const uint8_t *>(from);
+    while (n) {  // the kernel may copy less than asked (a page it could not pin)
+        iovec local{const_cast<uint8_t *>(p), n}, remote{reinterpret_cast<void *>(addr), n};
+        ssize_t got = ::process_vm_writev(pids_[size_t(peer)], &local, 1, &remote, 1, 0);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 && errno == ESRCH) peer_gone(peer, true);
+        if (got <= 0)
+            fail_errno(DISTC_EREMOTE, "writing into " + name(peer) + "'s buffer in place (process_vm_writev)",
+                       got < 0 ? errno : EFAULT);
+        p += got;
+        addr += static_cast<uint64_t>(got);
+        n -= static_cast<size_t>(got);
+    }
+}
+
 void ShmLinks::read_from(int peer, uint64_t addr, void *to, size_t n) {
     auto *p = static_cast<uint8_t *>(to);
     while (n) {  // the kernel may copy less than asked (a page it could not pin)

@@ -63,6 +63,9 @@ public:
     // the caller makes sure the peer keeps them). Throws DISTC_EREMOTE when
     // the peer died or its memory cannot be read.
     void read_from(int peer, uint64_t addr, void *to, size_t n);
+    // And `n` bytes from `from` to `addr` in `peer`'s process (the same
+    // permission as reading: the ptrace access check).
+    void write_to(int peer, uint64_t addr, const void *from, size_t n);
     // Whether this process can read `pid`'s memory at `addr`, where `expect` is.
     static bool can_read(pid_t pid, const void *addr, uint64_t expect);
 

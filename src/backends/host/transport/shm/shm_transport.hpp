@@ -51,6 +51,9 @@ public:
     void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override;
     bool reads_peers() const override { return links_->single_copy() > 0; }
     void read_peer(int peer, uint64_t addr, void *to, size_t n) override { links_->read_from(peer, addr, to, n); }
+    void write_peer(int peer, uint64_t addr, const void *from, size_t n) override {
+        links_->write_to(peer, addr, from, n);
+    }
     void close() noexcept override;
     std::string describe(int peer) const override;
 
