@@ -211,11 +211,11 @@ void Algorithms::allgather(const Tensor &in, Tensor &out, const Call &call, Mill
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
     size_t n = in.nbytes();
+    if (in_place(n * static_cast<size_t>(size_ - 1))) return allgather_in_place(in, out, n, call, deadline);
     // Our own part first, and sent from there: `in` may alias a slot of `out`
     // that a receive fills while our sends are still going.
     uint8_t *own = out.bytes() + n * static_cast<size_t>(rank_);
     if (own != in.data && n) std::memmove(own, in.data, n);
-    if (in_place(n * static_cast<size_t>(size_ - 1))) return allgather_in_place(own, out, n, call, deadline);
     for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         t_.send(p, own, n);

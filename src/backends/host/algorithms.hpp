@@ -86,8 +86,7 @@ private:
     void allreduce_in_place(Tensor &t, ReduceOp op, const Call &call, Clock::time_point deadline);
     void reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
                                  Clock::time_point deadline);
-    // `own`: this rank's part (n bytes), already in its slot of `out`.
-    void allgather_in_place(const uint8_t *own, Tensor &out, size_t n, const Call &call, Clock::time_point deadline);
+    void allgather_in_place(const Tensor &in, Tensor &out, size_t n, const Call &call, Clock::time_point deadline);
     // All-to-all's pairs marked in reads_: each side sends the other a Part
     // (where its bytes for it are), checked as it arrives; then read_parts
     // copies the peers' bytes into `dst`.

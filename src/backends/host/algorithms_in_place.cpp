@@ -103,9 +103,16 @@ void Algorithms::reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp
     sync(call, deadline);  // no peer reads our buffer any more
 }
 
-void Algorithms::allgather_in_place(const uint8_t *own, Tensor &out, size_t n, const Call &call,
+void Algorithms::allgather_in_place(const Tensor &in, Tensor &out, size_t n, const Call &call,
                                     Clock::time_point deadline) {
-    publish(own, call, deadline);
+    uint8_t *own = out.bytes() + n * static_cast<size_t>(rank_);
+    // Peers read our input where the caller has it: lines that no core is
+    // writing (our own slot of `out` is written now). Unless it lies in
+    // `out`, where our reads may overwrite it: then our slot, filled first.
+    const bool inside = in.bytes() < out.bytes() + out.nbytes() && out.bytes() < in.bytes() + n;
+    if (inside && own != in.data && n) std::memmove(own, in.data, n);
+    publish(inside ? own : in.data, call, deadline);
+    if (!inside && n) std::memcpy(own, in.data, n);
     for (int k = 1; k < size_; ++k) {
         int p = (rank_ + k) % size_;
         t_.read_peer(p, peer_addr_[size_t(p)], out.bytes() + n * static_cast<size_t>(p), n);
