@@ -176,6 +176,16 @@ static void rank_allgather(distc_pg *pg, int rank, int size, void *arg) {
     DLTensor *out = dt_tensor_1d(DT_I32, n * size);
     if (RK_OK(distc_allgather_into_tensor(NULL, pg, out, in, NULL)))
         CHECK_ALL("allgather", out, n * size, val((int)(i / n), i % n));
+    /* In place: the input is this rank's slot of the output. */
+    DLTensor *fresh = dt_tensor_1d(DT_I32, n * size);
+    for (int64_t i = 0; i < n; ++i) dt_set(fresh, rank * n + i, (double)val(rank, i));
+    int64_t shape[1] = {n};
+    DLTensor slot = *fresh;
+    slot.shape = shape;
+    slot.byte_offset = (uint64_t)(rank * n) * sizeof(int32_t);
+    if (RK_OK(distc_allgather_into_tensor(NULL, pg, fresh, &slot, NULL)))
+        CHECK_ALL("allgather in place", fresh, n * size, val((int)(i / n), i % n));
+    dt_tensor_free(fresh);
     dt_tensor_free(in);
     dt_tensor_free(out);
 }
