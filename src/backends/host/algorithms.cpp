@@ -150,7 +150,7 @@ void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, cons
 void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
-    if (to == kEveryone && in_place(t.nbytes(), kInPlaceAllreduceBytes) && t.numel >= static_cast<size_t>(size_))
+    if (to == kEveryone && in_place(t.nbytes(), kInPlaceWholeBytes) && t.numel >= static_cast<size_t>(size_))
         return allreduce_in_place(t, op, call, deadline);
     if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
         reduce_chunked(t, op, to, call, deadline);
@@ -161,6 +161,7 @@ void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Mil
 void Algorithms::broadcast(Tensor &t, int root, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
+    if (in_place(t.nbytes(), kInPlaceWholeBytes)) return broadcast_in_place(t, root, call, deadline);
     if (size_ > 2 && t.nbytes() > kDirectBroadcastBytes) return broadcast_chunked(t, root, call, deadline);
     if (rank_ == root) {
         for (int p = 0; p < size_; ++p)

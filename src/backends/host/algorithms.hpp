@@ -9,8 +9,8 @@
 // chunk reduced once, by its owner, in rank order.
 //
 // Where the transport reads peers' memory (Transport::reads_peers), large
-// allreduce, reduce_scatter, allgather and all-to-all copy straight from
-// the peers' buffers instead (algorithms_in_place.cpp).
+// allreduce, broadcast, reduce_scatter, allgather and all-to-all copy
+// straight from and to the peers' buffers instead (algorithms_in_place.cpp).
 #pragma once
 
 #include <memory>
@@ -68,9 +68,9 @@ private:
 
     // In place (algorithms_in_place.cpp), from this many bytes a rank reads
     // from its peers in all (all-to-all: between a pair, both ways). Below
-    // a megabyte, allreduce's segmented path through the rings measured as
-    // fast or faster.
-    static constexpr size_t kInPlaceBytes = 256 * 1024, kInPlaceAllreduceBytes = 1024 * 1024;
+    // a megabyte, allreduce's and broadcast's paths through the rings
+    // measured as fast or faster.
+    static constexpr size_t kInPlaceBytes = 256 * 1024, kInPlaceWholeBytes = 1024 * 1024;
     bool in_place(size_t bytes, size_t from = kInPlaceBytes) const;
     // Sends every peer `n` bytes at mine + p * stride and receives each
     // peer's at theirs + p * n, in one run.
@@ -84,6 +84,8 @@ private:
     void reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op,
                            bool push);
     void allreduce_in_place(Tensor &t, ReduceOp op, const Call &call, Clock::time_point deadline);
+    // Every non-root copies the root's buffer.
+    void broadcast_in_place(Tensor &t, int root, const Call &call, Clock::time_point deadline);
     void reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
                                  Clock::time_point deadline);
     void allgather_in_place(const Tensor &in, Tensor &out, size_t n, const Call &call, Clock::time_point deadline);

@@ -95,6 +95,12 @@ void Algorithms::allreduce_in_place(Tensor &t, ReduceOp op, const Call &call, Cl
     sync(call, deadline);  // every chunk is in every buffer; no peer touches ours any more
 }
 
+void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock::time_point deadline) {
+    publish(t.data, call, deadline);  // only the root's address is used
+    if (rank_ != root && t.nbytes()) t_.read_peer(root, peer_addr_[size_t(root)], t.data, t.nbytes());
+    sync(call, deadline);  // nobody reads the root's buffer any more
+}
+
 void Algorithms::reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
                                          Clock::time_point deadline) {
     const size_t part = out.nbytes(), off = part * static_cast<size_t>(rank_);
