@@ -150,8 +150,8 @@ void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, cons
 void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
-    if (to == kEveryone && in_place(t.nbytes(), kInPlaceWholeBytes) && t.numel >= static_cast<size_t>(size_))
-        return allreduce_in_place(t, op, call, deadline);
+    if (to != kNobody && in_place(t.nbytes(), kInPlaceWholeBytes) && t.numel >= static_cast<size_t>(size_))
+        return reduce_in_place(t, op, to, call, deadline);
     if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
         reduce_chunked(t, op, to, call, deadline);
     else  // a small reduce-scatter reduces everything everywhere and keeps its part

@@ -9,7 +9,7 @@
 // chunk reduced once, by its owner, in rank order.
 //
 // Where the transport reads peers' memory (Transport::reads_peers), large
-// allreduce, broadcast, reduce_scatter, allgather and all-to-all copy
+// allreduce, reduce, broadcast, reduce_scatter, allgather and all-to-all copy
 // straight from and to the peers' buffers instead (algorithms_in_place.cpp).
 #pragma once
 
@@ -68,8 +68,8 @@ private:
 
     // In place (algorithms_in_place.cpp), from this many bytes a rank reads
     // from its peers in all (all-to-all: between a pair, both ways). Below
-    // a megabyte, allreduce's and broadcast's paths through the rings
-    // measured as fast or faster.
+    // a megabyte, allreduce's (reduce's) and broadcast's paths through the
+    // rings measured as fast or faster.
     static constexpr size_t kInPlaceBytes = 256 * 1024, kInPlaceWholeBytes = 1024 * 1024;
     bool in_place(size_t bytes, size_t from = kInPlaceBytes) const;
     // Sends every peer `n` bytes at mine + p * stride and receives each
@@ -80,10 +80,11 @@ private:
     // Tells the peers where this rank's buffer is; theirs land in peer_addr_.
     void publish(const void *buffer, const Call &call, Clock::time_point deadline);
     // Bytes [off, off + bytes) of every rank's buffer (own: ours), reduced
-    // in rank order into `out` and, with `push`, into every peer's buffer.
-    void reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op,
-                           bool push);
-    void allreduce_in_place(Tensor &t, ReduceOp op, const Call &call, Clock::time_point deadline);
+    // in rank order into `out` and into the buffers of `push` (kEveryone, a
+    // rank, or kNobody).
+    void reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op, int push);
+    // The reduction into every rank's `t` (to: kEveryone) or the root's.
+    void reduce_in_place(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline);
     // Every non-root copies the root's buffer.
     void broadcast_in_place(Tensor &t, int root, const Call &call, Clock::time_point deadline);
     void reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,

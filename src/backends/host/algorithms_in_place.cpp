@@ -4,8 +4,8 @@
 // each byte is copied once instead of into a ring and out again. A reduction
 // reads the peers' data in place too, a cache-sized block at a time: each
 // rank reduces its own chunk from every rank's buffer, in rank order, and
-// (allreduce) writes each reduced block into every peer's buffer while it
-// is still in cache, so every rank has the same bits. Rounds of small messages order the steps: the buffers'
+// (allreduce, reduce) writes each reduced block into every peer's buffer
+// (the root's) while it is still in cache, so every rank has the same bits. Rounds of small messages order the steps: the buffers'
 // addresses; every peer done. A rank returns only after the last, so no
 // peer touches its buffer after the call; one that fails breaks the group,
 // and its peers fail at the next round.
@@ -54,7 +54,7 @@ void Algorithms::sync(const Call &call, Clock::time_point deadline, const std::v
 }
 
 void Algorithms::reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op,
-                                   bool push) {
+                                   int push) {
     const size_t esz = dtype_size(dt), block = kBlockBytes / esz * esz;
     ReduceFn fn = reduce_fn(dt, op);
     uint8_t *acc = scratch(2 * block), *in = acc + block;
@@ -74,25 +74,25 @@ void Algorithms::reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off,
             fn(to, a, x, count);
             a = acc;
         }
-        // Into every peer's buffer while the block is still in cache. Only
+        // Into the peers' buffers while the block is still in cache. Only
         // this rank reads or writes this chunk of theirs in the call, and it
         // read this block already.
-        if (push)
-            for (int k = 1; k < size_; ++k) {
-                int p = (rank_ + k) % size_;
-                t_.write_peer(p, peer_addr_[size_t(p)] + off + b, out + b, len);
-            }
+        for (int k = 1; k < size_; ++k) {
+            int p = (rank_ + k) % size_;
+            if (push == kEveryone || push == p) t_.write_peer(p, peer_addr_[size_t(p)] + off + b, out + b, len);
+        }
     }
 }
 
-void Algorithms::allreduce_in_place(Tensor &t, ReduceOp op, const Call &call, Clock::time_point deadline) {
+void Algorithms::reduce_in_place(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline) {
     const size_t esz = dtype_size(t.dtype), P = static_cast<size_t>(size_);
     const size_t me = static_cast<size_t>(rank_), lo = t.numel * me / P * esz, hi = t.numel * (me + 1) / P * esz;
     publish(t.data, call, deadline);
-    // Our chunk of every buffer, reduced into ours and written into theirs.
-    // Peers read and write only their own chunks of our buffer meanwhile.
-    reduce_from_peers(t.bytes() + lo, t.bytes() + lo, lo, hi - lo, t.dtype, op, true);
-    sync(call, deadline);  // every chunk is in every buffer; no peer touches ours any more
+    // Our chunk of every buffer, reduced into ours and written into theirs
+    // (or the root's). Peers read and write only their own chunks of our
+    // buffer meanwhile.
+    reduce_from_peers(t.bytes() + lo, t.bytes() + lo, lo, hi - lo, t.dtype, op, to);
+    sync(call, deadline);  // every chunk is where it goes; no peer touches our buffer any more
 }
 
 void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock::time_point deadline) {
@@ -105,7 +105,7 @@ void Algorithms::reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp
                                          Clock::time_point deadline) {
     const size_t part = out.nbytes(), off = part * static_cast<size_t>(rank_);
     publish(in.data, call, deadline);
-    reduce_from_peers(in.bytes() + off, out.bytes(), off, part, in.dtype, op, false);
+    reduce_from_peers(in.bytes() + off, out.bytes(), off, part, in.dtype, op, kNobody);
     sync(call, deadline);  // no peer reads our buffer any more
 }
 
