@@ -1,14 +1,15 @@
-// Large collectives over a transport that reads peers' memory where it is
-// (shared memory with single copy): every rank tells the others where its
-// buffer is, then copies what it needs straight out of their buffers, so
-// each byte is copied once instead of into a ring and out again. A reduction
-// reads the peers' data in place too, a cache-sized block at a time: each
-// rank reduces its own chunk from every rank's buffer, in rank order, and
-// (allreduce, reduce) writes each reduced block into every peer's buffer
-// (the root's) while it is still in cache, so every rank has the same bits. Rounds of small messages order the steps: the buffers'
-// addresses; every peer done. A rank returns only after the last, so no
-// peer touches its buffer after the call; one that fails breaks the group,
-// and its peers fail at the next round.
+// Large collectives over a transport that reads and writes peers' memory
+// where it is (shared memory with single copy): every rank tells the others
+// where its buffer is, then copies what it needs straight out of their
+// buffers, so each byte is copied once instead of into a ring and out
+// again. A reduction reads the peers' data in place too, a cache-sized
+// block at a time: each rank reduces its own chunk from every rank's
+// buffer, in rank order, and (allreduce, reduce) writes each reduced block
+// into every peer's buffer (the root's) while it is still in cache, so
+// every rank has the same bits. Two rounds of small messages order the
+// steps: the buffers' addresses, then every peer done. A rank returns only
+// after the last, so no peer touches its buffer after the call; one that
+// fails breaks the group, and its peers fail at the next round.
 #include <algorithm>
 #include <cstring>
 
