@@ -140,11 +140,25 @@ void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, cons
     Tensor all = in;
     if (in.nbytes() > kDirectReduceBytes && in.numel >= static_cast<size_t>(size_))
         return reduce_chunked(all, op, kNobody, call, deadline, out.bytes());
-    // Small: everything reduced everywhere, in a copy; this rank keeps its part.
-    Scratch copy(in.dtype, in.numel);
-    if (in.nbytes()) std::memcpy(copy.t.data, in.data, in.nbytes());
-    reduce_direct(copy.t, op, kEveryone, call, deadline);
-    if (out.nbytes()) std::memcpy(out.data, copy.t.bytes() + out.nbytes() * static_cast<size_t>(rank_), out.nbytes());
+    // Small: each peer gets its part of our input, in one round, and we
+    // reduce ours from every rank's in rank order. `out` may be our own part
+    // of `in`: it is read before the last step writes it.
+    const size_t part = out.nbytes(), me = static_cast<size_t>(rank_);
+    uint8_t *theirs = scratch(part * static_cast<size_t>(size_));
+    for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        t_.send(p, in.bytes() + part * static_cast<size_t>(p), part);
+        t_.recv(p, theirs + part * static_cast<size_t>(p), part);
+    }
+    run(call, deadline);
+    if (part == 0) return;
+    auto src = [&](int r) -> const uint8_t * {
+        return r == rank_ ? in.bytes() + part * me : theirs + part * static_cast<size_t>(r);
+    };
+    ReduceFn fn = reduce_fn(in.dtype, op);
+    uint8_t *acc = theirs + part * me;  // our (unused) slot holds the partial sums
+    fn(size_ == 2 ? out.data : acc, src(0), src(1), out.numel);
+    for (int r = 2; r < size_; ++r) fn(r == size_ - 1 ? out.data : acc, acc, src(r), out.numel);
 }
 
 void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {
