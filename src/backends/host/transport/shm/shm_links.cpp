@@ -3,6 +3,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sched.h>
@@ -19,7 +20,7 @@ namespace distc {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x64697374632d7332ULL;  // "distc-s2": rings with offer slots
+constexpr uint64_t kMagic = 0x64697374632d7333ULL;  // "distc-s3": stamped chunks on cache lines
 // An in-place offer's states (Ring::offer).
 // kOffered: nobody copied from it yet; kTaken: the reader began (and will
 // finish) it; kReading: it copies now; kMoving: the writer relocates it;
@@ -27,6 +28,7 @@ constexpr uint64_t kMagic = 0x64697374632d7332ULL;  // "distc-s2": rings with of
 // offer's chunk instead (only from kOffered: a reader that began finishes).
 constexpr uint32_t kNoOffer = 0, kOffered = 1, kReading = 2, kMoving = 3, kWithdrawn = 4, kInline = 5, kTaken = 6;
 constexpr size_t kHeader = 64;
+constexpr uint64_t kLine = 64;
 // Sleeps last at most this long, to look at the peers' processes in between.
 constexpr Millis kSlice{50};
 
@@ -35,6 +37,7 @@ struct Header {
     uint32_t n;
     uint32_t pad;
     uint64_t ring_bytes;
+    uint64_t salt;  // mixed into chunks' stamps
 };
 
 long futex(std::atomic<uint32_t> *word, int op, uint32_t val, const timespec *ts) {
@@ -87,7 +90,10 @@ size_t ShmLinks::segment_bytes(int n, size_t ring_bytes) {
 
 void ShmLinks::init(uint8_t *base, int n, size_t ring_bytes) {
     // The memfd starts zeroed: every counter and flag is 0 already.
-    Header h{kMagic, static_cast<uint32_t>(n), 0, ring_bytes};
+    uint64_t salt = 0;
+    while (::getrandom(&salt, sizeof salt, 0) != static_cast<ssize_t>(sizeof salt))
+        if (errno != EINTR) fail_errno(DISTC_EINTERNAL, "getrandom for the shared memory segment", errno);
+    Header h{kMagic, static_cast<uint32_t>(n), 0, ring_bytes, salt};
     std::memcpy(base, &h, sizeof h);
 }
 
@@ -98,6 +104,7 @@ ShmLinks::ShmLinks(uint8_t *base, int me, size_t ring_bytes, std::vector<int> ra
     std::memcpy(&h, base, sizeof h);
     if (h.magic != kMagic || h.n != static_cast<uint32_t>(n_) || h.ring_bytes != ring_bytes)
         fail(DISTC_EPROTO, "the shared memory segment is not laid out as this rank expects");
+    salt_ = h.salt;
     bells_ = reinterpret_cast<Bell *>(base + kHeader);
     rings_ = reinterpret_cast<Ring *>(base + kHeader + static_cast<size_t>(n_) * sizeof(Bell));
     data_ = reinterpret_cast<uint8_t *>(rings_ + static_cast<size_t>(n_) * static_cast<size_t>(n_));
@@ -147,41 +154,56 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n) {
         o.inline_left = o.len;
         o.reoffer = o.until.load(std::memory_order_relaxed);
     }
-    uint64_t h = r.head.load(std::memory_order_relaxed), t = r.tail.load(std::memory_order_acquire);
-    size_t room = cap_ - static_cast<size_t>(h - t);
-    if (room <= sizeof(ChunkHeader)) return 0;
-    uint8_t *d = data(me_, peer);
+    const uint64_t h = r.head.load(std::memory_order_relaxed);
+    // The reader's tail as last seen here, looked at again only where that
+    // is too old to say: before the reader passed the last offer that went
+    // inline, or where the ring looks too full for what comes.
+    if (o.tail < o.reoffer) o.tail = r.tail.load(std::memory_order_acquire);
     // A new offer waits until the reader passed the last one that went inline.
-    const bool offers = cma_min_ && o.inline_left == 0 && t >= o.reoffer;
-    if (offers && iov[0].iov_len >= cma_min_) {
-        ChunkHeader c{iov[0].iov_len, 1};
-        o.len = c.len;
-        o.addr = reinterpret_cast<uint64_t>(iov[0].iov_base);
-        if (inline_after_.count()) o.offered = Clock::now();
-        o.until.store(h + sizeof c, std::memory_order_relaxed);
-        o.pending.store(true, std::memory_order_relaxed);
-        r.offer_addr.store(o.addr, std::memory_order_relaxed);
-        r.offer.store(kOffered, std::memory_order_release);  // before the chunk that points to it
-        iovec ci{&c, sizeof c};
-        copy<true>(d, cap_, h, &ci, 1, sizeof c);
-        r.head.store(h + sizeof c, std::memory_order_seq_cst);
-        ring_bell(peer);
-        return 0;
-    }
+    const bool offers = cma_min_ && o.inline_left == 0 && o.tail >= o.reoffer;
+    const bool offer = offers && iov[0].iov_len >= cma_min_;
     // Inline: what fits, up to the next piece that goes in place.
     int m = 0;
     size_t k = 0;
-    for (; m < n && !(offers && m > 0 && iov[m].iov_len >= cma_min_); ++m) k += iov[m].iov_len;
+    if (!offer)
+        for (; m < n && !(offers && m > 0 && iov[m].iov_len >= cma_min_); ++m) k += iov[m].iov_len;
+    if (cap_ - (h - o.tail) < chunk_end(h, k) - h) o.tail = r.tail.load(std::memory_order_acquire);
+    size_t room = cap_ - static_cast<size_t>(h - o.tail);
+    if (room <= sizeof(ChunkHeader)) return 0;
+    if (offer) {
+        ChunkHeader c{0, iov[0].iov_len | ChunkHeader::kInPlace};
+        o.len = iov[0].iov_len;
+        o.addr = reinterpret_cast<uint64_t>(iov[0].iov_base);
+        if (inline_after_.count()) o.offered = Clock::now();
+        o.until.store(chunk_end(h, 0), std::memory_order_relaxed);
+        o.pending.store(true, std::memory_order_relaxed);
+        r.offer_addr.store(o.addr, std::memory_order_relaxed);
+        r.offer.store(kOffered, std::memory_order_release);  // before the chunk that points to it
+        publish(peer, h, c, iov, 0, 0);
+        return 0;
+    }
     k = std::min(k, room - sizeof(ChunkHeader));
     if (k == 0) return 0;
     o.inline_left -= std::min(o.inline_left, k);
-    ChunkHeader c{k, 0};
-    iovec ci{&c, sizeof c};
-    copy<true>(d, cap_, h, &ci, 1, sizeof c);
-    copy<true>(d, cap_, h + sizeof c, iov, m, k);
-    r.head.store(h + sizeof c + k, std::memory_order_seq_cst);
-    ring_bell(peer);
+    publish(peer, h, ChunkHeader{0, k}, iov, m, k);
     return k;
+}
+
+uint64_t ShmLinks::chunk_end(uint64_t pos, size_t bytes) {
+    return (pos + sizeof(ChunkHeader) + bytes + kLine - 1) & ~(kLine - 1);
+}
+
+void ShmLinks::publish(int peer, uint64_t pos, const ChunkHeader &c, const iovec *iov, int n, size_t k) {
+    // The header's first word is on a line, inside the ring: the rest of the
+    // header and the bytes, then the stamp that says they are there, then the
+    // head for ready() and a sleeper.
+    uint8_t *d = data(me_, peer);
+    iovec ci{const_cast<uint64_t *>(&c.len), sizeof c.len};
+    copy<true>(d, cap_, pos + sizeof c.stamp, &ci, 1, sizeof c.len);
+    copy<true>(d, cap_, pos + sizeof c, iov, n, k);
+    __atomic_store_n(reinterpret_cast<uint64_t *>(d + (pos & (cap_ - 1))), stamp(pos), __ATOMIC_RELEASE);
+    ring(me_, peer).head.store(chunk_end(pos, c.in_place() ? 0 : k), std::memory_order_seq_cst);
+    ring_bell(peer);
 }
 
 size_t ShmLinks::read_in_place(int peer, const iovec *iov, int n, size_t k, uint64_t off) {
@@ -268,35 +290,36 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
     uint64_t t = r.tail.load(std::memory_order_relaxed);
     if (!s.open) {
         // A chunk's header is published with its inline bytes: all or nothing.
-        if (r.head.load(std::memory_order_acquire) == t) {
+        auto *at = reinterpret_cast<uint64_t *>(data(peer, me_) + (t & (cap_ - 1)));
+        if (__atomic_load_n(at, __ATOMIC_ACQUIRE) != stamp(t)) {
             // What it wrote before it closed is still read; only then is it gone.
             if (!bells_[peer].closed.load(std::memory_order_acquire)) return 0;
-            if (r.head.load(std::memory_order_acquire) == t) peer_gone(peer, false);
+            if (__atomic_load_n(at, __ATOMIC_ACQUIRE) != stamp(t)) peer_gone(peer, false);
         }
         iovec ci{&s.hdr, sizeof s.hdr};
         copy<false>(data(peer, me_), cap_, t, &ci, 1, sizeof s.hdr);
         s.open = true;
         s.off = 0;
     }
-    if (s.hdr.addr && r.offer.load(std::memory_order_acquire) == kInline) {
+    if (s.hdr.in_place() && r.offer.load(std::memory_order_acquire) == kInline) {
         // Its bytes come inline after it: past the offer, on to them.
         s.open = false;
         r.offer.store(kNoOffer, std::memory_order_relaxed);
-        r.tail.store(t + sizeof s.hdr, std::memory_order_seq_cst);
+        r.tail.store(chunk_end(t, 0), std::memory_order_seq_cst);
         ring_bell(peer);
         return read(peer, iov, n);
     }
-    size_t k = std::min(total(iov, n), static_cast<size_t>(s.hdr.len) - s.off);
+    size_t k = std::min(total(iov, n), s.hdr.bytes() - s.off);
     if (k == 0) return 0;
-    if (s.hdr.addr == 0)
+    if (!s.hdr.in_place())
         copy<false>(data(peer, me_), cap_, t + sizeof s.hdr + s.off, iov, n, k);
     else
         k = read_in_place(peer, iov, n, k, s.off);
     s.off += k;
-    if (s.off == s.hdr.len) {
-        if (s.hdr.addr) r.offer.store(kNoOffer, std::memory_order_release);  // before the tail frees the writer
+    if (s.off == s.hdr.bytes()) {
+        if (s.hdr.in_place()) r.offer.store(kNoOffer, std::memory_order_release);  // before the tail frees the writer
         s.open = false;
-        r.tail.store(t + sizeof s.hdr + (s.hdr.addr ? 0 : s.hdr.len), std::memory_order_seq_cst);
+        r.tail.store(chunk_end(t, s.hdr.in_place() ? 0 : s.hdr.bytes()), std::memory_order_seq_cst);
         ring_bell(peer);
     }
     return k;
@@ -304,7 +327,9 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
 
 size_t ShmLinks::unread(int peer) const {
     const Ring &r = ring(peer, me_);
-    return static_cast<size_t>(r.head.load(std::memory_order_acquire) - r.tail.load(std::memory_order_relaxed));
+    // The head follows a chunk's stamp: a chunk read before it moved leaves the tail ahead.
+    uint64_t h = r.head.load(std::memory_order_acquire), t = r.tail.load(std::memory_order_relaxed);
+    return h > t ? static_cast<size_t>(h - t) : 0;
 }
 
 bool ShmLinks::can_read(pid_t pid, const void *addr, uint64_t expect) {

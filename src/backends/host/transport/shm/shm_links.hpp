@@ -7,17 +7,23 @@
 // ring it waits on rings it, only when it sleeps. Sleeps come in slices, so
 // a peer that died (its pidfd says so) or closed its end is noticed.
 //
-// A ring carries chunks: a 16-byte chunk header, then its bytes inline, or
-// (single copy, for pieces of at least cma_min bytes) only a mark that the
-// bytes are offered in place: the writer's own buffer, whose address is in
-// the pair's offer slot, which the reader copies from with process_vm_readv
-// (memcpy within one process). The reader moves its tail past a chunk only
-// once it has all of it, so a writer knows an in-place chunk was read, and
-// its buffer free again, when the tail passes it. The slot also lets a
-// writer take its buffer back before then (a send that timed out, a
-// collective that failed): it waits out a copy in progress, then points the
-// slot at a copy of the bytes (relocate) or withdraws the offer (abandon,
-// and the reader fails).
+// A ring carries chunks, each on its own cache lines: a 16-byte header, then
+// its bytes inline, or (single copy, for pieces of at least cma_min bytes)
+// only a mark that the bytes are offered in place. The header's first word,
+// stored last, stamps the chunk's place in the stream, so a reader polls the
+// line it reads next rather than the writer's head: a small message costs it
+// one line from the writer, not two in turn. A writer looks at the reader's
+// tail only when its last look says the ring is too full.
+//
+// In place: the writer's own buffer, whose address is in the pair's offer
+// slot, which the reader copies from with process_vm_readv (memcpy within
+// one process). The reader moves its tail past a chunk only once it has all
+// of it, so a writer knows an in-place chunk was read, and its buffer free
+// again, when the tail passes it. The slot also lets a writer take its
+// buffer back before then (a send that timed out, a collective that
+// failed): it waits out a copy in progress, then points the slot at a copy
+// of the bytes (relocate) or withdraws the offer (abandon, and the reader
+// fails).
 #pragma once
 
 #include <sys/types.h>
@@ -112,9 +118,19 @@ private:
         char pad2[48];
     };
     struct ChunkHeader {
-        uint64_t len;   // the chunk's bytes
-        uint64_t addr;  // 0: they follow inline; else where they are in the writer's process
+        uint64_t stamp;  // stamp(position): the chunk is complete (written last)
+        uint64_t len;    // the chunk's bytes; kInPlace set: offered in place, not inline
+        static constexpr uint64_t kInPlace = uint64_t(1) << 63;
+        bool in_place() const { return len & kInPlace; }
+        size_t bytes() const { return static_cast<size_t>(len & ~kInPlace); }
     };
+    // What marks a chunk at `pos` complete: the position mixed with the
+    // segment's random salt, so no stale chunk and, but for a 2^-64 chance, no
+    // payload that happens to lie where the next header goes looks like one.
+    uint64_t stamp(uint64_t pos) const { return pos ^ salt_; }
+    // Where a chunk of `bytes` after its header ends (chunks start on lines).
+    static uint64_t chunk_end(uint64_t pos, size_t bytes);
+    void publish(int peer, uint64_t pos, const ChunkHeader &c, const iovec *iov, int n, size_t k);
     struct Out {  // an in-place chunk written and not yet read
         // Atomic: a thread may wait (ready()) while another writes.
         std::atomic<bool> pending{false};
@@ -124,6 +140,7 @@ private:
         Clock::time_point offered{};
         size_t inline_left = 0;  // of a piece that went inline after all
         uint64_t reoffer = 0;    // no new offer before the tail passes this
+        uint64_t tail = 0;       // the reader's tail when this rank last looked
     };
     struct In {  // the chunk being read
         bool open = false;
@@ -147,6 +164,7 @@ private:
 
     int n_, me_;
     size_t cap_;
+    uint64_t salt_;
     Bell *bells_;
     Ring *rings_;
     uint8_t *data_;
