@@ -201,9 +201,13 @@ Tensor described_tensor_arg(const DLTensor *t, const char *name) {
 std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n,
                                     const std::string &name) {
     if (!ts) fail(DISTC_EINVAL, name + " is NULL");
-    std::vector<Tensor> out;
-    out.reserve(n);
-    for (size_t i = 0; i < n; ++i) out.push_back(tensor_arg(g, ts[i], (name + "[" + std::to_string(i) + "]").c_str()));
+    std::vector<Tensor> out(n);
+    for (size_t i = 0; i < n; ++i) {
+        int dim = 0;
+        Fault f = check_tensor(g.device_types(), ts[i], out[i], dim);
+        // The entry's name only for the error: a call that passes builds no string.
+        if (f != Fault::None) fail_tensor(&g, ts[i], (name + "[" + std::to_string(i) + "]").c_str(), f, dim);
+    }
     return out;
 }
 

@@ -107,11 +107,12 @@ void Executor::break_group(const std::string &why) {
 
 void Executor::run_here(const Op &op, FnRef<int32_t()> body) {
     check_open();
-    if (op.collective) {
+    if (op.collective && collectives_pending_.load(std::memory_order_acquire)) {
         // Results come in issue order: asynchronous collectives issued
-        // before this one finish first.
+        // before this one finish first. (This thread's own enqueue counted
+        // them before it returned, so a call after them never misses them.)
         std::unique_lock<std::mutex> lk(mu_);
-        if (collectives_pending_) idle_cv_.wait(lk, [&] { return collectives_pending_ == 0 || stopping_; });
+        idle_cv_.wait(lk, [&] { return collectives_pending_ == 0 || stopping_; });
     }
     Outcome o = attempt(op, body);
     if (o.code) fail(o.code, o.message);

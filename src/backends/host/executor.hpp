@@ -7,6 +7,7 @@
 // the group when a collective fails.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -78,7 +79,9 @@ private:
     std::condition_variable cv_;       // the worker and the p2p waiters wait for items here
     std::condition_variable idle_cv_;  // blocking collectives wait here for earlier async ones
     std::deque<Item> queue_;           // collectives, in issue order
-    size_t collectives_pending_ = 0;   // queued or running on worker_
+    // Queued or running on worker_. Changed under mu_; a blocking call reads
+    // it without: one that finds none pending takes no lock.
+    std::atomic<size_t> collectives_pending_{0};
     std::thread worker_;
     std::deque<Item> p2p_queue_;
     size_t p2p_idle_ = 0;

@@ -137,6 +137,12 @@ void HostBackend::submit(const WorkPtr &w, const AsyncArgs &a, bool collective, 
     exec_.enqueue(op, w, std::forward<F>(body));
 }
 
+template <typename F, typename... Args>
+void HostBackend::submit_with(const WorkPtr &w, const AsyncArgs &a, F body, const Args &...args) {
+    if (!w) return submit(w, a, true, [&]() -> int32_t { return body(args...); });
+    submit(w, a, true, [body, args...]() mutable -> int32_t { return body(args...); });
+}
+
 void HostBackend::reduce_all(Tensor &t, ReduceOp op, double factor, const OpCtx &c) {
     if (op == ReduceOp::PremulSum) scale_in_place(t.dtype, t.data, t.numel, factor);
     if (small(t.nbytes()) && hier_)
@@ -209,7 +215,7 @@ void HostBackend::reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp o
 void HostBackend::allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
                             const AsyncArgs &a) {
     OpCtx c = ctx(a);
-    submit(w, a, true, [this, input, outputs, c]() -> int32_t {
+    auto body = [this, input, c](const std::vector<Tensor> &outputs) -> int32_t {
         std::unique_ptr<Scratch> scratch;
         Tensor flat = flatten(outputs, scratch, false);
         if (small(input.nbytes()) && hier_)
@@ -220,13 +226,14 @@ void HostBackend::allgather(const WorkPtr &w, const std::vector<Tensor> &outputs
             gloo_->allgather(input, flat, c);
         unflatten(flat, outputs);
         return -1;
-    });
+    };
+    submit_with(w, a, body, outputs);
 }
 
 void HostBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
                          const AsyncArgs &a) {
     OpCtx c = ctx(a);
-    submit(w, a, true, [this, input, outputs, root, c]() -> int32_t {
+    auto body = [this, input, root, c](const std::vector<Tensor> &outputs) -> int32_t {
         // Every rank decides by the part's size, which is the same everywhere.
         bool mesh = small(input.nbytes());
         std::unique_ptr<Scratch> scratch;
@@ -244,13 +251,14 @@ void HostBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs, c
             gloo_->gather(input, out, root, c);
         if (out) unflatten(flat, outputs);
         return -1;
-    });
+    };
+    submit_with(w, a, body, outputs);
 }
 
 void HostBackend::scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
                           const AsyncArgs &a) {
     OpCtx c = ctx(a);
-    submit(w, a, true, [this, inputs, output = Tensor(output), root, c]() mutable -> int32_t {
+    auto body = [this, output = Tensor(output), root, c](const std::vector<Tensor> &inputs) mutable -> int32_t {
         bool mesh = small(output.nbytes());
         std::unique_ptr<Scratch> scratch;
         Tensor flat;
@@ -266,14 +274,15 @@ void HostBackend::scatter(const WorkPtr &w, const Tensor &output, const std::vec
         else
             gloo_->scatter(in, output, root, c);
         return -1;
-    });
+    };
+    submit_with(w, a, body, inputs);
 }
 
 void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, ReduceOp op,
                                  const AsyncArgs &a) {
     OpCtx c = ctx(a);
     double factor = a.premul_factor;
-    submit(w, a, true, [this, inputs, output = Tensor(output), op, factor, c]() mutable -> int32_t {
+    auto body = [this, output = Tensor(output), op, factor, c](const std::vector<Tensor> &inputs) mutable -> int32_t {
         const size_t total = checked_mul(output.nbytes(), static_cast<size_t>(size_), "the inputs together");
         // The algorithms read the inputs in place and write only `output`.
         // A copy where that cannot be: PREMUL_SUM scales the inputs, Gloo
@@ -301,7 +310,8 @@ void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const s
         }
         if (op == ReduceOp::Avg) scale_in_place(output.dtype, output.data, output.numel, 1.0 / size_);
         return -1;
-    });
+    };
+    submit_with(w, a, body, inputs);
 }
 
 void HostBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out, const std::vector<size_t> &oc,
@@ -319,14 +329,15 @@ void HostBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs,
     // Sizes may differ between ranks (uneven splits), so only a transport
     // that takes every size: ranks must agree on the path.
     bool mesh = takes_every_size();
-    submit(w, a, true, [this, inputs, outputs, mesh, c]() -> int32_t {
+    auto body = [this, mesh, c](const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs) -> int32_t {
         std::unique_ptr<Scratch> sin, sout;
         Tensor fin = flatten(inputs, sin, true);
         Tensor fout = flatten(outputs, sout, false);
         alltoallv(fin, counts_of(inputs), fout, counts_of(outputs), mesh, c);
         unflatten(fout, outputs);
         return -1;
-    });
+    };
+    submit_with(w, a, body, inputs, outputs);
 }
 
 void HostBackend::alltoall_single(const WorkPtr &w, const Tensor &output, const Tensor &input,

@@ -78,6 +78,10 @@ private:
     // Runs `body` now (a blocking call, w null) or queues it.
     template <typename F>
     void submit(const WorkPtr &w, const AsyncArgs &a, bool collective, F &&body);
+    // A collective whose body takes `args` (tensor lists): a queued body
+    // keeps copies of them, a blocking call lends the caller's.
+    template <typename F, typename... Args>
+    void submit_with(const WorkPtr &w, const AsyncArgs &a, F body, const Args &...args);
     // What a collective's body needs of its arguments, copied: a queued body
     // runs after the call returned.
     static OpCtx ctx(const AsyncArgs &a) { return OpCtx{static_cast<uint32_t>(a.seq * 2), a.timeout, a.call}; }
