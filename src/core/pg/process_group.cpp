@@ -197,12 +197,13 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
         fail(DISTC_EINVAL, "input and output rows differ in size (" + std::to_string(input.row_numel()) + " vs " +
                                std::to_string(output.row_numel()) + " elements)");
     auto counts = [&](const Tensor &t, std::vector<int64_t> &splits, const char *name) {
-        if (splits.empty()) {
+        size_t row = t.row_numel();
+        if (splits.empty()) {  // even splits: the counts straight away, no list of splits to make
             if (t.dim0 % size_ != 0)
                 fail(DISTC_EINVAL, std::string(name) + "'s first dimension (" + std::to_string(t.dim0) +
                                        ") does not divide by the group size " + std::to_string(size_) +
                                        "; pass split sizes");
-            splits.assign(size_, t.dim0 / size_);
+            return std::vector<size_t>(static_cast<size_t>(size_), static_cast<size_t>(t.dim0 / size_) * row);
         }
         if (splits.size() != static_cast<size_t>(size_))
             fail(DISTC_EINVAL, std::string(name) + "_splits has " + std::to_string(splits.size()) +
@@ -221,7 +222,6 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
                                    " but the first dimension is " + std::to_string(t.dim0));
         std::vector<size_t> c;
         c.reserve(splits.size());
-        size_t row = t.row_numel();
         for (auto s : splits) c.push_back(static_cast<size_t>(s) * row);
         return c;
     };
