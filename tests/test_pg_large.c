@@ -276,9 +276,9 @@ static void test_alltoall_disagree(void **state) {
     const char *m = getenv("DISTC_MESH_BYTES");
     if (m && atoll(m) == 0) skip(); /* Gloo cannot tell: it would wait for the missing bytes */
     (void)state;
-    /* 256 KiB between a pair is where it starts to read in place: rank 0
-     * moves 2 * 32767 int32 with rank 1 (8 bytes short), rank 1 two more. */
-    static const int64_t parts[] = {4, 100000, 32767};
+    /* 64 KiB between a pair is where it starts to read in place: rank 0
+     * moves 2 * 8191 int32 with rank 1 (8 bytes short), rank 1 two more. */
+    static const int64_t parts[] = {4, 100000, 8191};
     for (size_t k = 0; k < sizeof parts / sizeof parts[0]; ++k)
         dt_run_ranks(2, rank_alltoall_disagree, (void *)&parts[k]);
 }

@@ -135,7 +135,7 @@ void Algorithms::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call
 void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
-    if (in_place(in.nbytes()) && in.numel >= static_cast<size_t>(size_))
+    if (in_place(in.nbytes(), kInPlaceReduceBytes) && in.numel >= static_cast<size_t>(size_))
         return reduce_scatter_in_place(in, out, op, call, deadline);
     Tensor all = in;
     if (in.nbytes() > kDirectReduceBytes && in.numel >= static_cast<size_t>(size_))
@@ -164,7 +164,7 @@ void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, cons
 void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
-    if (to != kNobody && in_place(t.nbytes(), kInPlaceWholeBytes) && t.numel >= static_cast<size_t>(size_))
+    if (to != kNobody && in_place(t.nbytes(), kInPlaceReduceBytes) && t.numel >= static_cast<size_t>(size_))
         return reduce_in_place(t, op, to, call, deadline);
     if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
         reduce_chunked(t, op, to, call, deadline);
@@ -175,7 +175,7 @@ void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Mil
 void Algorithms::broadcast(Tensor &t, int root, const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
     auto deadline = Clock::now() + timeout;
-    if (in_place(t.nbytes(), kInPlaceWholeBytes)) return broadcast_in_place(t, root, call, deadline);
+    if (in_place(t.nbytes(), kInPlaceBroadcastBytes)) return broadcast_in_place(t, root, call, deadline);
     if (size_ > 2 && t.nbytes() > kDirectBroadcastBytes) return broadcast_chunked(t, root, call, deadline);
     if (rank_ == root) {
         for (int p = 0; p < size_; ++p)

@@ -66,11 +66,14 @@ private:
     void broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline);
     uint8_t *scratch(size_t n);
 
-    // In place (algorithms_in_place.cpp), from this many bytes a rank reads
-    // from its peers in all (all-to-all: between a pair, both ways). Below
-    // a megabyte, allreduce's (reduce's) and broadcast's paths through the
-    // rings measured as fast or faster.
-    static constexpr size_t kInPlaceBytes = 256 * 1024, kInPlaceWholeBytes = 1024 * 1024;
+    // In place (algorithms_in_place.cpp): allgather from this many bytes a
+    // rank reads from its peers in all, all-to-all from what a pair moves
+    // both ways; reductions (allreduce, reduce, reduce_scatter) and broadcast
+    // from their input's size. Below these, the paths through the rings
+    // measured as fast or faster (the two rounds of messages cost more than
+    // the copy they save).
+    static constexpr size_t kInPlaceBytes = 64 * 1024, kInPlaceReduceBytes = 128 * 1024,
+                            kInPlaceBroadcastBytes = 256 * 1024;
     bool in_place(size_t bytes, size_t from = kInPlaceBytes) const;
     // Sends every peer `n` bytes at mine + p * stride and receives each
     // peer's at theirs + p * n, in one run.
