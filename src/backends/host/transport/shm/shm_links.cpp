@@ -3,6 +3,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -29,6 +30,11 @@ constexpr uint64_t kMagic = 0x64697374632d7333ULL;  // "distc-s3": stamped chunk
 constexpr uint32_t kNoOffer = 0, kOffered = 1, kReading = 2, kMoving = 3, kWithdrawn = 4, kInline = 5, kTaken = 6;
 constexpr size_t kHeader = 64;
 constexpr uint64_t kLine = 64;
+#ifdef MADV_POPULATE_WRITE
+constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kPopulateWrite = 23;  // Linux 5.14
+#endif
 // Sleeps last at most this long, to look at the peers' processes in between.
 constexpr Millis kSlice{50};
 
@@ -323,6 +329,20 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
         ring_bell(peer);
     }
     return k;
+}
+
+void ShmLinks::populate() noexcept {
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    for (int p = 0; p < n_; ++p) {
+        if (p == me_) continue;
+        for (uint8_t *d : {data(me_, p), data(p, me_)}) {
+            uintptr_t lo = reinterpret_cast<uintptr_t>(d) & ~(page - 1),
+                      hi = (reinterpret_cast<uintptr_t>(d) + cap_ + page - 1) & ~(page - 1);
+            // Writes nothing: only maps the pages, giving the segment what it lacks
+            // (an older kernel says EINVAL: the first lap faults as before).
+            ::madvise(reinterpret_cast<void *>(lo), hi - lo, kPopulateWrite);
+        }
+    }
 }
 
 size_t ShmLinks::unread(int peer) const {

@@ -83,6 +83,10 @@ public:
     std::string name(int peer) const;
     // Whether `peer`'s process still runs (a rank in this process always does).
     bool alive(int peer) const;
+    // Maps the rings this rank writes and reads, and gives them memory, now
+    // (a first lap through a ring would otherwise fault on every page, as
+    // writer and reader meet there). Best effort.
+    void populate() noexcept;
     // Makes this rank's wait() return soon (any thread).
     void wake() { ring_bell(me_); }
 

@@ -71,6 +71,9 @@ ShmTransport::ShmTransport(Store &store, int rank, const Locality &loc, Millis t
     const int me = static_cast<int>(std::find(ranks_.begin(), ranks_.end(), rank) - ranks_.begin());
     const size_t ring = ring_bytes(n);
     links_ = std::make_unique<ShmLinks>(seg_.base(), me, ring, ranks_, pids_);
+    // The collectives' rings are in use from the first call; point-to-point's
+    // take memory only as messages touch them.
+    links_->populate();
     x_.name_peers(ranks_);
     auto p2p_links =
         std::make_unique<ShmLinks>(seg_.base() + ShmLinks::segment_bytes(n, ring), me, ring, ranks_, pids_);
