@@ -357,7 +357,7 @@ void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_count
 
 void Algorithms::barrier(const Call &call, Millis timeout) {
     std::lock_guard<std::mutex> lk(mu_);
-    sync(call, Clock::now() + timeout);
+    sync(call, Clock::now() + timeout, 0);
 }
 
 }  // namespace distc

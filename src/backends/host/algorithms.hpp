@@ -79,7 +79,8 @@ private:
     // peer's at theirs + p * n, in one run.
     void swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call, Clock::time_point deadline);
     // An empty message to and from every peer (`only`: those marked).
-    void sync(const Call &call, Clock::time_point deadline, const std::vector<bool> *only = nullptr);
+    // After `copied` bytes of copies in place, which peers may still be making.
+    void sync(const Call &call, Clock::time_point deadline, size_t copied, const std::vector<bool> *only = nullptr);
     // Tells the peers where this rank's buffer is; theirs land in peer_addr_.
     void publish(const void *buffer, const Call &call, Clock::time_point deadline);
     // Bytes [off, off + bytes) of every rank's buffer (own: ours), reduced

@@ -22,6 +22,10 @@ namespace {
 
 // Peers' data is reduced through blocks of this size, which stay in cache.
 constexpr size_t kBlockBytes = 128 * 1024;
+// A rank waiting for peers that copy in place spins for as long as copying
+// what it copied takes at this rate (slower than the kernel's copies here,
+// so that a slow peer is still waited for spinning), at most this long.
+constexpr size_t kPatientBytesPerUs = 2000, kMaxPatienceUs = 5000;
 
 uint64_t address_of(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 
@@ -45,13 +49,17 @@ void Algorithms::publish(const void *buffer, const Call &call, Clock::time_point
     swap(&mine, 0, peer_addr_.data(), sizeof mine, call, deadline);
 }
 
-void Algorithms::sync(const Call &call, Clock::time_point deadline, const std::vector<bool> *only) {
+void Algorithms::sync(const Call &call, Clock::time_point deadline, size_t copied, const std::vector<bool> *only) {
     for (int p = 0; p < size_; ++p) {
         if (p == rank_ || (only && !(*only)[size_t(p)])) continue;
         t_.send(p, nullptr, 0);
         t_.recv(p, nullptr, 0);
     }
-    run(call, deadline);
+    // A peer that copies as much takes about as long (a rank that finished,
+    // or had nothing to copy, waits that long at most): spin through it.
+    const auto patience = std::chrono::microseconds(std::min<size_t>(copied / kPatientBytesPerUs, kMaxPatienceUs));
+    t_.progress(
+        call, deadline, [](int, int) {}, patience);
 }
 
 void Algorithms::reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op,
@@ -93,13 +101,13 @@ void Algorithms::reduce_in_place(Tensor &t, ReduceOp op, int to, const Call &cal
     // (or the root's). Peers read and write only their own chunks of our
     // buffer meanwhile.
     reduce_from_peers(t.bytes() + lo, t.bytes() + lo, lo, hi - lo, t.dtype, op, to);
-    sync(call, deadline);  // every chunk is where it goes; no peer touches our buffer any more
+    sync(call, deadline, t.nbytes());  // every chunk is where it goes; no peer touches our buffer any more
 }
 
 void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock::time_point deadline) {
     publish(t.data, call, deadline);  // only the root's address is used
     if (rank_ != root && t.nbytes()) t_.read_peer(root, peer_addr_[size_t(root)], t.data, t.nbytes());
-    sync(call, deadline);  // nobody reads the root's buffer any more
+    sync(call, deadline, t.nbytes());  // nobody reads the root's buffer any more
 }
 
 void Algorithms::reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
@@ -107,7 +115,7 @@ void Algorithms::reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp
     const size_t part = out.nbytes(), off = part * static_cast<size_t>(rank_);
     publish(in.data, call, deadline);
     reduce_from_peers(in.bytes() + off, out.bytes(), off, part, in.dtype, op, kNobody);
-    sync(call, deadline);  // no peer reads our buffer any more
+    sync(call, deadline, in.nbytes());  // no peer reads our buffer any more
 }
 
 void Algorithms::allgather_in_place(const Tensor &in, Tensor &out, size_t n, const Call &call,
@@ -124,7 +132,7 @@ void Algorithms::allgather_in_place(const Tensor &in, Tensor &out, size_t n, con
         int p = (rank_ + k) % size_;
         t_.read_peer(p, peer_addr_[size_t(p)], out.bytes() + n * static_cast<size_t>(p), n);
     }
-    sync(call, deadline);  // no peer reads our buffer any more
+    sync(call, deadline, n * static_cast<size_t>(size_ - 1));  // no peer reads our buffer any more
 }
 
 void Algorithms::check_part(int p, const Call &call) const {
@@ -140,13 +148,15 @@ void Algorithms::check_part(int p, const Call &call) const {
 
 void Algorithms::read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call,
                             Clock::time_point deadline) {
-    size_t at = 0;  // where each peer's part goes in `dst`
+    size_t at = 0, copied = 0;  // where each peer's part goes in `dst`
     for (int p = 0; p < size_; ++p) {
-        if (reads_[size_t(p)] && out_bytes[size_t(p)])
+        if (reads_[size_t(p)] && out_bytes[size_t(p)]) {
             t_.read_peer(p, parts_in_[size_t(p)].addr, dst + at, out_bytes[size_t(p)]);
+            copied += out_bytes[size_t(p)];
+        }
         at += out_bytes[size_t(p)];
     }
-    sync(call, deadline, &reads_);  // no peer reads our input any more
+    sync(call, deadline, copied, &reads_);  // no peer reads our input any more
 }
 
 }  // namespace distc

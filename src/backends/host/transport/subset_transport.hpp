@@ -22,8 +22,10 @@ public:
     const char *name() const override { return t_.name(); }
     void send(int peer, const void *p, size_t n, const bool *gate) override { t_.send(rank(peer), p, n, gate); }
     void recv(int peer, void *p, size_t n, int id, const bool *gate) override { t_.recv(rank(peer), p, n, id, gate); }
-    void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override {
-        t_.progress(call, deadline, [&](int peer, int id) { on_recv(index_[static_cast<size_t>(peer)], id); });
+    void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv,
+                  std::chrono::microseconds patience = {}) override {
+        t_.progress(
+            call, deadline, [&](int peer, int id) { on_recv(index_[static_cast<size_t>(peer)], id); }, patience);
     }
     void close() noexcept override {}  // the underlying transport's owner closes it
     std::string describe(int peer) const override { return t_.describe(rank(peer)); }

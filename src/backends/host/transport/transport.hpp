@@ -36,7 +36,11 @@ public:
     // Moves every queued message, then forgets them. Throws DISTC_EINVAL when
     // a peer runs another call (both named), DISTC_EPROTO when one is out of
     // step, DISTC_EREMOTE when a link breaks, DISTC_ETIMEOUT at `deadline`.
-    virtual void progress(const Call &call, Clock::time_point deadline, FnRef<void(int peer, int id)> on_recv) = 0;
+    // `patience`: how long peers may take to get here for a known reason (a
+    // large copy of their own), during which a waiting rank spins rather
+    // than sleeps (waking from a sleep costs more than the spin).
+    virtual void progress(const Call &call, Clock::time_point deadline, FnRef<void(int peer, int id)> on_recv,
+                          std::chrono::microseconds patience = {}) = 0;
     // Whether read_peer and write_peer work: peers' buffers can be read and
     // written where they are (shared memory with single copy), so the
     // algorithms may copy straight from and to them instead of sending

@@ -123,9 +123,10 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     return true;
 }
 
-void ShmTransport::progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) {
+void ShmTransport::progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv,
+                            std::chrono::microseconds patience) {
     try {
-        x_.run(*links_, call, deadline, spin_, polls_, on_recv);
+        x_.run(*links_, call, deadline, std::max(spin_, patience), polls_, on_recv);
     } catch (...) {
         links_->abandon();  // the caller may free the buffers it offered in place
         throw;

@@ -48,7 +48,8 @@ public:
     const char *name() const override { return "shm"; }
     void send(int peer, const void *p, size_t n, const bool *gate) override { x_.send(peer, p, n, gate); }
     void recv(int peer, void *p, size_t n, int id, const bool *gate) override { x_.recv(peer, p, n, id, gate); }
-    void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override;
+    void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv,
+                  std::chrono::microseconds patience = {}) override;
     bool reads_peers() const override { return links_->single_copy() > 0; }
     void read_peer(int peer, uint64_t addr, void *to, size_t n) override { links_->read_from(peer, addr, to, n); }
     void write_peer(int peer, uint64_t addr, const void *from, size_t n) override {

@@ -31,8 +31,9 @@ public:
     const char *name() const override { return "tcp"; }
     void send(int peer, const void *p, size_t n, const bool *gate) override { x_.send(peer, p, n, gate); }
     void recv(int peer, void *p, size_t n, int id, const bool *gate) override { x_.recv(peer, p, n, id, gate); }
-    void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv) override {
-        x_.run(links_, call, deadline, spin_, 0, on_recv);
+    void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv,
+                  std::chrono::microseconds patience = {}) override {
+        x_.run(links_, call, deadline, std::max(spin_, patience), 0, on_recv);
     }
     void close() noexcept override;
     std::string describe(int peer) const override;
