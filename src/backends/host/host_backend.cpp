@@ -384,7 +384,8 @@ void HostBackend::recv(const WorkPtr &w, const Tensor &t, int src, int tag, cons
 void HostBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) {
     exec_.check_open();
     // Everything is posted before anything is waited for: the batch cannot deadlock on its own order.
-    std::vector<std::shared_ptr<PendingP2p>> posted;
+    using Posted = std::vector<std::unique_ptr<PendingP2p>>;
+    Posted posted;
     posted.reserve(ops.size());
     for (const auto &op : ops) {
         Tensor t = op.tensor;
@@ -392,12 +393,19 @@ void HostBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const
                                  : p2p_->post_recv(t, op.peer, static_cast<uint32_t>(op.tag)));
     }
     Millis timeout = a.timeout;
-    submit(w, a, false, [posted, timeout]() -> int32_t {
-        auto deadline = Clock::now() + timeout;
-        for (const auto &p : posted)
-            p->wait(std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - Clock::now())));
+    auto wait_all = [timeout](const Posted &ps) -> int32_t {
+        // One deadline for the batch: each wait gets what is left of it (the
+        // clock is read again only when there is more than one to wait for).
+        auto deadline = ps.size() > 1 ? Clock::now() + timeout : Clock::time_point{};
+        for (size_t i = 0; i < ps.size(); ++i)
+            ps[i]->wait(i == 0 ? timeout
+                               : std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - Clock::now())));
         return -1;
-    });
+    };
+    if (!w) return submit(w, a, false, [&]() -> int32_t { return wait_all(posted); });
+    // A queued wait outlives this call: it owns the posted operations.
+    auto kept = std::make_shared<Posted>(std::move(posted));
+    submit(w, a, false, [kept, wait_all]() -> int32_t { return wait_all(*kept); });
 }
 
 void HostBackend::debug_check(const OpCtx &c) {

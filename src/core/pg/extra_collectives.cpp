@@ -104,12 +104,12 @@ ProcessGroup::StoreBytesResult ProcessGroup::store_bytes(const char *kind, const
 ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOptions &o, bool async) {
     if (ops.empty()) fail(DISTC_EINVAL, "no operations");
     for (size_t i = 0; i < ops.size(); ++i) {
-        std::string at = "ops[" + std::to_string(i) + "]";
+        auto at = [i] { return "ops[" + std::to_string(i) + "]"; };  // only for an error
         if (ops[i].peer < 0 || ops[i].peer >= size_)
             fail(DISTC_EINVAL,
-                 at + ".peer " + std::to_string(ops[i].peer) + " is outside 0.." + std::to_string(size_ - 1));
-        if (ops[i].peer == rank_) fail(DISTC_EINVAL, at + ".peer is this rank (" + std::to_string(rank_) + ")");
-        if (ops[i].tag > static_cast<uint32_t>(INT32_MAX)) fail(DISTC_EINVAL, at + ".tag is negative");
+                 at() + ".peer " + std::to_string(ops[i].peer) + " is outside 0.." + std::to_string(size_ - 1));
+        if (ops[i].peer == rank_) fail(DISTC_EINVAL, at() + ".peer is this rank (" + std::to_string(rank_) + ")");
+        if (ops[i].tag > static_cast<uint32_t>(INT32_MAX)) fail(DISTC_EINVAL, at() + ".tag is negative");
     }
     OpLabel ops_label;
     ops_label.form = OpLabel::Form::Ops;

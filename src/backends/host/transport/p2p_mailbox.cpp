@@ -162,18 +162,20 @@ int P2pMailbox::wait(Op &op, Millis timeout) {
                 // Others' messages keep coming: the deadline still holds.
                 if (++rounds % 64 == 0 && Clock::now() >= deadline) break;
             }
-            lk.unlock();
             if (left > 0) {
+                // Polls keep the lock: dropping it between two costs more than
+                // a poll, and a thread that wants it gets it once this one yields.
                 --left;
-            } else {
-                auto now = Clock::now();
-                if (until == Clock::time_point{}) until = now + spin_;
-                if (now >= until || now >= deadline) {
-                    lk.lock();
-                    break;
-                }
-                std::this_thread::yield();
+#if defined(__x86_64__) || defined(__i386__)
+                __builtin_ia32_pause();
+#endif
+                continue;
             }
+            auto now = Clock::now();
+            if (until == Clock::time_point{}) until = now + spin_;
+            if (now >= until || now >= deadline) break;
+            lk.unlock();
+            std::this_thread::yield();
             lk.lock();
         }
         for (Carrier *c : pollers_) c->polling_stops(!op.finished);
