@@ -152,7 +152,7 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n) {
             o.pending.store(false, std::memory_order_relaxed);
             return o.len;
         }
-        if (inline_after_.count() == 0 || Clock::now() - o.offered < inline_after_) return 0;
+        if (inline_after_.count() == 0 || Clock::now() - o.offered < inline_wait(o.len)) return 0;
         uint32_t st = kOffered;
         if (!r.offer.compare_exchange_strong(st, kInline, std::memory_order_acq_rel)) return 0;  // being read
         // Nobody copied it yet: its bytes follow inline (the reader skips the offer).
@@ -193,6 +193,13 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n) {
     o.inline_left -= std::min(o.inline_left, k);
     publish(peer, h, ChunkHeader{0, k}, iov, m, k);
     return k;
+}
+
+std::chrono::microseconds ShmLinks::inline_wait(size_t len) const {
+    // Copying inline at 1 GB/s: slower than a ring copies here, so that a
+    // reader a little late still gets the single copy.
+    auto copy = std::chrono::microseconds(static_cast<int64_t>(len / 1000));
+    return std::min(std::max(copy, std::chrono::microseconds(100)), inline_after_);
 }
 
 uint64_t ShmLinks::chunk_end(uint64_t pos, size_t bytes) {

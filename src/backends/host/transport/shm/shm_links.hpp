@@ -56,9 +56,11 @@ public:
 
     // Pieces of at least `bytes` go in place (0: never). Every rank of the
     // group must agree, and be able to read the others' memory. With
-    // `inline_after`, a piece its reader has not begun to copy after that
-    // long goes inline after all (point-to-point: a receiver that is not
-    // there must not hold its sender up longer than the ring would).
+    // `inline_after`, a piece its reader has not begun to copy goes inline
+    // after all once it waited about as long as copying it inline takes (at
+    // least 100 us, at most `inline_after`): point-to-point, where a receiver
+    // that is not there must not hold its sender up much longer than the
+    // ring would.
     void set_single_copy(size_t bytes, std::chrono::microseconds inline_after = {}) {
         cma_min_ = bytes;
         inline_after_ = inline_after;
@@ -132,6 +134,8 @@ private:
     // segment's random salt, so no stale chunk and, but for a 2^-64 chance, no
     // payload that happens to lie where the next header goes looks like one.
     uint64_t stamp(uint64_t pos) const { return pos ^ salt_; }
+    // How long an in-place piece of `len` bytes waits for its reader before it goes inline.
+    std::chrono::microseconds inline_wait(size_t len) const;
     // Where a chunk of `bytes` after its header ends (chunks start on lines).
     static uint64_t chunk_end(uint64_t pos, size_t bytes);
     void publish(int peer, uint64_t pos, const ChunkHeader &c, const iovec *iov, int n, size_t k);

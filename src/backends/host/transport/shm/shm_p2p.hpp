@@ -48,9 +48,9 @@ public:
     void unqueue(P2pMailbox::Op &op) override;
     void kept(P2pMailbox::Op &op, const uint8_t *was) override;
     // Pieces of at least `bytes` are read in place, unless nobody begins to
-    // within 20 ms: then they go inline (ShmLinks::set_single_copy). Sooner
-    // was slower with more ranks than cores, where a receiver is often off
-    // its core that long and the piece then took two copies after all.
+    // within about the time copying them inline takes (at most 20 ms): then
+    // they go inline (ShmLinks::set_single_copy). A send whose receive is not
+    // there yet so waits about one copy's time more than it did inline.
     void set_single_copy(size_t bytes) { links_->set_single_copy(bytes, std::chrono::milliseconds(20)); }
     std::string who(int peer) const override;
     bool poll() override;

@@ -30,9 +30,10 @@ unsigned polls_for(int local_ranks) {
 
 }  // namespace
 
-size_t ShmTransport::single_copy_bytes() {
+size_t ShmTransport::single_copy_bytes(bool p2p) {
     const char *e = std::getenv("DISTC_SHM_CMA_BYTES");
-    return e && *e ? static_cast<size_t>(std::atoll(e)) : size_t(4) << 20;
+    if (e && *e) return static_cast<size_t>(std::atoll(e));
+    return p2p ? size_t(64) << 10 : size_t(4) << 20;
 }
 
 size_t ShmTransport::ring_bytes(int n) {
@@ -103,7 +104,7 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     store.set("shm/ok/" + std::to_string(rank), ByteView(mine.data(), mine.size()));
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back("shm/ok/" + std::to_string(r));
-    bool single_copy = single_copy_bytes() > 0;
+    bool single_copy = single_copy_bytes(false) > 0;
     for (const Bytes &b : store.multi_get(keys, timeout)) {
         if (b.size() < 2 || b[0] != '1') {
             why_not = b.empty() ? "a rank said nothing" : std::string(b.begin() + 1, b.end());
@@ -112,8 +113,8 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         single_copy = single_copy && b[1] != 'n';
     }
     if (t) {
-        t->links_->set_single_copy(single_copy ? single_copy_bytes() : 0);
-        t->p2p_->set_single_copy(single_copy ? single_copy_bytes() : 0);
+        t->links_->set_single_copy(single_copy ? single_copy_bytes(false) : 0);
+        t->p2p_->set_single_copy(single_copy ? single_copy_bytes(true) : 0);
         // A receive may wait long on a peer that is descheduled (more ranks
         // than cores) or still copying; each time its spin runs out, the
         // carrier's thread must take over, which costs more than polling.

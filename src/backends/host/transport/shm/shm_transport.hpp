@@ -36,11 +36,14 @@ public:
     // False on every rank otherwise, with why in `why_not`.
     static bool make_for_group(Store &store, int rank, int size, const Locality &loc, Millis timeout, P2pMailbox &box,
                                std::unique_ptr<ShmTransport> &out, std::string &why_not);
-    // Pieces from this size on are copied once, in place (DISTC_SHM_CMA_BYTES,
-    // default 4 MiB; 0: never), where every rank can read the others' memory.
-    // Below it the ring's two copies, writer and reader at once, finish
-    // sooner: in place, the writer waits for the reader's copy.
-    static size_t single_copy_bytes();
+    // Pieces from this size on are copied once, in place (DISTC_SHM_CMA_BYTES;
+    // 0: never), where every rank can read the others' memory. Collectives:
+    // by default 4 MiB (their large calls copy in place by themselves; below
+    // that, the ring's two copies, writer and reader at once, finish sooner,
+    // as in place the writer waits for the reader's copy). Point-to-point:
+    // 64 KiB, since a send and its receive are often both waiting, and each
+    // rank of an exchange then copies once instead of twice.
+    static size_t single_copy_bytes(bool p2p);
     // Bytes of each ring: DISTC_SHM_RING_BYTES, else by the number of ranks
     // (1 MiB for up to 8, less beyond, at least 64 KiB); a power of two.
     static size_t ring_bytes(int n);
