@@ -54,14 +54,14 @@ int Hierarchy::local_index(int rank) const {
 }
 
 void Hierarchy::allreduce(Tensor &t, ReduceOp op, const Call &call, Millis timeout) {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = deadline_in(timeout);
     if (local_) local_->reduce(t, 0, op, call, left(deadline));
     if (leaders_) leaders_->allreduce(t, op, call, left(deadline));
     if (local_) local_->broadcast(t, 0, call, left(deadline));
 }
 
 void Hierarchy::reduce(Tensor &t, int root, ReduceOp op, const Call &call, Millis timeout) {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = deadline_in(timeout);
     const int root_host = host_[static_cast<size_t>(root)];
     if (local_) local_->reduce(t, 0, op, call, left(deadline));
     if (leaders_) leaders_->reduce(t, root_host, op, call, left(deadline));
@@ -70,7 +70,7 @@ void Hierarchy::reduce(Tensor &t, int root, ReduceOp op, const Call &call, Milli
 }
 
 void Hierarchy::allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout) {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = deadline_in(timeout);
     const size_t n = in.nbytes(), hosts = members_.size(), block = n * static_cast<size_t>(most_);
     // Each host's parts gather at its leader (in the host's rank order), the
     // leaders exchange their hosts' blocks (padded to the fullest host's),
@@ -111,7 +111,7 @@ void Hierarchy::allgather(const Tensor &in, Tensor &out, const Call &call, Milli
 }
 
 void Hierarchy::broadcast(Tensor &t, int root, const Call &call, Millis timeout) {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = deadline_in(timeout);
     const int root_host = host_[static_cast<size_t>(root)];
     // The root's host first (its leader gets the data), then the leaders,
     // then every other host from its leader.
@@ -138,7 +138,7 @@ void Hierarchy::to_blocks(const uint8_t *ranked, size_t n, uint8_t *blocks) cons
 }
 
 void Hierarchy::gather(const Tensor &in, Tensor *out, int root, const Call &call, Millis timeout) {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = deadline_in(timeout);
     const size_t n = in.nbytes(), hosts = members_.size(), block = n * static_cast<size_t>(most_);
     const int root_host = host_[static_cast<size_t>(root)];
     if (!leader_) {
@@ -178,7 +178,7 @@ void Hierarchy::gather(const Tensor &in, Tensor *out, int root, const Call &call
 }
 
 void Hierarchy::scatter(const Tensor *in, Tensor &out, int root, const Call &call, Millis timeout) {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = deadline_in(timeout);
     const size_t n = out.nbytes(), hosts = members_.size(), block = n * static_cast<size_t>(most_),
                  total = n * host_.size();
     const int root_host = host_[static_cast<size_t>(root)];
@@ -225,7 +225,7 @@ void Hierarchy::scatter(const Tensor *in, Tensor &out, int root, const Call &cal
 }
 
 void Hierarchy::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout) {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = deadline_in(timeout);
     const size_t n = out.nbytes(), hosts = members_.size(), most = static_cast<size_t>(most_);
     // The host's sum at its leader (reducing clobbers the other ranks'
     // tensors: a copy), the leaders' reduce-scatter of the host blocks,
@@ -253,7 +253,7 @@ void Hierarchy::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const
 
 bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
                           const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = deadline_in(timeout);
     const size_t size = host_.size(), hosts = members_.size(), esz = dtype_size(in.dtype);
     const std::vector<int> &here = members_[static_cast<size_t>(my_host_)];
     const size_t locals = here.size();
@@ -387,7 +387,7 @@ bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
 }
 
 void Hierarchy::barrier(const Call &call, Millis timeout) {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = deadline_in(timeout);
     if (local_) local_->barrier(call, left(deadline));
     if (leaders_) leaders_->barrier(call, left(deadline));
     if (local_) local_->barrier(call, left(deadline));

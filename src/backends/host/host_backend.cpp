@@ -396,7 +396,7 @@ void HostBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const
     auto wait_all = [timeout](const Posted &ps) -> int32_t {
         // One deadline for the batch: each wait gets what is left of it (the
         // clock is read again only when there is more than one to wait for).
-        auto deadline = ps.size() > 1 ? Clock::now() + timeout : Clock::time_point{};
+        auto deadline = ps.size() > 1 ? deadline_in(timeout) : Clock::time_point{};
         for (size_t i = 0; i < ps.size(); ++i)
             ps[i]->wait(i == 0 ? timeout
                                : std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - Clock::now())));

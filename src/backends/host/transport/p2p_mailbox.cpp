@@ -144,7 +144,7 @@ std::unique_ptr<PendingP2p> P2pMailbox::post_recv(Tensor &t, int src, uint32_t t
 
 int P2pMailbox::wait(Op &op, Millis timeout) {
     std::unique_lock<std::mutex> lk(mu_);
-    const auto deadline = Clock::now() + timeout;
+    const auto deadline = deadline_in(timeout);
     // A message on its way is here sooner than a carrier's thread could
     // wake this one: poll, `polls_` times, then yielding until `spin_`
     // passed without progress (the clock is read only then).
