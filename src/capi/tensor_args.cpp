@@ -180,34 +180,34 @@ std::string shape_text(const DLTensor *t) {
     fail(DISTC_EINTERNAL, n + ": unexplained fault");
 }
 
-}  // namespace
-
-Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const char *name) {
+// `t` checked against `devices` (the group's, when g is given); `name()`
+// names it, called only for the error: a call that passes builds no string.
+template <typename Name>
+Tensor checked(uint64_t devices, const ProcessGroup *g, const DLTensor *t, Name name) {
     Tensor out;
     int dim = 0;
-    Fault f = check_tensor(g.device_types(), t, out, dim);
-    if (f != Fault::None) fail_tensor(&g, t, name, f, dim);
+    Fault f = check_tensor(devices, t, out, dim);
+    if (f != Fault::None) fail_tensor(g, t, name().c_str(), f, dim);
     return out;
 }
 
+}  // namespace
+
+Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const char *name) {
+    return checked(g.device_types(), &g, t, [name] { return std::string(name); });
+}
+
 Tensor described_tensor_arg(const DLTensor *t, const char *name) {
-    Tensor out;
-    int dim = 0;
-    Fault f = check_tensor(~uint64_t{0}, t, out, dim);
-    if (f != Fault::None) fail_tensor(nullptr, t, name, f, dim);
-    return out;
+    return checked(~uint64_t{0}, nullptr, t, [name] { return std::string(name); });
 }
 
 std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n,
                                     const std::string &name) {
     if (!ts) fail(DISTC_EINVAL, name + " is NULL");
-    std::vector<Tensor> out(n);
-    for (size_t i = 0; i < n; ++i) {
-        int dim = 0;
-        Fault f = check_tensor(g.device_types(), ts[i], out[i], dim);
-        // The entry's name only for the error: a call that passes builds no string.
-        if (f != Fault::None) fail_tensor(&g, ts[i], (name + "[" + std::to_string(i) + "]").c_str(), f, dim);
-    }
+    std::vector<Tensor> out;
+    out.reserve(n);
+    for (size_t i = 0; i < n; ++i)
+        out.push_back(checked(g.device_types(), &g, ts[i], [&] { return name + "[" + std::to_string(i) + "]"; }));
     return out;
 }
 

@@ -47,8 +47,9 @@ uint8_t *Algorithms::scratch(size_t n) {
     return scratch_.get();
 }
 
-void Algorithms::run(const Call &call, Clock::time_point deadline) {
-    t_.progress(call, deadline, [](int, int) {});
+void Algorithms::run(const Call &call, Clock::time_point deadline, std::chrono::microseconds patience) {
+    t_.progress(
+        call, deadline, [](int, int) {}, patience);
 }
 
 void Algorithms::reduce_direct(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline) {

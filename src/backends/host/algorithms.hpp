@@ -50,7 +50,8 @@ public:
     void pass(Tensor &t, int from, int to, const Call &call, Millis timeout);
 
 private:
-    void run(const Call &call, Clock::time_point deadline);
+    // `patience`: see Transport::progress.
+    void run(const Call &call, Clock::time_point deadline, std::chrono::microseconds patience = {});
     // A reduction's result on every rank, on `to` only, or (reduce-scatter) each rank's part on its rank.
     void reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout);
     // Every rank's copy of t, reduced in rank order into t on every rank or on `to` only.

@@ -57,9 +57,7 @@ void Algorithms::sync(const Call &call, Clock::time_point deadline, size_t copie
     }
     // A peer that copies as much takes about as long (a rank that finished,
     // or had nothing to copy, waits that long at most): spin through it.
-    const auto patience = std::chrono::microseconds(std::min<size_t>(copied / kPatientBytesPerUs, kMaxPatienceUs));
-    t_.progress(
-        call, deadline, [](int, int) {}, patience);
+    run(call, deadline, std::chrono::microseconds(std::min<size_t>(copied / kPatientBytesPerUs, kMaxPatienceUs)));
 }
 
 void Algorithms::reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op,
