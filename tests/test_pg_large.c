@@ -151,17 +151,23 @@ static void test_reduce_scatter(void **state) {
 
 static void rank_broadcast(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
-    const int64_t n = 3000001; /* uint8 */
-    for (int root = 0; root < size; ++root) {
-        DLTensor *t = dt_tensor_1d(DT_U8, n);
-        uint8_t *p = t->data;
-        for (int64_t i = 0; i < n; ++i) p[i] = (uint8_t)(rank == root ? (i * 31 + root) : 0);
-        if (RK_OK(distc_broadcast(NULL, pg, t, root, NULL)))
-            for (int64_t i = 0; i < n; ++i)
-                if (!RK_CHECKF(p[i] == (uint8_t)(i * 31 + root), "broadcast from %d: byte %lld", root, (long long)i))
-                    break;
-        dt_tensor_free(t);
-    }
+    /* uint8; in place, the first is copied whole from the root by 4 ranks,
+     * the second in chunks by 3 and 4 (each's chunk from the root, the
+     * others from their owners) */
+    static const int64_t sizes[] = {3000001, 6000011};
+    for (int k = 0; k < 2; ++k)
+        for (int root = 0; root < size; ++root) {
+            const int64_t n = sizes[k];
+            DLTensor *t = dt_tensor_1d(DT_U8, n);
+            uint8_t *p = t->data;
+            for (int64_t i = 0; i < n; ++i) p[i] = (uint8_t)(rank == root ? (i * 31 + root) : 0);
+            if (RK_OK(distc_broadcast(NULL, pg, t, root, NULL)))
+                for (int64_t i = 0; i < n; ++i)
+                    if (!RK_CHECKF(p[i] == (uint8_t)(i * 31 + root), "broadcast from %d: byte %lld", root,
+                                   (long long)i))
+                        break;
+            dt_tensor_free(t);
+        }
 }
 
 static void test_broadcast(void **state) {

@@ -501,9 +501,10 @@ static void test_killed_rank(void **state) {
     assert_true(dev_shm_clean());
 }
 
-/* The victim dies (SIGKILL from a thread) while 16 MiB allreduces are on the
- * wire, mid-message: the others' sends and receives break off, they get an
- * error within the timeout, and free the group. */
+/* The victim dies (SIGKILL from a thread) while 16 MiB allreduces and
+ * broadcasts (from every root in turn) are on the wire, mid-message: the
+ * others' sends, receives and copies break off, they get an error within the
+ * timeout, and free the group. */
 static void *kill_soon(void *arg) {
     (void)arg;
     usleep(150 * 1000);
@@ -526,13 +527,13 @@ static int midway_child(int rank, int n, void *arg) {
     int64_t took = 0;
     for (int i = 0; i < 10000 && rc == 0; ++i) {
         int64_t t0 = dt_now_ms();
-        rc = distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
+        rc = i % 2 ? distc_broadcast(NULL, pg, &t, i / 2 % n, NULL) : distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL);
         took = dt_now_ms() - t0;
     }
     CHILD_CHECK(rc == DISTC_EREMOTE || rc == DISTC_ETIMEOUT,
-                "rank %d: allreduce with a peer killed midway gave %d (%s)", rank, rc, distc_error_last());
-    CHILD_CHECK(strstr(distc_error_last(), "allreduce #") != NULL, "rank %d: message lacks the op: %s", rank,
-                distc_error_last());
+                "rank %d: a collective with a peer killed midway gave %d (%s)", rank, rc, distc_error_last());
+    CHILD_CHECK(strstr(distc_error_last(), "allreduce #") || strstr(distc_error_last(), "broadcast #"),
+                "rank %d: message lacks the op: %s", rank, distc_error_last());
     CHILD_CHECK(took < j->timeout_ms + 1000, "rank %d: the error took %lld ms", rank, (long long)took);
     distc_pg_free(pg);
     free(x);
