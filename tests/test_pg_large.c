@@ -151,9 +151,8 @@ static void test_reduce_scatter(void **state) {
 
 static void rank_broadcast(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
-    /* uint8; in place, the first is copied whole from the root by 4 ranks,
-     * the second in chunks by 3 and 4 (each's chunk from the root, the
-     * others from their owners) */
+    /* uint8; in place, 3 and 4 ranks each start copying the root's buffer
+     * at a page of their own and wrap around: two sizes, neither whole pages */
     static const int64_t sizes[] = {3000001, 6000011};
     for (int k = 0; k < 2; ++k)
         for (int root = 0; root < size; ++root) {

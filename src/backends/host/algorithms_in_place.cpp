@@ -26,9 +26,7 @@ constexpr size_t kBlockBytes = 128 * 1024;
 // what it copied takes at this rate (slower than the kernel's copies here,
 // so that a slow peer is still waited for spinning), at most this long.
 constexpr size_t kPatientBytesPerUs = 2000, kMaxPatienceUs = 5000;
-// A broadcast to more than one non-root copies from the root in chunks of
-// at least this (else all of it), each ending on a page boundary.
-constexpr size_t kSplitBroadcastBytes = 1 << 20, kPageBytes = 4096;
+constexpr size_t kPageBytes = 4096;
 
 uint64_t address_of(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 
@@ -114,48 +112,36 @@ void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock
     }
     // More non-roots: the root sends each its address; each copies the
     // root's buffer and says so; once all have, the root says so to all (a
-    // rank that fails breaks the group, so every rank fails with it). Every
-    // reader of a process's memory takes its page table's lock for every
-    // page, so many readers of the root's large buffer mostly wait for each
-    // other: then each copies only its own chunk from the root, tells the
-    // other non-roots where it has it, and copies theirs from them as they
-    // say so.
-    const bool split = n / m >= kSplitBroadcastBytes;
-    const size_t me = (size_t(rank_) + P - size_t(root) - 1) % P;  // this non-root's chunk
-    auto member = [&](size_t v) { return int((size_t(root) + 1 + v) % P); };
-    auto lo = [&](size_t v) {
-        return v == m ? n : n * v / m / kPageBytes * kPageBytes;
-    };  // chunk v: [lo(v), lo(v + 1))
+    // rank that fails breaks the group, so every rank fails with it). A
+    // reader of a process's memory takes its page-table lock for every page
+    // it pins, so readers that go through the root's buffer side by side
+    // mostly wait for each other: each starts at its own page instead (the
+    // v-th of m non-roots v/m of the way in) and wraps around.
     const uint64_t mine = address_of(t.data);
     const std::chrono::microseconds patience(std::min<size_t>(n / kPatientBytesPerUs, kMaxPatienceUs));
-    bool own = false, all = false;  // gates: our chunk is here (split); everything is (the root: every non-root has it)
-    size_t missing = split ? m : 1;
-    if (rank_ == root) {
-        for (size_t v = 0; v < m; ++v) t_.send(member(v), &mine, sizeof mine);
-        for (size_t v = 0; v < m; ++v) t_.recv(member(v), nullptr, 0, 0);
-        for (size_t v = 0; v < m; ++v) t_.send(member(v), nullptr, 0, &all);
-        missing = m;
-    } else {
-        peer_addr_.assign(P, 0);
-        t_.recv(root, &peer_addr_[size_t(root)], sizeof(uint64_t), root);
-        for (size_t v = 0; split && v < m; ++v)
-            if (member(v) != rank_) {
-                t_.send(member(v), &mine, sizeof mine, &own);
-                t_.recv(member(v), &peer_addr_[size_t(member(v))], sizeof(uint64_t), member(v));
-            }
+    bool all = false;  // the gate of the last messages: the root's, every non-root copied; a non-root's, it did
+    size_t missing = rank_ == root ? m : 1;
+    uint64_t from = 0;  // the root's buffer
+    for (size_t v = 0; rank_ == root && v < m; ++v) {
+        int p = int((size_t(root) + 1 + v) % P);
+        t_.send(p, &mine, sizeof mine);
+        t_.recv(p, nullptr, 0, 0);
+        t_.send(p, nullptr, 0, &all);
+    }
+    if (rank_ != root) {
+        t_.recv(root, &from, sizeof from, 0);
         t_.send(root, nullptr, 0, &all);
         t_.recv(root, nullptr, 0);
     }
     t_.progress(
         call, deadline,
-        [&](int p, int id) {
+        [&](int, int id) {
             if (id < 0) return;
             if (rank_ != root) {
-                // Ours (or all of it) from the root, chunk v from non-root v.
-                size_t v = p == root ? me : (size_t(p) + P - size_t(root) - 1) % P;
-                size_t from = split ? lo(v) : 0, to = split ? lo(v + 1) : n;
-                if (to > from) t_.read_peer(p, peer_addr_[size_t(p)] + from, t.bytes() + from, to - from);
-                own |= p == root;
+                const size_t v = (size_t(rank_) + P - size_t(root) - 1) % P;
+                const size_t at = std::min(n, n * v / m / kPageBytes * kPageBytes);
+                if (n > at) t_.read_peer(root, from + at, t.bytes() + at, n - at);
+                if (at) t_.read_peer(root, from, t.data, at);
             }
             all = --missing == 0;
         },
