@@ -393,7 +393,8 @@ DISTC_EXTERN(int) distc_reducer_grad_used(int32_t *out, const distc_reducer *r, 
 DISTC_EXTERN(int) distc_reducer_bucket_stats(uint64_t *bytes, int64_t *launch_ns, int64_t *reduce_ns,
                                              const distc_reducer *r, size_t bucket);
 
-/** Releases the reducer (waiting for buckets in flight). NULL is a no-op. */
+/** Releases the reducer (waiting for buckets in flight). A registered
+ * hook's payload is released before this returns. NULL is a no-op. */
 DISTC_EXTERN(void) distc_reducer_free(distc_reducer *r);
 
 DISTC_END_DECL

@@ -415,6 +415,11 @@ DISTC_EXTERN(int) distc_reducer_bucket_stats(uint64_t *bytes, int64_t *launch_ns
     });
 }
 
-DISTC_EXTERN(void) distc_reducer_free(distc_reducer *r) { delete r; }
+DISTC_EXTERN(void) distc_reducer_free(distc_reducer *r) {
+    // The hook's payload is released before this returns, even while a
+    // bucket's continuation on another thread still holds the reducer.
+    if (r && r->impl) r->impl->close();
+    delete r;
+}
 
 }  // extern "C"

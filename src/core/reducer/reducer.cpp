@@ -327,7 +327,14 @@ void Reducer::launch_recording_locked() {
 
 void Reducer::launch_deferred() {
     std::lock_guard<std::mutex> lk(mu_);
-    launch_recording_locked();
+    if (!closed_) launch_recording_locked();
+}
+
+void Reducer::close() {
+    Hook gone;  // destroyed after the lock: its payload's release is the caller's code
+    std::lock_guard<std::mutex> lk(mu_);
+    closed_ = true;
+    gone.swap(hook_);
 }
 
 void Reducer::launch_sparse_locked(Bucket &b) {

@@ -71,6 +71,11 @@ public:
     };
     using Hook = std::function<std::shared_ptr<Work>(const HookBucket &bucket)>;
     void set_comm_hook(Hook hook, DType compress);
+    // Its owner lets go: the hook (and what it holds) goes now, on this
+    // thread, and no bucket is launched any more. A continuation of a
+    // bucket may still hold the reducer for a moment, and the reducer
+    // itself would go with it, on its thread, later.
+    void close();
 
     void prepare(const std::vector<size_t> &unused);
     void mark_ready(size_t i);
@@ -164,6 +169,7 @@ private:
     int iterations_ = 0;
     DType compress_ = DType::Float32;
     bool in_iteration_ = false;
+    bool closed_ = false;  // close(): buckets still waiting are never launched
     size_t next_bucket_ = 0;
     mutable std::mutex mu_;
 };

@@ -424,6 +424,7 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
-    #[doc = " Releases the reducer (waiting for buckets in flight). NULL is a no-op."]
+    #[doc = " Releases the reducer (waiting for buckets in flight). A registered"]
+    #[doc = " hook's payload is released before this returns. NULL is a no-op."]
     pub fn distc_reducer_free(r: *mut distc_reducer);
 }
