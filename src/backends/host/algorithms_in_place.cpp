@@ -34,6 +34,10 @@ uint64_t address_of(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 
 bool Algorithms::in_place(size_t bytes, size_t from) const { return bytes >= from && t_.reads_peers(); }
 
+std::chrono::microseconds Algorithms::patience_for(size_t copied) {
+    return std::chrono::microseconds(std::min<size_t>(copied / kPatientBytesPerUs, kMaxPatienceUs));
+}
+
 void Algorithms::swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call,
                       Clock::time_point deadline) {
     for (int p = 0; p < size_; ++p) {
@@ -50,15 +54,15 @@ void Algorithms::publish(const void *buffer, const Call &call, Clock::time_point
     swap(&mine, 0, peer_addr_.data(), sizeof mine, call, deadline);
 }
 
-void Algorithms::sync(const Call &call, Clock::time_point deadline, size_t copied, const std::vector<bool> *only) {
+void Algorithms::sync(const Call &call, Clock::time_point deadline, size_t copied) {
     for (int p = 0; p < size_; ++p) {
-        if (p == rank_ || (only && !(*only)[size_t(p)])) continue;
+        if (p == rank_) continue;
         t_.send(p, nullptr, 0);
         t_.recv(p, nullptr, 0);
     }
     // A peer that copies as much takes about as long (a rank that finished,
     // or had nothing to copy, waits that long at most): spin through it.
-    run(call, deadline, std::chrono::microseconds(std::min<size_t>(copied / kPatientBytesPerUs, kMaxPatienceUs)));
+    run(call, deadline, patience_for(copied));
 }
 
 void Algorithms::reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op,
@@ -118,7 +122,7 @@ void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock
     // mostly wait for each other: each starts at its own page instead (the
     // v-th of m non-roots v/m of the way in) and wraps around.
     const uint64_t mine = address_of(t.data);
-    const std::chrono::microseconds patience(std::min<size_t>(n / kPatientBytesPerUs, kMaxPatienceUs));
+    const std::chrono::microseconds patience = patience_for(n);
     bool all = false;  // the gate of the last messages: the root's, every non-root copied; a non-root's, it did
     size_t missing = rank_ == root ? m : 1;
     uint64_t from = 0;  // the root's buffer
@@ -182,19 +186,6 @@ void Algorithms::check_part(int p, const Call &call) const {
                            describe(call) + ", where rank " + std::to_string(rank_) + " expects " +
                            std::to_string(m.expect) + " and sends " + std::to_string(m.bytes) +
                            ": the ranks' split sizes disagree");
-}
-
-void Algorithms::read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call,
-                            Clock::time_point deadline) {
-    size_t at = 0, copied = 0;  // where each peer's part goes in `dst`
-    for (int p = 0; p < size_; ++p) {
-        if (reads_[size_t(p)] && out_bytes[size_t(p)]) {
-            t_.read_peer(p, parts_in_[size_t(p)].addr, dst + at, out_bytes[size_t(p)]);
-            copied += out_bytes[size_t(p)];
-        }
-        at += out_bytes[size_t(p)];
-    }
-    sync(call, deadline, copied, &reads_);  // no peer reads our input any more
 }
 
 }  // namespace distc
