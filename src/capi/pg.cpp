@@ -301,12 +301,13 @@ DISTC_EXTERN(int) distc_batch_isend_irecv(distc_work **out, distc_pg *pg, const 
         std::vector<P2pOp> v;
         v.reserve(std::min<size_t>(n, 64));  // n is not to be trusted before each op is read
         for (size_t i = 0; i < n; ++i) {
-            std::string at = "ops[" + std::to_string(i) + "]";
+            auto at = [i] { return "ops[" + std::to_string(i) + "]"; };  // only for an error
             if (ops[i].kind != DISTC_P2P_SEND && ops[i].kind != DISTC_P2P_RECV)
-                fail(DISTC_EINVAL, at + ".kind is neither DISTC_P2P_SEND nor DISTC_P2P_RECV");
-            if (ops[i].tag < 0) fail(DISTC_EINVAL, at + ".tag is negative");
-            v.push_back(P2pOp{ops[i].kind == DISTC_P2P_SEND, tensor_arg(g, ops[i].tensor, (at + ".tensor").c_str()),
-                              ops[i].peer, static_cast<uint32_t>(ops[i].tag)});
+                fail(DISTC_EINVAL, at() + ".kind is neither DISTC_P2P_SEND nor DISTC_P2P_RECV");
+            if (ops[i].tag < 0) fail(DISTC_EINVAL, at() + ".tag is negative");
+            v.push_back(P2pOp{ops[i].kind == DISTC_P2P_SEND,
+                              tensor_arg(g, ops[i].tensor, [&] { return at() + ".tensor"; }), ops[i].peer,
+                              static_cast<uint32_t>(ops[i].tag)});
         }
         return finish(out, g.batch_p2p(std::move(v), op_options(opts), out));
     });

@@ -197,6 +197,10 @@ Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const char *name) {
     return checked(g.device_types(), &g, t, [name] { return std::string(name); });
 }
 
+Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, FnRef<std::string()> name) {
+    return checked(g.device_types(), &g, t, name);
+}
+
 Tensor described_tensor_arg(const DLTensor *t, const char *name) {
     return checked(~uint64_t{0}, nullptr, t, [name] { return std::string(name); });
 }

@@ -8,6 +8,7 @@
 #include "capi/args.hpp"
 #include "core/pg/process_group.hpp"
 #include "core/pg/tensor.hpp"
+#include "core/util/fn_ref.hpp"
 #include "distc/pg.h"
 
 namespace distc::capi {
@@ -15,6 +16,8 @@ namespace distc::capi {
 // Throws DISTC_EINVAL naming `name` for a NULL, non-contiguous or
 // unsupported-dtype tensor, or one in memory the group's backend does not take.
 Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const char *name);
+// The same, its name built only for an error ("ops[3].tensor").
+Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, FnRef<std::string()> name);
 // `n` tensors from an array; the array and every entry must be non-NULL.
 std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n,
                                     const std::string &name);

@@ -8,11 +8,6 @@ namespace distc {
 
 namespace {
 
-// What is left of a collective's timeout for its next phase.
-Millis left(Clock::time_point deadline) {
-    return std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
-}
-
 Tensor bytes(void *p, size_t len) {
     Tensor b;
     b.data = p;
@@ -55,18 +50,18 @@ int Hierarchy::local_index(int rank) const {
 
 void Hierarchy::allreduce(Tensor &t, ReduceOp op, const Call &call, Millis timeout) {
     auto deadline = deadline_in(timeout);
-    if (local_) local_->reduce(t, 0, op, call, left(deadline));
-    if (leaders_) leaders_->allreduce(t, op, call, left(deadline));
-    if (local_) local_->broadcast(t, 0, call, left(deadline));
+    if (local_) local_->reduce(t, 0, op, call, left_of(deadline));
+    if (leaders_) leaders_->allreduce(t, op, call, left_of(deadline));
+    if (local_) local_->broadcast(t, 0, call, left_of(deadline));
 }
 
 void Hierarchy::reduce(Tensor &t, int root, ReduceOp op, const Call &call, Millis timeout) {
     auto deadline = deadline_in(timeout);
     const int root_host = host_[static_cast<size_t>(root)];
-    if (local_) local_->reduce(t, 0, op, call, left(deadline));
-    if (leaders_) leaders_->reduce(t, root_host, op, call, left(deadline));
+    if (local_) local_->reduce(t, 0, op, call, left_of(deadline));
+    if (leaders_) leaders_->reduce(t, root_host, op, call, left_of(deadline));
     // From the root host's leader to the root, when they differ.
-    if (local_ && my_host_ == root_host && local_index(root) != 0) local_->broadcast(t, 0, call, left(deadline));
+    if (local_ && my_host_ == root_host && local_index(root) != 0) local_->broadcast(t, 0, call, left_of(deadline));
 }
 
 void Hierarchy::allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout) {
@@ -81,32 +76,32 @@ void Hierarchy::allgather(const Tensor &in, Tensor &out, const Call &call, Milli
     if (leader_ && contiguous_) {
         Tensor own = bytes(out.bytes() + block * static_cast<size_t>(my_host_), block);
         if (local_)
-            local_->gather(bytes(in.data, n), &own, 0, call, left(deadline));
+            local_->gather(bytes(in.data, n), &own, 0, call, left_of(deadline));
         else if (n)
             std::memcpy(own.data, in.data, n);
         if (leaders_) {
             Tensor all = bytes(out.data, block * hosts);
-            leaders_->allgather(own, all, call, left(deadline));
+            leaders_->allgather(own, all, call, left_of(deadline));
         }
     } else if (leader_) {
         Scratch blocks(DType::UInt8, block * hosts);
         uint8_t *mine = blocks.t.bytes() + block * static_cast<size_t>(my_host_);
         Tensor own = bytes(mine, n * mates());
         if (local_)
-            local_->gather(bytes(in.data, n), &own, 0, call, left(deadline));
+            local_->gather(bytes(in.data, n), &own, 0, call, left_of(deadline));
         else if (n)
             std::memcpy(mine, in.data, n);
         if (leaders_) {
             Tensor all = blocks.t, me = bytes(mine, block);
-            leaders_->allgather(me, all, call, left(deadline));
+            leaders_->allgather(me, all, call, left_of(deadline));
         }
         to_rank_order(blocks.t.bytes(), n, out.bytes());
     } else {
-        local_->gather(bytes(in.data, n), nullptr, 0, call, left(deadline));
+        local_->gather(bytes(in.data, n), nullptr, 0, call, left_of(deadline));
     }
     if (local_) {
         Tensor all = bytes(out.data, out.nbytes());
-        local_->broadcast(all, 0, call, left(deadline));
+        local_->broadcast(all, 0, call, left_of(deadline));
     }
 }
 
@@ -115,9 +110,9 @@ void Hierarchy::broadcast(Tensor &t, int root, const Call &call, Millis timeout)
     const int root_host = host_[static_cast<size_t>(root)];
     // The root's host first (its leader gets the data), then the leaders,
     // then every other host from its leader.
-    if (local_ && my_host_ == root_host) local_->broadcast(t, local_index(root), call, left(deadline));
-    if (leaders_) leaders_->broadcast(t, root_host, call, left(deadline));
-    if (local_ && my_host_ != root_host) local_->broadcast(t, 0, call, left(deadline));
+    if (local_ && my_host_ == root_host) local_->broadcast(t, local_index(root), call, left_of(deadline));
+    if (leaders_) leaders_->broadcast(t, root_host, call, left_of(deadline));
+    if (local_ && my_host_ != root_host) local_->broadcast(t, 0, call, left_of(deadline));
 }
 
 template <typename F>
@@ -142,9 +137,9 @@ void Hierarchy::gather(const Tensor &in, Tensor *out, int root, const Call &call
     const size_t n = in.nbytes(), hosts = members_.size(), block = n * static_cast<size_t>(most_);
     const int root_host = host_[static_cast<size_t>(root)];
     if (!leader_) {
-        local_->gather(bytes(in.data, n), nullptr, 0, call, left(deadline));
+        local_->gather(bytes(in.data, n), nullptr, 0, call, left_of(deadline));
         // A root that does not lead its host gets the whole from its leader.
-        if (rank_ == root) local_->pass(*out, 0, local_index(root), call, left(deadline));
+        if (rank_ == root) local_->pass(*out, 0, local_index(root), call, left_of(deadline));
         return;
     }
     // Each host's parts gather at its leader as one block; the root host's
@@ -160,11 +155,11 @@ void Hierarchy::gather(const Tensor &in, Tensor *out, int root, const Call &call
     uint8_t *mine = collects ? blocks + block * static_cast<size_t>(my_host_) : blocks;
     Tensor own = bytes(mine, n * mates());
     if (local_)
-        local_->gather(bytes(in.data, n), &own, 0, call, left(deadline));
+        local_->gather(bytes(in.data, n), &own, 0, call, left_of(deadline));
     else if (n)
         std::memcpy(mine, in.data, n);
     Tensor all = bytes(blocks, block * hosts);
-    leaders_->gather(bytes(mine, block), collects ? &all : nullptr, root_host, call, left(deadline));
+    leaders_->gather(bytes(mine, block), collects ? &all : nullptr, root_host, call, left_of(deadline));
     if (!collects || in_place) return;
     if (rank_ == root) return to_rank_order(blocks, n, out->bytes());
     Tensor whole = bytes(blocks, n * host_.size());  // in rank order already when contiguous
@@ -174,7 +169,7 @@ void Hierarchy::gather(const Tensor &in, Tensor *out, int root, const Call &call
         to_rank_order(blocks, n, ranked->t.bytes());
         whole = ranked->t;
     }
-    local_->pass(whole, 0, local_index(root), call, left(deadline));
+    local_->pass(whole, 0, local_index(root), call, left_of(deadline));
 }
 
 void Hierarchy::scatter(const Tensor *in, Tensor &out, int root, const Call &call, Millis timeout) {
@@ -186,9 +181,9 @@ void Hierarchy::scatter(const Tensor *in, Tensor &out, int root, const Call &cal
         // A root that does not lead its host hands the whole to its leader first.
         if (rank_ == root) {
             Tensor whole = *in;
-            local_->pass(whole, local_index(root), 0, call, left(deadline));
+            local_->pass(whole, local_index(root), 0, call, left_of(deadline));
         }
-        local_->scatter(nullptr, out, 0, call, left(deadline));
+        local_->scatter(nullptr, out, 0, call, left_of(deadline));
         return;
     }
     // The root host's leader sends each host's block (its parts in rank
@@ -201,7 +196,7 @@ void Hierarchy::scatter(const Tensor *in, Tensor &out, int root, const Call &cal
         ranked = in->bytes();
     } else if (sends) {
         whole = std::make_unique<Scratch>(DType::UInt8, total);
-        local_->pass(whole->t, local_index(root), 0, call, left(deadline));
+        local_->pass(whole->t, local_index(root), 0, call, left_of(deadline));
         ranked = whole->t.bytes();
     }
     uint8_t *blocks = nullptr;
@@ -216,10 +211,10 @@ void Hierarchy::scatter(const Tensor *in, Tensor &out, int root, const Call &cal
     }
     uint8_t *mine = sends ? blocks + block * static_cast<size_t>(my_host_) : blocks;
     Tensor all = bytes(blocks, block * hosts), me = bytes(mine, block);
-    leaders_->scatter(sends ? &all : nullptr, me, root_host, call, left(deadline));
+    leaders_->scatter(sends ? &all : nullptr, me, root_host, call, left_of(deadline));
     Tensor own = bytes(mine, n * mates());
     if (local_)
-        local_->scatter(&own, out, 0, call, left(deadline));
+        local_->scatter(&own, out, 0, call, left_of(deadline));
     else if (n)
         std::memmove(out.data, mine, n);
 }
@@ -232,8 +227,8 @@ void Hierarchy::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const
     // each leader's block scattered on its host: the parts of allreduce's sum.
     Scratch sum(in.dtype, in.numel);
     if (in.nbytes()) std::memcpy(sum.t.data, in.data, in.nbytes());
-    if (local_) local_->reduce(sum.t, 0, op, call, left(deadline));
-    if (!leader_) return local_->scatter(nullptr, out, 0, call, left(deadline));
+    if (local_) local_->reduce(sum.t, 0, op, call, left_of(deadline));
+    if (!leader_) return local_->scatter(nullptr, out, 0, call, left_of(deadline));
     Tensor blocks = sum.t;
     std::unique_ptr<Scratch> padded;
     if (!contiguous_) {
@@ -243,10 +238,10 @@ void Hierarchy::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const
         blocks = padded->t;
     }
     Scratch mine(in.dtype, out.numel * most);
-    leaders_->reduce_scatter(blocks, mine.t, op, call, left(deadline));
+    leaders_->reduce_scatter(blocks, mine.t, op, call, left_of(deadline));
     Tensor own = typed(mine.t.data, in.dtype, out.numel * mates());
     if (local_)
-        local_->scatter(&own, out, 0, call, left(deadline));
+        local_->scatter(&own, out, 0, call, left_of(deadline));
     else if (n)
         std::memcpy(out.data, mine.t.data, n);
 }
@@ -269,7 +264,7 @@ bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
     if (local_) {
         Tensor all_t = bytes(all.data(), all.size() * sizeof(uint64_t));
         local_->gather(bytes(counts.data(), counts.size() * sizeof(uint64_t)), leader_ ? &all_t : nullptr, 0, call,
-                       left(deadline));
+                       left_of(deadline));
     } else {
         all = counts;
     }
@@ -279,16 +274,16 @@ bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
     uint8_t through_leaders = 1;
     Tensor decision = bytes(&through_leaders, 1);
     if (!leader_) {
-        if (hosts == 2) local_->broadcast(decision, 0, call, left(deadline));
+        if (hosts == 2) local_->broadcast(decision, 0, call, left_of(deadline));
         if (!through_leaders) return false;
         // 3. This rank's whole input to its leader; 5. its whole output from it.
         std::vector<size_t> to(locals, 0), from(locals, 0);
         to[0] = in_total;
-        local_->alltoallv(bytes(in.data, in_total), to, empty, from, call, left(deadline));
+        local_->alltoallv(bytes(in.data, in_total), to, empty, from, call, left_of(deadline));
         to[0] = 0;
         from[0] = out_total;
         Tensor whole = bytes(out.data, out_total);
-        local_->alltoallv(empty, to, whole, from, call, left(deadline));
+        local_->alltoallv(empty, to, whole, from, call, left_of(deadline));
         return true;
     }
     auto sent = [&](size_t i, size_t r) { return all[i * 2 * size + r]; };        // local rank i to rank r
@@ -320,7 +315,7 @@ bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
     count_in.resize(count_out.size());
     Tensor co = typed(count_out.data(), DType::Int64, count_out.size()),
            ci = typed(count_in.data(), DType::Int64, count_in.size());
-    leaders_->alltoallv(co, count_to, ci, count_from, call, left(deadline));
+    leaders_->alltoallv(co, count_to, ci, count_from, call, left_of(deadline));
     size_t k = 0;
     for (size_t h = 0; h < hosts; ++h)
         for (int r : members_[h])
@@ -333,7 +328,7 @@ bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
     if (hosts == 2) {
         size_t other = 1 - static_cast<size_t>(my_host_);
         through_leaders = piece_to[other] + piece_from[other] <= kHierAlltoallBytes;
-        if (local_) local_->broadcast(decision, 0, call, left(deadline));
+        if (local_) local_->broadcast(decision, 0, call, left_of(deadline));
     }
     if (!through_leaders) return false;
     // 3. The host's inputs, one after another in local order; where each piece starts.
@@ -349,7 +344,7 @@ bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
     Scratch inputs(DType::UInt8, in_all);
     if (local_) {
         to[0] = in_total;
-        local_->alltoallv(bytes(in.data, in_total), to, inputs.t, from, call, left(deadline));
+        local_->alltoallv(bytes(in.data, in_total), to, inputs.t, from, call, left_of(deadline));
     } else if (in_total) {
         std::memcpy(inputs.t.data, in.data, in_total);
     }
@@ -364,7 +359,7 @@ bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
                 if (len) std::memcpy(p, inputs.t.bytes() + in_at[i * size + static_cast<size_t>(r)], len);
                 p += len;
             }
-    leaders_->alltoallv(outgoing.t, piece_to, incoming.t, piece_from, call, left(deadline));
+    leaders_->alltoallv(outgoing.t, piece_to, incoming.t, piece_from, call, left_of(deadline));
     // 5. Each local rank's output: its pieces in sender order, which is the
     // order of its `out`.
     Scratch outputs(DType::UInt8, incoming.t.numel);
@@ -379,7 +374,7 @@ bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
         std::fill(from.begin(), from.end(), 0);
         from[0] = out_total;
         Tensor whole = bytes(out.data, out_total);
-        local_->alltoallv(outputs.t, out_tot, whole, from, call, left(deadline));
+        local_->alltoallv(outputs.t, out_tot, whole, from, call, left_of(deadline));
     } else if (out_total) {
         std::memcpy(out.data, outputs.t.data, out_total);
     }
@@ -388,9 +383,9 @@ bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts
 
 void Hierarchy::barrier(const Call &call, Millis timeout) {
     auto deadline = deadline_in(timeout);
-    if (local_) local_->barrier(call, left(deadline));
-    if (leaders_) leaders_->barrier(call, left(deadline));
-    if (local_) local_->barrier(call, left(deadline));
+    if (local_) local_->barrier(call, left_of(deadline));
+    if (leaders_) leaders_->barrier(call, left_of(deadline));
+    if (local_) local_->barrier(call, left_of(deadline));
 }
 
 }  // namespace distc

@@ -394,12 +394,9 @@ void HostBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const
     }
     Millis timeout = a.timeout;
     auto wait_all = [timeout](const Posted &ps) -> int32_t {
-        // One deadline for the batch: each wait gets what is left of it (the
-        // clock is read again only when there is more than one to wait for).
+        // One deadline for the batch: each wait gets what is left of it.
         auto deadline = ps.size() > 1 ? deadline_in(timeout) : Clock::time_point{};
-        for (size_t i = 0; i < ps.size(); ++i)
-            ps[i]->wait(i == 0 ? timeout
-                               : std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - Clock::now())));
+        for (size_t i = 0; i < ps.size(); ++i) ps[i]->wait(i == 0 ? timeout : left_of(deadline));
         return -1;
     };
     if (!w) return submit(w, a, false, [&]() -> int32_t { return wait_all(posted); });
