@@ -306,10 +306,9 @@ DISTC_EXTERN(int) distc_batch_isend_irecv(distc_work **out, distc_pg *pg, const 
                 fail(DISTC_EINVAL, at() + ".kind is neither DISTC_P2P_SEND nor DISTC_P2P_RECV");
             if (ops[i].tag < 0) fail(DISTC_EINVAL, at() + ".tag is negative");
             v.push_back(P2pOp{ops[i].kind == DISTC_P2P_SEND,
-                              tensor_arg(g, ops[i].tensor, [&] { return at() + ".tensor"; }), ops[i].peer,
-                              static_cast<uint32_t>(ops[i].tag)});
+                              tensor_arg(g, ops[i].tensor, [&] { return at() + ".tensor"; }), ops[i].peer, ops[i].tag});
         }
-        return finish(out, g.batch_p2p(std::move(v), op_options(opts), out));
+        return finish(out, g.batch_p2p(v, op_options(opts), out));
     });
 }
 

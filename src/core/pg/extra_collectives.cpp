@@ -101,7 +101,7 @@ ProcessGroup::StoreBytesResult ProcessGroup::store_bytes(const char *kind, const
     return res;
 }
 
-ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOptions &o, bool async) {
+ProcessGroup::WorkPtr ProcessGroup::batch_p2p(const std::vector<P2pOp> &ops, const OpOptions &o, bool async) {
     if (ops.empty()) fail(DISTC_EINVAL, "no operations");
     for (size_t i = 0; i < ops.size(); ++i) {
         auto at = [i] { return "ops[" + std::to_string(i) + "]"; };  // only for an error
@@ -109,17 +109,14 @@ ProcessGroup::WorkPtr ProcessGroup::batch_p2p(std::vector<P2pOp> ops, const OpOp
             fail(DISTC_EINVAL,
                  at() + ".peer " + std::to_string(ops[i].peer) + " is outside 0.." + std::to_string(size_ - 1));
         if (ops[i].peer == rank_) fail(DISTC_EINVAL, at() + ".peer is this rank (" + std::to_string(rank_) + ")");
-        if (ops[i].tag > static_cast<uint32_t>(INT32_MAX)) fail(DISTC_EINVAL, at() + ".tag is negative");
+        if (ops[i].tag < 0) fail(DISTC_EINVAL, at() + ".tag is negative");
     }
     OpLabel ops_label;
     ops_label.form = OpLabel::Form::Ops;
     ops_label.n = ops.size();
     OpInfo info{"batch_isend_irecv", ops_label};
     info.p2p = true;
-    std::vector<AsyncBackend::P2p> v;
-    v.reserve(ops.size());
-    for (const auto &op : ops) v.push_back({op.send, op.tensor, op.peer, static_cast<int>(op.tag)});
-    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->batch_p2p(w, v, a); });
+    return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->batch_p2p(w, ops, a); });
 }
 
 void ProcessGroup::monitored_barrier(Millis timeout, bool wait_all) {

@@ -37,12 +37,8 @@ struct OpOptions {
     void *stream = nullptr;  // device backends: the caller's stream
 };
 
-struct P2pOp {
-    bool send;
-    Tensor tensor;
-    int peer;
-    uint32_t tag;
-};
+// One operation of a batch_isend_irecv, as the backend takes it.
+using P2pOp = AsyncBackend::P2p;
 
 class ProcessGroup {
 public:
@@ -93,7 +89,7 @@ public:
     WorkPtr barrier(const OpOptions &o, bool async);
     WorkPtr send(Tensor t, int dst, int tag, const OpOptions &o, bool async);
     WorkPtr recv(Tensor t, int src, int tag, const OpOptions &o, bool async);
-    WorkPtr batch_p2p(std::vector<P2pOp> ops, const OpOptions &o, bool async);
+    WorkPtr batch_p2p(const std::vector<P2pOp> &ops, const OpOptions &o, bool async);
 
     // Blocking compound operations (extra_collectives.cpp).
     void monitored_barrier(Millis timeout, bool wait_all);
