@@ -34,6 +34,7 @@ class MailboxPending final : public PendingP2p {
 public:
     MailboxPending(P2pMailbox &m, std::shared_ptr<P2pMailbox::Op> op) : m_(m), op_(std::move(op)) {}
     ~MailboxPending() override {
+        if (op_->finished.load(std::memory_order_acquire)) return;  // nothing to withdraw: no lock
         std::lock_guard<std::mutex> lk(m_.mu_);
         m_.withdraw(*op_);
     }
@@ -75,11 +76,11 @@ std::string P2pMailbox::size_mismatch(int peer, uint64_t sent, uint32_t tag, siz
 }
 
 void P2pMailbox::finish(Op &op, int code, std::string msg) {
-    if (op.finished) return;
-    op.finished = true;
+    if (op.finished.load(std::memory_order_relaxed)) return;
     op.code = code;
     op.msg = std::move(msg);
     op.filling = nullptr;
+    op.finished.store(true, std::memory_order_release);
     cv_.notify_all();
 }
 
@@ -143,6 +144,10 @@ std::unique_ptr<PendingP2p> P2pMailbox::post_recv(Tensor &t, int src, uint32_t t
 }
 
 int P2pMailbox::wait(Op &op, Millis timeout) {
+    if (op.finished.load(std::memory_order_acquire)) {  // a send the ring took, a message that was here: no lock
+        if (op.code) fail(op.code, op.msg);
+        return op.peer;
+    }
     std::unique_lock<std::mutex> lk(mu_);
     const auto deadline = deadline_in(timeout);
     // A message on its way is here sooner than a carrier's thread could
@@ -180,7 +185,7 @@ int P2pMailbox::wait(Op &op, Millis timeout) {
         }
         for (Carrier *c : pollers_) c->polling_stops(!op.finished);
     }
-    if (!cv_.wait_until(lk, deadline, [&] { return op.finished; })) {
+    if (!cv_.wait_until(lk, deadline, [&] { return op.finished.load(std::memory_order_relaxed); })) {
         withdraw(op);
         fail(DISTC_ETIMEOUT, std::string(op.send ? "sending to " : "waiting for a message from ") +
                                  (op.peer < 0 ? std::string("any rank") : who(op.peer)) + " with tag " +
@@ -192,9 +197,9 @@ int P2pMailbox::wait(Op &op, Millis timeout) {
 }
 
 void P2pMailbox::withdraw(Op &op) {
-    if (op.finished) return;
-    op.finished = true;
+    if (op.finished.load(std::memory_order_relaxed)) return;
     op.code = DISTC_ETIMEOUT;
+    op.finished.store(true, std::memory_order_release);
     if (!op.send) {
         posted_.remove_if([&](const std::shared_ptr<Op> &p) { return p.get() == &op; });
         if (op.filling) {

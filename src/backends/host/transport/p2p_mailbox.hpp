@@ -11,6 +11,7 @@
 // carrier can hand a receive bytes while the caller withdraws it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -39,7 +40,9 @@ public:
         size_t done = 0;             // send: the carrier's progress (0: nothing of it moved yet)
         std::vector<uint8_t> kept;   // a withdrawn send's payload, so that the stream stays whole
         Arrival *filling = nullptr;  // receive: the message being written into it
-        bool finished = false;
+        // Stored last, with release, under mu(): a waiter that sees it set
+        // reads code, msg and peer without the lock.
+        std::atomic<bool> finished{false};
         int code = 0;
         std::string msg;
     };
