@@ -326,7 +326,7 @@ void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_count
     out_bytes.resize(P);
     in_bytes.resize(P);
     out_at_.resize(P);
-    reduced_.reset(new bool[P]());  // here: which peers' parts this rank has read
+    if (reads) reduced_.reset(new bool[P]());  // here: which peers' parts this rank has read
     size_t ioff = 0, ooff = 0, reading = 0;
     for (int p = 0; p < size_; ++p) {
         size_t ni = in_counts[static_cast<size_t>(p)] * esz, no = out_counts[static_cast<size_t>(p)] * esz;

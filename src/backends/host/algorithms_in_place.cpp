@@ -6,10 +6,12 @@
 // block at a time: each rank reduces its own chunk from every rank's
 // buffer, in rank order, and (allreduce, reduce) writes each reduced block
 // into every peer's buffer (the root's) while it is still in cache, so
-// every rank has the same bits. Two rounds of small messages order the
-// steps: the buffers' addresses, then every peer done. A rank returns only
-// after the last, so no peer touches its buffer after the call; one that
-// fails breaks the group, and its peers fail at the next round.
+// every rank has the same bits. Small messages order the steps: the
+// buffers' addresses, then "done" (two all-to-all rounds here; broadcast to
+// more than two ranks goes through the root, and all-to-all, in
+// algorithms.cpp, reads each part as its address comes). A rank returns
+// only once no peer touches its buffer any more; one that fails breaks the
+// group, and its peers fail at their next message.
 #include <algorithm>
 #include <cstring>
 
