@@ -218,6 +218,43 @@ static void test_large_messages_both_ways(void **state) {
     dt_run_ranks(3, rank_batch_both_ways, NULL);
 }
 
+/* One batch to and from every peer (2(n-1) operations, receives first),
+ * blocking and then asynchronous, waited for through its work handle. */
+static void rank_batch_all_peers(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    enum { N = 1000, MAXR = 4 };
+    DLTensor *s = dt_tensor_1d(DT_I32, N), *r[MAXR];
+    int32_t *ps = s->data;
+    for (int64_t i = 0; i < N; ++i) ps[i] = (int32_t)(rank * 1000 + i);
+    for (int async = 0; async < 2; ++async) {
+        distc_p2p_op ops[2 * MAXR];
+        size_t n = 0;
+        for (int p = 0; p < size; ++p) {
+            r[p] = dt_tensor_1d(DT_I32, N);
+            if (p == rank) continue;
+            ops[n++] = (distc_p2p_op){DISTC_P2P_RECV, r[p], p, 5 + async};
+            ops[n++] = (distc_p2p_op){DISTC_P2P_SEND, s, p, 5 + async};
+        }
+        distc_work *w = NULL;
+        int ok = RK_OK(distc_batch_isend_irecv(async ? &w : NULL, pg, ops, n, NULL));
+        if (ok && async) ok = RK_OK(distc_work_wait(w, 10000));
+        if (w) distc_work_free(w);
+        for (int p = 0; p < size; ++p) {
+            const int32_t *pr = r[p]->data;
+            for (int64_t i = 0; ok && p != rank && i < N; ++i)
+                if (!RK_EQ_INT(pr[i], (int32_t)(p * 1000 + i))) break;
+            dt_tensor_free(r[p]);
+        }
+    }
+    dt_tensor_free(s);
+}
+
+static void test_batch_with_every_peer(void **state) {
+    (void)state;
+    dt_run_ranks(4, rank_batch_all_peers, NULL);
+    dt_run_ranks(2, rank_batch_all_peers, NULL);
+}
+
 /*
  * A peer that never sent to this rank gives up (aborts its group): a
  * receive from it fails with DISTC_EREMOTE, not at its timeout.
@@ -289,9 +326,13 @@ static void test_peer_that_gives_up(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_messages_before_their_receives), cmocka_unit_test(test_receive_of_another_size),
-        cmocka_unit_test(test_timed_out_receive_is_withdrawn), cmocka_unit_test(test_timed_out_send_keeps_its_bytes),
-        cmocka_unit_test(test_large_messages_both_ways),       cmocka_unit_test(test_peer_that_gives_up),
+        cmocka_unit_test(test_messages_before_their_receives),
+        cmocka_unit_test(test_receive_of_another_size),
+        cmocka_unit_test(test_timed_out_receive_is_withdrawn),
+        cmocka_unit_test(test_timed_out_send_keeps_its_bytes),
+        cmocka_unit_test(test_large_messages_both_ways),
+        cmocka_unit_test(test_batch_with_every_peer),
+        cmocka_unit_test(test_peer_that_gives_up),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
