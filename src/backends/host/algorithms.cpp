@@ -320,31 +320,24 @@ void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_count
     const size_t P = static_cast<size_t>(size_);
     const bool reads = t_.reads_peers();
     bool any = false;
+    reads_.assign(P, false);
     parts_out_.resize(P);
     parts_in_.resize(P);
     std::vector<size_t> &out_bytes = out_bytes_, &in_bytes = in_bytes_;
     out_bytes.resize(P);
     in_bytes.resize(P);
-    out_at_.resize(P);
-    if (reads) reduced_.reset(new bool[P]());  // here: which peers' parts this rank has read
-    size_t ioff = 0, ooff = 0, reading = 0;
+    size_t ioff = 0, ooff = 0;
     for (int p = 0; p < size_; ++p) {
         size_t ni = in_counts[static_cast<size_t>(p)] * esz, no = out_counts[static_cast<size_t>(p)] * esz;
         out_bytes[size_t(p)] = no;
         in_bytes[size_t(p)] = ni;
-        out_at_[size_t(p)] = ooff;
         if (p == rank_) {
             if (ni && out.bytes() + ooff != src + ioff) std::memmove(out.bytes() + ooff, src + ioff, ni);
         } else if (reads && ni + no >= kInPlaceBytes) {
-            // Where our part for the peer is, then (once we read its part
-            // for us) that we are done with its buffer; it says the same.
-            any = true;
-            reading += no;
+            reads_[size_t(p)] = any = true;
             parts_out_[size_t(p)] = {reinterpret_cast<uintptr_t>(src + ioff), ni, no};
             t_.send(p, &parts_out_[size_t(p)], sizeof(Part));
             t_.recv(p, &parts_in_[size_t(p)], sizeof(Part), 0);  // id 0: a Part
-            t_.send(p, nullptr, 0, &reduced_[size_t(p)]);
-            t_.recv(p, nullptr, 0);  // it no longer reads our input
         } else {
             // A peer that sends another size than we expect is caught by the message header.
             t_.send(p, src + ioff, ni);
@@ -357,20 +350,10 @@ void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_count
     // of a digest of them all: a pair that disagrees fails every rank.
     Call mine = call;
     mine.count = split_digest(in_bytes, out_bytes);
-    // A peer's part is read as soon as its Part says where it is and that
-    // the pair agrees on the sizes (the digest's check, which names nobody,
-    // comes once every message is in): ranks that run read from those that
-    // have come, while the others wait for a core.
-    t_.progress(
-        mine, deadline,
-        [&](int peer, int id) {
-            if (id != 0) return;
-            check_part(peer, call);
-            if (size_t n = out_bytes[size_t(peer)])
-                t_.read_peer(peer, parts_in_[size_t(peer)].addr, out.bytes() + out_at_[size_t(peer)], n);
-            reduced_[size_t(peer)] = true;
-        },
-        any ? patience_for(reading) : std::chrono::microseconds{});
+    t_.progress(mine, deadline, [&](int peer, int id) {
+        if (id == 0) check_part(peer, call);  // as it arrives: before the digest's check, which names nobody
+    });
+    if (any) read_parts(out.bytes(), out_bytes, call, deadline);
 }
 
 void Algorithms::barrier(const Call &call, Millis timeout) {

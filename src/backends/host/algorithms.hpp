@@ -79,12 +79,9 @@ private:
     // Sends every peer `n` bytes at mine + p * stride and receives each
     // peer's at theirs + p * n, in one run.
     void swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call, Clock::time_point deadline);
-    // How long a rank waits spinning for peers that copy about as much as
-    // `copied` (bytes it copied itself), before it sleeps.
-    static std::chrono::microseconds patience_for(size_t copied);
-    // An empty message to and from every peer, after `copied` bytes of
-    // copies in place, which peers may still be making.
-    void sync(const Call &call, Clock::time_point deadline, size_t copied);
+    // An empty message to and from every peer (`only`: those marked).
+    // After `copied` bytes of copies in place, which peers may still be making.
+    void sync(const Call &call, Clock::time_point deadline, size_t copied, const std::vector<bool> *only = nullptr);
     // Tells the peers where this rank's buffer is; theirs land in peer_addr_.
     void publish(const void *buffer, const Call &call, Clock::time_point deadline);
     // Bytes [off, off + bytes) of every rank's buffer (own: ours), reduced
@@ -98,9 +95,9 @@ private:
     void reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
                                  Clock::time_point deadline);
     void allgather_in_place(const Tensor &in, Tensor &out, size_t n, const Call &call, Clock::time_point deadline);
-    // All-to-all's pairs that read in place: each side sends the other a Part
-    // (where its bytes for it are), checked as it arrives, then reads the
-    // peer's bytes (alltoallv).
+    // All-to-all's pairs marked in reads_: each side sends the other a Part
+    // (where its bytes for it are), checked as it arrives; then read_parts
+    // copies the peers' bytes into `dst`.
     struct Part {
         uint64_t addr, bytes, expect;  // where this rank's part for the peer is, its size, what it expects back
     };
@@ -108,18 +105,19 @@ private:
     // of an all-to-all): the shares sum to 0 when all pairs agree.
     uint64_t split_digest(const std::vector<size_t> &in_bytes, const std::vector<size_t> &out_bytes) const;
     void check_part(int peer, const Call &call) const;
+    void read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call, Clock::time_point deadline);
 
     Transport &t_;
     int rank_, size_;
     std::mutex mu_;                       // one operation on the wire at a time; guards what follows
     std::unique_ptr<uint8_t[]> scratch_;  // kept between collectives: no page faults per call
     size_t scratch_cap_ = 0;
-    std::unique_ptr<bool[]>
-        reduced_;  // gates sends: per segment of this rank's chunk, ready to go on; all-to-all: per peer, its part read
+    std::unique_ptr<bool[]> reduced_;  // per segment of this rank's chunk: ready to go on (gates sends)
     std::vector<int> arrived_;         // per segment: peers whose piece is in
     std::vector<uint64_t> peer_addr_;  // in place: where each peer's buffer is
     std::vector<Part> parts_out_, parts_in_;
-    std::vector<size_t> out_bytes_, in_bytes_, out_at_;  // all-to-all: per peer; out_at_: where its part goes
+    std::vector<bool> reads_;  // all-to-all: the pairs that read in place
+    std::vector<size_t> out_bytes_, in_bytes_;
 };
 
 }  // namespace distc

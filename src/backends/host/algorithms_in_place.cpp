@@ -7,11 +7,11 @@
 // buffer, in rank order, and (allreduce, reduce) writes each reduced block
 // into every peer's buffer (the root's) while it is still in cache, so
 // every rank has the same bits. Small messages order the steps: the
-// buffers' addresses, then "done" (two all-to-all rounds here; broadcast to
-// more than two ranks goes through the root, and all-to-all, in
-// algorithms.cpp, reads each part as its address comes). A rank returns
-// only once no peer touches its buffer any more; one that fails breaks the
-// group, and its peers fail at their next message.
+// buffers' addresses, then "done" (two all-to-all rounds here; a broadcast
+// to more than two ranks goes through the root). Nobody reads a peer's
+// buffer before every rank's call has been seen to match, and a rank
+// returns only once no peer touches its buffer any more; one that fails
+// breaks the group, and its peers fail at their next message.
 #include <algorithm>
 #include <cstring>
 
@@ -36,10 +36,6 @@ uint64_t address_of(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 
 bool Algorithms::in_place(size_t bytes, size_t from) const { return bytes >= from && t_.reads_peers(); }
 
-std::chrono::microseconds Algorithms::patience_for(size_t copied) {
-    return std::chrono::microseconds(std::min<size_t>(copied / kPatientBytesPerUs, kMaxPatienceUs));
-}
-
 void Algorithms::swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call,
                       Clock::time_point deadline) {
     for (int p = 0; p < size_; ++p) {
@@ -56,15 +52,15 @@ void Algorithms::publish(const void *buffer, const Call &call, Clock::time_point
     swap(&mine, 0, peer_addr_.data(), sizeof mine, call, deadline);
 }
 
-void Algorithms::sync(const Call &call, Clock::time_point deadline, size_t copied) {
+void Algorithms::sync(const Call &call, Clock::time_point deadline, size_t copied, const std::vector<bool> *only) {
     for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
+        if (p == rank_ || (only && !(*only)[size_t(p)])) continue;
         t_.send(p, nullptr, 0);
         t_.recv(p, nullptr, 0);
     }
     // A peer that copies as much takes about as long (a rank that finished,
     // or had nothing to copy, waits that long at most): spin through it.
-    run(call, deadline, patience_for(copied));
+    run(call, deadline, std::chrono::microseconds(std::min<size_t>(copied / kPatientBytesPerUs, kMaxPatienceUs)));
 }
 
 void Algorithms::reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op,
@@ -116,34 +112,44 @@ void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock
         if (rank_ != root) t_.read_peer(root, peer_addr_[size_t(root)], t.data, n);
         return sync(call, deadline, n);
     }
-    // More non-roots: the root sends each its address; each copies the
-    // root's buffer and says so; once all have, the root says so to all (a
-    // rank that fails breaks the group, so every rank fails with it). A
-    // reader of a process's memory takes its page-table lock for every page
-    // it pins, so readers that go through the root's buffer side by side
-    // mostly wait for each other: each starts at its own page instead (the
-    // v-th of m non-roots v/m of the way in) and wraps around.
+    // More non-roots: each tells the root it is here; once all are (every
+    // message carries its call, so a rank that runs another one fails the
+    // root and, through it, everyone before anybody reads), the root sends
+    // each its address; each copies the root's buffer and says so; once all
+    // have, the root says so to all (a rank that fails breaks the group, so
+    // every rank fails with it). A reader of a process's memory takes its
+    // page-table lock for every page it pins, so readers that go through
+    // the root's buffer side by side mostly wait for each other: each
+    // starts at its own page instead (the v-th of m non-roots v/m of the
+    // way in) and wraps around.
     const uint64_t mine = address_of(t.data);
-    const std::chrono::microseconds patience = patience_for(n);
-    bool all = false;  // the gate of the last messages: the root's, every non-root copied; a non-root's, it did
-    size_t missing = rank_ == root ? m : 1;
+    const std::chrono::microseconds patience(std::min<size_t>(n / kPatientBytesPerUs, kMaxPatienceUs));
+    enum { kHere = 1, kCopied = 2, kAddress = 3 };
+    bool here = false, all = false;  // gates: the root's address (every non-root is here); the last messages
+    size_t missing_here = m, missing = rank_ == root ? m : 1;
     uint64_t from = 0;  // the root's buffer
     for (size_t v = 0; rank_ == root && v < m; ++v) {
         int p = int((size_t(root) + 1 + v) % P);
-        t_.send(p, &mine, sizeof mine);
-        t_.recv(p, nullptr, 0, 0);
+        t_.recv(p, nullptr, 0, kHere);
+        t_.recv(p, nullptr, 0, kCopied);
+        t_.send(p, &mine, sizeof mine, &here);
         t_.send(p, nullptr, 0, &all);
     }
     if (rank_ != root) {
-        t_.recv(root, &from, sizeof from, 0);
+        t_.send(root, nullptr, 0);
+        t_.recv(root, &from, sizeof from, kAddress);
         t_.send(root, nullptr, 0, &all);
         t_.recv(root, nullptr, 0);
     }
     t_.progress(
         call, deadline,
         [&](int, int id) {
-            if (id < 0) return;
-            if (rank_ != root) {
+            if (id == kHere) {
+                here = --missing_here == 0;
+                return;
+            }
+            if (id != kCopied && id != kAddress) return;
+            if (id == kAddress) {
                 const size_t v = (size_t(rank_) + P - size_t(root) - 1) % P;
                 const size_t at = std::min(n, n * v / m / kPageBytes * kPageBytes);
                 if (n > at) t_.read_peer(root, from + at, t.bytes() + at, n - at);
@@ -188,6 +194,19 @@ void Algorithms::check_part(int p, const Call &call) const {
                            describe(call) + ", where rank " + std::to_string(rank_) + " expects " +
                            std::to_string(m.expect) + " and sends " + std::to_string(m.bytes) +
                            ": the ranks' split sizes disagree");
+}
+
+void Algorithms::read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call,
+                            Clock::time_point deadline) {
+    size_t at = 0, copied = 0;  // where each peer's part goes in `dst`
+    for (int p = 0; p < size_; ++p) {
+        if (reads_[size_t(p)] && out_bytes[size_t(p)]) {
+            t_.read_peer(p, parts_in_[size_t(p)].addr, dst + at, out_bytes[size_t(p)]);
+            copied += out_bytes[size_t(p)];
+        }
+        at += out_bytes[size_t(p)];
+    }
+    sync(call, deadline, copied, &reads_);  // no peer reads our input any more
 }
 
 }  // namespace distc
