@@ -327,8 +327,8 @@ static int env_is(const char *name, const char *value) {
 /* One rank of 4 broadcasts another size than the others. The non-roots all
  * fail. In place (shared memory, single copy) the root fails too, and no
  * rank reads the root's buffer first: the root frees it as soon as its call
- * fails (ASan would see the read; the root hears from every rank before it
- * says where its buffer is). Through the rings or TCP the root only sends,
+ * fails (ASan would see the read; every rank hears from every other before
+ * anyone reads). Through the rings or TCP the root only sends,
  * and may finish. */
 static void rank_broadcast_bystander(distc_pg *pg, int rank, int size, void *arg) {
     (void)size;

@@ -6,10 +6,9 @@
 // block at a time: each rank reduces its own chunk from every rank's
 // buffer, in rank order, and (allreduce, reduce) writes each reduced block
 // into every peer's buffer (the root's) while it is still in cache, so
-// every rank has the same bits. Small messages order the steps: the
-// buffers' addresses, then "done" (two all-to-all rounds here; a broadcast
-// to more than two ranks goes through the root). Nobody reads a peer's
-// buffer before every rank's call has been seen to match, and a rank
+// every rank has the same bits. Two all-to-all rounds of small messages
+// order the steps: the buffers' addresses (nobody reads a peer's buffer
+// before every rank's call has been seen to match), then "done". A rank
 // returns only once no peer touches its buffer any more; one that fails
 // breaks the group, and its peers fail at their next message.
 #include <algorithm>
@@ -107,57 +106,19 @@ void Algorithms::reduce_in_place(Tensor &t, ReduceOp op, int to, const Call &cal
 
 void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock::time_point deadline) {
     const size_t n = t.nbytes(), P = size_t(size_), m = P - 1;
-    if (m == 1) {  // one reader: the buffers' addresses, the copy, the end
-        publish(t.data, call, deadline);
-        if (rank_ != root) t_.read_peer(root, peer_addr_[size_t(root)], t.data, n);
-        return sync(call, deadline, n);
-    }
-    // More non-roots: each tells the root it is here; once all are (every
-    // message carries its call, so a rank that runs another one fails the
-    // root and, through it, everyone before anybody reads), the root sends
-    // each its address; each copies the root's buffer and says so; once all
-    // have, the root says so to all (a rank that fails breaks the group, so
-    // every rank fails with it). A reader of a process's memory takes its
-    // page-table lock for every page it pins, so readers that go through
-    // the root's buffer side by side mostly wait for each other: each
-    // starts at its own page instead (the v-th of m non-roots v/m of the
-    // way in) and wraps around.
-    const uint64_t mine = address_of(t.data);
-    const std::chrono::microseconds patience(std::min<size_t>(n / kPatientBytesPerUs, kMaxPatienceUs));
-    enum { kHere = 1, kCopied = 2, kAddress = 3 };
-    bool here = false, all = false;  // gates: the root's address (every non-root is here); the last messages
-    size_t missing_here = m, missing = rank_ == root ? m : 1;
-    uint64_t from = 0;  // the root's buffer
-    for (size_t v = 0; rank_ == root && v < m; ++v) {
-        int p = int((size_t(root) + 1 + v) % P);
-        t_.recv(p, nullptr, 0, kHere);
-        t_.recv(p, nullptr, 0, kCopied);
-        t_.send(p, &mine, sizeof mine, &here);
-        t_.send(p, nullptr, 0, &all);
-    }
+    publish(t.data, call, deadline);  // only the root's address is used
     if (rank_ != root) {
-        t_.send(root, nullptr, 0);
-        t_.recv(root, &from, sizeof from, kAddress);
-        t_.send(root, nullptr, 0, &all);
-        t_.recv(root, nullptr, 0);
+        // A reader of a process's memory takes its page-table lock for every
+        // page it pins, so readers that go through the root's buffer side by
+        // side mostly wait for each other: each starts at a page of its own
+        // (the v-th of m non-roots v/m of the way in) and wraps around.
+        const size_t v = (size_t(rank_) + P - size_t(root) - 1) % P;
+        const size_t at = std::min(n, n * v / m / kPageBytes * kPageBytes);
+        const uint64_t from = peer_addr_[size_t(root)];
+        if (n > at) t_.read_peer(root, from + at, t.bytes() + at, n - at);
+        if (at) t_.read_peer(root, from, t.data, at);
     }
-    t_.progress(
-        call, deadline,
-        [&](int, int id) {
-            if (id == kHere) {
-                here = --missing_here == 0;
-                return;
-            }
-            if (id != kCopied && id != kAddress) return;
-            if (id == kAddress) {
-                const size_t v = (size_t(rank_) + P - size_t(root) - 1) % P;
-                const size_t at = std::min(n, n * v / m / kPageBytes * kPageBytes);
-                if (n > at) t_.read_peer(root, from + at, t.bytes() + at, n - at);
-                if (at) t_.read_peer(root, from, t.data, at);
-            }
-            all = --missing == 0;
-        },
-        patience);
+    sync(call, deadline, n);  // nobody reads the root's buffer any more
 }
 
 void Algorithms::reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
