@@ -11,11 +11,6 @@ namespace distc {
 using Millis = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-// `timeout` from now, for a deadline that every collective sets and few
-// reach: read off the coarse monotonic clock (the same clock as Clock, kept
-// at the last tick, a fraction of the cost of a precise read) and moved one
-// tick on, so that it is never earlier than `timeout` from now and at most a
-// tick later.
 // The coarse clock's last tick: never later than Clock::now().
 inline Clock::time_point coarse_now() {
     timespec t{};
@@ -24,6 +19,11 @@ inline Clock::time_point coarse_now() {
                                                                          std::chrono::nanoseconds(t.tv_nsec)));
 }
 
+// `timeout` from now, for a deadline that every collective sets and few
+// reach: read off the coarse monotonic clock (the same clock as Clock, kept
+// at the last tick, a fraction of the cost of a precise read) and moved one
+// tick on, so that it is never earlier than `timeout` from now and at most a
+// tick later.
 inline Clock::time_point deadline_in(Millis timeout) {
     static const std::chrono::nanoseconds tick = [] {
         timespec r{};
