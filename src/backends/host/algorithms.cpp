@@ -134,7 +134,7 @@ void Algorithms::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call
 }
 
 void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout) {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     if (in_place(in.nbytes(), kInPlaceReduceBytes) && in.numel >= static_cast<size_t>(size_))
         return reduce_scatter_in_place(in, out, op, call, deadline);
@@ -163,7 +163,7 @@ void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, cons
 }
 
 void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     if (to != kNobody && in_place(t.nbytes(), kInPlaceReduceBytes) && t.numel >= static_cast<size_t>(size_))
         return reduce_in_place(t, op, to, call, deadline);
@@ -174,7 +174,7 @@ void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Mil
 }
 
 void Algorithms::broadcast(Tensor &t, int root, const Call &call, Millis timeout) {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     if (in_place(t.nbytes(), kInPlaceBroadcastBytes)) return broadcast_in_place(t, root, call, deadline);
     if (size_ > 2 && t.nbytes() > kDirectBroadcastBytes) return broadcast_chunked(t, root, call, deadline);
@@ -224,7 +224,7 @@ void Algorithms::broadcast_chunked(Tensor &t, int root, const Call &call, Clock:
 }
 
 void Algorithms::allgather(const Tensor &in, Tensor &out, const Call &call, Millis timeout) {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     size_t n = in.nbytes();
     if (in_place(n * static_cast<size_t>(size_ - 1))) return allgather_in_place(in, out, n, call, deadline);
@@ -241,7 +241,7 @@ void Algorithms::allgather(const Tensor &in, Tensor &out, const Call &call, Mill
 }
 
 void Algorithms::gather(const Tensor &in, Tensor *out, int root, const Call &call, Millis timeout) {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     size_t n = in.nbytes();
     if (rank_ != root) {
@@ -256,7 +256,7 @@ void Algorithms::gather(const Tensor &in, Tensor *out, int root, const Call &cal
 }
 
 void Algorithms::scatter(const Tensor *in, Tensor &out, int root, const Call &call, Millis timeout) {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     size_t n = out.nbytes();
     if (rank_ != root) {
@@ -273,7 +273,7 @@ void Algorithms::scatter(const Tensor *in, Tensor &out, int root, const Call &ca
 
 void Algorithms::pass(Tensor &t, int from, int to, const Call &call, Millis timeout) {
     if (from == to || (rank_ != from && rank_ != to)) return;
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     if (rank_ == from)
         t_.send(to, t.data, t.nbytes());
@@ -300,7 +300,7 @@ uint64_t Algorithms::split_digest(const std::vector<size_t> &in_bytes, const std
 
 void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
                            const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     const size_t esz = dtype_size(in.dtype);
     size_t in_total = 0, out_total = 0;
@@ -357,7 +357,7 @@ void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_count
 }
 
 void Algorithms::barrier(const Call &call, Millis timeout) {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<TurnLock> lk(mu_);
     sync(call, deadline_in(timeout), 0);
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/host/transport/transport.hpp"
+#include "core/util/turn_lock.hpp"
 #include "core/pg/tensor.hpp"
 
 namespace distc {
@@ -109,7 +110,7 @@ private:
 
     Transport &t_;
     int rank_, size_;
-    std::mutex mu_;                       // one operation on the wire at a time; guards what follows
+    TurnLock mu_;                         // one operation on the wire at a time; guards what follows
     std::unique_ptr<uint8_t[]> scratch_;  // kept between collectives: no page faults per call
     size_t scratch_cap_ = 0;
     std::unique_ptr<bool[]> reduced_;  // per segment of this rank's chunk: ready to go on (gates sends)

@@ -1,6 +1,7 @@
 #include "backends/host/transport/shm/shm_links.hpp"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/util/error.hpp"
@@ -49,6 +51,20 @@ struct Header {
 long futex(std::atomic<uint32_t> *word, int op, uint32_t val, const timespec *ts) {
     // Shared (not FUTEX_PRIVATE): the word is in a segment other processes map.
     return ::syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op, val, ts, nullptr, 0);
+}
+
+long membarrier(int cmd) { return ::syscall(SYS_membarrier, cmd, 0, 0); }
+
+// Whether this process registered for global expedited membarriers (once per
+// process, for every group): then its sleepers fence for their movers.
+bool asymmetric_fences() {
+    static const bool ok = [] {
+        if (const char *e = std::getenv("DISTC_SHM_MEMBARRIER"); e && std::strcmp(e, "0") == 0) return false;
+        long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+        const long need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+        return cmds >= 0 && (cmds & need) == need && membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+    }();
+    return ok;
 }
 
 int pidfd_open(pid_t pid) {
@@ -105,7 +121,7 @@ void ShmLinks::init(uint8_t *base, int n, size_t ring_bytes) {
 
 ShmLinks::ShmLinks(uint8_t *base, int me, size_t ring_bytes, std::vector<int> ranks, const std::vector<pid_t> &pids) :
     n_(static_cast<int>(ranks.size())), me_(me), cap_(ring_bytes), ranks_(std::move(ranks)), pids_(pids),
-    pidfds_(ranks_.size()), out_(ranks_.size()), in_(ranks_.size()) {
+    pidfds_(ranks_.size()), out_(ranks_.size()), in_(ranks_.size()), light_(asymmetric_fences()) {
     Header h;
     std::memcpy(&h, base, sizeof h);
     if (h.magic != kMagic || h.n != static_cast<uint32_t>(n_) || h.ring_bytes != ring_bytes)
@@ -116,17 +132,31 @@ ShmLinks::ShmLinks(uint8_t *base, int me, size_t ring_bytes, std::vector<int> ra
     data_ = reinterpret_cast<uint8_t *>(rings_ + static_cast<size_t>(n_) * static_cast<size_t>(n_));
     for (int p = 0; p < n_; ++p)
         if (p != me_ && pids_[size_t(p)] != ::getpid()) pidfds_[size_t(p)] = Fd(pidfd_open(pids_[size_t(p)]));
+    bells_[me_].light.store(light_ ? 1 : 0, std::memory_order_release);
 }
 
 std::string ShmLinks::name(int peer) const {
     return "rank " + std::to_string(ranks_[size_t(peer)]) + " (shm, pid " + std::to_string(pids_[size_t(peer)]) + ")";
 }
 
+void ShmLinks::advance(std::atomic<uint64_t> &at, uint64_t to, int peer) {
+    // Either `peer`, about to sleep, sees this store, or we see it sleeping
+    // and wake it. A peer that takes the fence for both of us (its membarrier
+    // drains our store before it looks) spares us ours; the compiler must
+    // still keep our load after the store.
+    if (light_ && bells_[peer].light.load(std::memory_order_relaxed)) {
+        at.store(to, std::memory_order_release);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+    } else {
+        at.store(to, std::memory_order_seq_cst);
+    }
+    ring_bell(peer);
+}
+
 void ShmLinks::ring_bell(int who) {
     Bell &b = bells_[who];
-    // After a sequentially consistent store of a head or tail, which pairs
-    // with wait()'s store of `sleeping` and its loads: either the sleeper
-    // sees what we published, or we see it sleeping and wake it.
+    // After advance()'s store, which pairs with wait()'s store of `sleeping`
+    // and its loads.
     if (b.sleeping.load(std::memory_order_seq_cst)) {
         b.seq.fetch_add(1, std::memory_order_seq_cst);
         futex(&b.seq, FUTEX_WAKE, INT_MAX, nullptr);
@@ -215,8 +245,7 @@ void ShmLinks::publish(int peer, uint64_t pos, const ChunkHeader &c, const iovec
     copy<true>(d, cap_, pos + sizeof c.stamp, &ci, 1, sizeof c.len);
     copy<true>(d, cap_, pos + sizeof c, iov, n, k);
     __atomic_store_n(reinterpret_cast<uint64_t *>(d + (pos & (cap_ - 1))), stamp(pos), __ATOMIC_RELEASE);
-    ring(me_, peer).head.store(chunk_end(pos, c.in_place() ? 0 : k), std::memory_order_seq_cst);
-    ring_bell(peer);
+    advance(ring(me_, peer).head, chunk_end(pos, c.in_place() ? 0 : k), peer);
 }
 
 size_t ShmLinks::read_in_place(int peer, const iovec *iov, int n, size_t k, uint64_t off) {
@@ -318,8 +347,7 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
         // Its bytes come inline after it: past the offer, on to them.
         s.open = false;
         r.offer.store(kNoOffer, std::memory_order_relaxed);
-        r.tail.store(chunk_end(t, 0), std::memory_order_seq_cst);
-        ring_bell(peer);
+        advance(r.tail, chunk_end(t, 0), peer);
         return read(peer, iov, n);
     }
     size_t k = std::min(total(iov, n), s.hdr.bytes() - s.off);
@@ -332,8 +360,7 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
     if (s.off == s.hdr.bytes()) {
         if (s.hdr.in_place()) r.offer.store(kNoOffer, std::memory_order_release);  // before the tail frees the writer
         s.open = false;
-        r.tail.store(chunk_end(t, s.hdr.in_place() ? 0 : s.hdr.bytes()), std::memory_order_seq_cst);
-        ring_bell(peer);
+        advance(r.tail, chunk_end(t, s.hdr.in_place() ? 0 : s.hdr.bytes()), peer);
     }
     return k;
 }
@@ -402,6 +429,9 @@ void ShmLinks::check_alive(const std::vector<Want> &wants) const {
 void ShmLinks::wait(const std::vector<Want> &wants, Clock::time_point deadline) {
     Bell &me = bells_[me_];
     me.sleeping.store(1, std::memory_order_seq_cst);
+    // The fence for movers that skip theirs (advance). Should it fail, they
+    // keep theirs from now on; one that just skipped it is seen within a slice.
+    if (light_ && membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) me.light.store(0, std::memory_order_seq_cst);
     uint32_t seq = me.seq.load(std::memory_order_seq_cst);
     bool any = closed_.load(std::memory_order_seq_cst) ||
                std::any_of(wants.begin(), wants.end(), [&](const Want &w) { return ready(w); });

@@ -7,6 +7,17 @@
 // ring it waits on rings it, only when it sleeps. Sleeps come in slices, so
 // a peer that died (its pidfd says so) or closed its end is noticed.
 //
+// Whether a peer sleeps is a Dekker pair: the mover stores its head or tail,
+// then looks at the peer's `sleeping`; the sleeper stores `sleeping`, then
+// looks at the rings. Each side needs a full fence between its store and its
+// load, and the mover's would stall every message until the line that the
+// reader polls came over. Where the kernel has membarrier, the sleeper takes
+// the fence for both (MEMBARRIER_CMD_GLOBAL_EXPEDITED, which runs one on
+// every core that runs a registered process) and says so in its Bell, and a
+// mover in a registered process then stores with release alone. Movers
+// towards a rank that cannot, or from one, keep their fence.
+// DISTC_SHM_MEMBARRIER=0 keeps it everywhere.
+//
 // A ring carries chunks, each on its own cache lines: a 16-byte header, then
 // its bytes inline, or (single copy, for pieces of at least cma_min bytes)
 // only a mark that the bytes are offered in place. The header's first word,
@@ -109,7 +120,10 @@ private:
         std::atomic<uint32_t> seq;       // the futex word
         std::atomic<uint32_t> sleeping;  // its owner sleeps (or is about to)
         std::atomic<uint32_t> closed;    // its owner closed its end
-        int32_t pad[13];
+        // Its owner's process is registered for membarrier and issues one
+        // after storing `sleeping`: a registered mover needs no fence of its own.
+        std::atomic<uint32_t> light;
+        int32_t pad[12];
     };
     struct alignas(64) Ring {
         std::atomic<uint64_t> head;  // bytes ever written (the producer's)
@@ -139,6 +153,9 @@ private:
     // Where a chunk of `bytes` after its header ends (chunks start on lines).
     static uint64_t chunk_end(uint64_t pos, size_t bytes);
     void publish(int peer, uint64_t pos, const ChunkHeader &c, const iovec *iov, int n, size_t k);
+    // Stores `to` into this rank's head or tail `at` of a ring shared with
+    // `peer`, and wakes `peer` if it sleeps (the Dekker pair above).
+    void advance(std::atomic<uint64_t> &at, uint64_t to, int peer);
     struct Out {  // an in-place chunk written and not yet read
         // Atomic: a thread may wait (ready()) while another writes.
         std::atomic<bool> pending{false};
@@ -184,6 +201,7 @@ private:
     size_t cma_min_ = 0;
     std::chrono::microseconds inline_after_{0};
     std::atomic<bool> closed_{false};
+    bool light_;  // this process takes asymmetric fences (Bell::light)
 };
 
 }  // namespace distc
