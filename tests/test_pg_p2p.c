@@ -3,7 +3,8 @@
  * ranks on one host, the default, or TCP; no Gloo pairs):
  * messages that arrive before their receive, a receive of another size, a
  * receive that times out (its buffer is never written afterwards), large
- * messages both ways at once, and a peer that gives up. Gloo's pairs
+ * messages both ways at once, batches (one that fails gives up the rest),
+ * and a peer that gives up. Gloo's pairs
  * (DISTC_MESH_BYTES=0) behave differently on these (their sends wait for the
  * receive; a receive that times out closes every pair): skipped there.
  */
@@ -256,6 +257,49 @@ static void test_batch_with_every_peer(void **state) {
 }
 
 /*
+ * A batch that fails gives up every operation it posted: its first receive
+ * is of another size than the message that came, so the batch fails, and
+ * its second receive, posted and then withdrawn, never gets the message
+ * sent for it afterwards; the next receive with that tag does.
+ */
+static void rank_batch_withdrawn(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    (void)size;
+    enum { N = 1000 };
+    DLTensor *small = dt_tensor_1d(DT_I32, rank == 0 ? 10 : 20), *a = dt_tensor_1d(DT_I32, N),
+             *b = dt_tensor_1d(DT_I32, N);
+    int32_t *pa = a->data, *pb = b->data;
+    for (int i = 0; i < N; ++i) pa[i] = pb[i] = -1;
+    if (rank == 0) {
+        RK_OK(distc_send(NULL, pg, small, 1, 3, NULL));
+        signal_key("batch_withdrawn/sent");
+        wait_key("batch_withdrawn/failed");
+        for (int i = 0; i < N; ++i) pa[i] = i;
+        RK_OK(distc_send(NULL, pg, a, 1, 4, NULL));
+    } else {
+        wait_key("batch_withdrawn/sent");
+        distc_p2p_op ops[2] = {{DISTC_P2P_RECV, small, 0, 3}, {DISTC_P2P_RECV, a, 0, 4}};
+        RK_ERR2(distc_batch_isend_irecv(NULL, pg, ops, 2, NULL), DISTC_EINVAL, "tag 3", "takes 80");
+        signal_key("batch_withdrawn/failed");
+        if (RK_OK(distc_recv(NULL, pg, b, 0, 4, NULL)))
+            for (int i = 0; i < N; ++i)
+                if (!RK_EQ_INT(pb[i], i)) break;
+        for (int i = 0; i < N; ++i)
+            if (!RK_EQ_INT(pa[i], -1)) break;
+    }
+    RK_OK(distc_barrier(NULL, pg, NULL));
+    dt_tensor_free(small);
+    dt_tensor_free(a);
+    dt_tensor_free(b);
+}
+
+static void test_failed_batch_is_withdrawn(void **state) {
+    (void)state;
+    if (gloo_only()) skip();
+    dt_run_ranks(2, rank_batch_withdrawn, NULL);
+}
+
+/*
  * A peer that never sent to this rank gives up (aborts its group): a
  * receive from it fails with DISTC_EREMOTE, not at its timeout.
  */
@@ -326,13 +370,10 @@ static void test_peer_that_gives_up(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_messages_before_their_receives),
-        cmocka_unit_test(test_receive_of_another_size),
-        cmocka_unit_test(test_timed_out_receive_is_withdrawn),
-        cmocka_unit_test(test_timed_out_send_keeps_its_bytes),
-        cmocka_unit_test(test_large_messages_both_ways),
-        cmocka_unit_test(test_batch_with_every_peer),
-        cmocka_unit_test(test_peer_that_gives_up),
+        cmocka_unit_test(test_messages_before_their_receives), cmocka_unit_test(test_receive_of_another_size),
+        cmocka_unit_test(test_timed_out_receive_is_withdrawn), cmocka_unit_test(test_timed_out_send_keeps_its_bytes),
+        cmocka_unit_test(test_large_messages_both_ways),       cmocka_unit_test(test_batch_with_every_peer),
+        cmocka_unit_test(test_failed_batch_is_withdrawn),      cmocka_unit_test(test_peer_that_gives_up),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
