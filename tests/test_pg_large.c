@@ -9,12 +9,14 @@
  * result is checked element by element.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -352,6 +354,44 @@ static void test_broadcast_bystander(void **state) {
     for (int k = 0; k < 3; ++k) dt_run_ranks(4, rank_broadcast_bystander, NULL);
 }
 
+/* A rank aborted (from another thread) while the root of a broadcast
+ * writes its share into the rank's buffer (in place, each non-root's last
+ * 1/size): the rank's broadcast returns only once no piece of that is under
+ * way, and the rank frees its buffer at once, which ASan, or a fault where
+ * the freed buffer was unmapped, would catch being written later. The root
+ * fails, or had finished. Aborts at several points of the call. */
+struct aborter {
+    distc_pg *pg;
+    unsigned delay_us;
+};
+static void *abort_later(void *p) {
+    const struct aborter *a = p;
+    usleep(a->delay_us);
+    distc_pg_abort(a->pg);
+    return NULL;
+}
+static void rank_abort_while_written(distc_pg *pg, int rank, int size, void *arg) {
+    (void)size;
+    const int64_t n = 64 << 20;
+    DLTensor *t = dt_tensor_1d(DT_U8, n);
+    struct aborter a = {pg, *(const unsigned *)arg};
+    pthread_t th;
+    if (rank == 1 && !RK_CHECKF(pthread_create(&th, NULL, abort_later, &a) == 0, "pthread_create")) rank = -1;
+    int rc = distc_broadcast(NULL, pg, t, 0, NULL);
+    RK_CHECKF(rc == 0 || rc == DISTC_EABORTED || rc == DISTC_EREMOTE,
+              "rank %d: a broadcast aborted midway gave %d (%s)", rank, rc, distc_error_last());
+    dt_tensor_free(t);
+    if (rank == 1) pthread_join(th, NULL);
+}
+
+static void test_abort_while_written(void **state) {
+    if (gloo_only()) skip();
+    (void)state;
+    static const unsigned delays_us[] = {0, 300, 1000, 2000, 4000};
+    for (size_t k = 0; k < sizeof delays_us / sizeof delays_us[0]; ++k)
+        dt_run_ranks(2, rank_abort_while_written, (void *)&delays_us[k]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce),           cmocka_unit_test(test_reduce),
@@ -359,6 +399,7 @@ int main(void) {
         cmocka_unit_test(test_broadcast_bystander), cmocka_unit_test(test_allgather),
         cmocka_unit_test(test_gather_scatter),      cmocka_unit_test(test_alltoall_uneven),
         cmocka_unit_test(test_alltoall_disagree),   cmocka_unit_test(test_alltoall_bystander),
+        cmocka_unit_test(test_abort_while_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

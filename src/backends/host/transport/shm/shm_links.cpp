@@ -39,6 +39,11 @@ constexpr int kPopulateWrite = 23;  // Linux 5.14
 #endif
 // Sleeps last at most this long, to look at the peers' processes in between.
 constexpr Millis kSlice{50};
+// Reads and writes of a peer's buffer go a piece of this size at a time, each after
+// a look whether the peer closed its end; close() waits at most kPokeWait
+// for a piece under way (longer only for a peer stopped mid-piece).
+constexpr size_t kPokeBytes = size_t(1) << 20;
+constexpr Millis kPokeWait{1000};
 
 struct Header {
     uint64_t magic;
@@ -164,7 +169,23 @@ void ShmLinks::ring_bell(int who) {
 }
 
 void ShmLinks::check_self() const {
-    if (closed_.load(std::memory_order_relaxed)) fail(DISTC_EREMOTE, "this rank closed its shared memory links");
+    if (closed_.load(std::memory_order_relaxed)) closed_here();
+}
+
+void ShmLinks::closed_here() const {
+    // Another thread closed this end (an abort) and may still wait for a
+    // peer's copy from or into our buffers: so does this one, before its caller
+    // gets the buffers back.
+    settle();
+    fail(DISTC_EREMOTE, "this rank closed its shared memory links");
+}
+
+void ShmLinks::settle() const noexcept {
+    for (int p = 0; p < n_; ++p) {
+        if (p == me_) continue;
+        const auto until = Clock::now() + kPokeWait;
+        while (ring(p, me_).poking.load(std::memory_order_seq_cst) && Clock::now() < until && alive(p)) sched_yield();
+    }
 }
 
 void ShmLinks::peer_gone(int peer, bool died) const {
@@ -294,35 +315,49 @@ size_t ShmLinks::copy_from(int peer, uint64_t from, const iovec *iov, int n, siz
     }
 }
 
-void ShmLinks::write_to(int peer, uint64_t addr, const void *from, size_t n) {
-    if (pids_[size_t(peer)] == ::getpid()) {  // a rank in this process: its buffer is ours to write
-        if (n) std::memcpy(reinterpret_cast<void *>(addr), from, n);
-        return;
+template <typename Piece>
+void ShmLinks::touch(int peer, size_t n, Piece &&piece) {
+    // A Dekker pair with settle(): we say we touch the peer's memory, then
+    // look whether it closed; it says it closed, then waits while we touch.
+    std::atomic<uint32_t> &poking = ring(me_, peer).poking;
+    struct Done {
+        std::atomic<uint32_t> &w;
+        ~Done() { w.store(0, std::memory_order_release); }
+    };
+    for (size_t off = 0; off < n;) {
+        poking.store(1, std::memory_order_seq_cst);
+        Done done{poking};
+        if (bells_[peer].closed.load(std::memory_order_seq_cst)) peer_gone(peer, false);
+        off += piece(off, std::min(n - off, kPokeBytes));
     }
-    auto *p = static_cast<const uint8_t *>(from);
-    while (n) {  // the kernel may copy less than asked (a page it could not pin)
-        iovec local{const_cast<uint8_t *>(p), n}, remote{reinterpret_cast<void *>(addr), n};
+}
+
+void ShmLinks::write_to(int peer, uint64_t addr, const void *from, size_t n) {
+    auto *src = static_cast<const uint8_t *>(from);
+    const bool here = pids_[size_t(peer)] == ::getpid();  // a rank in this process: its buffer is ours to write
+    touch(peer, n, [&](size_t off, size_t k) -> size_t {
+        if (here) {
+            std::memcpy(reinterpret_cast<void *>(addr + off), src + off, k);
+            return k;
+        }
+        // The kernel may copy less than asked (a page it could not pin).
+        iovec local{const_cast<uint8_t *>(src + off), k}, remote{reinterpret_cast<void *>(addr + off), k};
         ssize_t got = ::process_vm_writev(pids_[size_t(peer)], &local, 1, &remote, 1, 0);
-        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 && errno == EINTR) return 0;
         if (got < 0 && errno == ESRCH) peer_gone(peer, true);
         if (got <= 0)
             fail_errno(DISTC_EREMOTE, "writing into " + name(peer) + "'s buffer in place (process_vm_writev)",
                        got < 0 ? errno : EFAULT);
-        p += got;
-        addr += static_cast<uint64_t>(got);
-        n -= static_cast<size_t>(got);
-    }
+        return static_cast<size_t>(got);
+    });
 }
 
 void ShmLinks::read_from(int peer, uint64_t addr, void *to, size_t n) {
-    auto *p = static_cast<uint8_t *>(to);
-    while (n) {  // the kernel may copy less than asked (a page it could not pin)
-        iovec v{p, n};
-        size_t got = copy_from(peer, addr, &v, 1, n);
-        p += got;
-        addr += got;
-        n -= got;
-    }
+    auto *dst = static_cast<uint8_t *>(to);
+    touch(peer, n, [&](size_t off, size_t k) -> size_t {
+        iovec v{dst + off, k};
+        return copy_from(peer, addr + off, &v, 1, k);  // perhaps less than asked (a page it could not pin)
+    });
 }
 
 size_t ShmLinks::read(int peer, const iovec *iov, int n) {
@@ -492,6 +527,9 @@ void ShmLinks::close() noexcept {
         bells_[p].seq.fetch_add(1, std::memory_order_seq_cst);
         futex(&bells_[p].seq, FUTEX_WAKE, INT_MAX, nullptr);
     }
+    // Our caller may reuse its buffers once we return: a peer's piece under
+    // way into them ends first (the next one sees us closed).
+    settle();
 }
 
 }  // namespace distc

@@ -84,6 +84,10 @@ public:
     void read_from(int peer, uint64_t addr, void *to, size_t n);
     // And `n` bytes from `from` to `addr` in `peer`'s process (the same
     // permission as reading: the ptrace access check).
+    // Both go a piece at a time, and touch nothing of a peer that closed its
+    // end (it failed, or was aborted, and may have returned to its caller
+    // and freed the buffer): that throws DISTC_EREMOTE, and the peer's
+    // close() waits for a piece under way.
     void write_to(int peer, uint64_t addr, const void *from, size_t n);
     // Whether this process can read `pid`'s memory at `addr`, where `expect` is.
     static bool can_read(pid_t pid, const void *addr, uint64_t expect);
@@ -112,7 +116,9 @@ public:
     void abandon() noexcept;
 
     // Marks this rank's end closed and wakes every rank, this one's waiter too:
-    // peers fail at once, and a wait here returns and throws. Any thread.
+    // peers fail at once, and a wait here returns and throws. Returns once
+    // no peer reads or writes this rank's buffers (read_from, write_to), at
+    // most 1 s for a peer stopped mid-piece. Any thread.
     void close() noexcept;
 
 private:
@@ -134,6 +140,9 @@ private:
         // kReading while it copies, the writer kMoving while it relocates,
         // kWithdrawn) and where its bytes are in the writer's process.
         std::atomic<uint32_t> offer;
+        // The writer reads or writes the reader's buffer now (read_from,
+        // write_to): the reader's close() waits until it is done.
+        std::atomic<uint32_t> poking;
         std::atomic<uint64_t> offer_addr;
         char pad2[48];
     };
@@ -185,6 +194,14 @@ private:
     bool ready(const Want &w) const;
     [[noreturn]] void peer_gone(int peer, bool died) const;
     void check_self() const;
+    [[noreturn, gnu::cold]] void closed_here() const;
+    // Returns once no peer reads or writes this rank's buffers (this end is
+    // closed: none begins again), or after kPokeWait.
+    void settle() const noexcept;
+    // Calls piece(offset, bytes) for pieces of `n` bytes of `peer`'s memory
+    // (each returns what it copied), under the peer's watch (settle).
+    template <typename Piece>
+    void touch(int peer, size_t n, Piece &&piece);
     void check_alive(const std::vector<Want> &wants) const;  // throws for the first that died
 
     int n_, me_;
