@@ -6,7 +6,8 @@
 // block at a time: each rank reduces its own chunk from every rank's
 // buffer, in rank order, and (allreduce, reduce) writes each reduced block
 // into every peer's buffer (the root's) while it is still in cache, so
-// every rank has the same bits. Two all-to-all rounds of small messages
+// every rank has the same bits. A broadcast's root writes a share of every
+// non-root's buffer while they read the rest. Two all-to-all rounds of small messages
 // order the steps: the buffers' addresses (nobody reads a peer's buffer
 // before every rank's call has been seen to match), then "done". A rank
 // returns only once no peer touches its buffer any more; one that fails
@@ -106,19 +107,29 @@ void Algorithms::reduce_in_place(Tensor &t, ReduceOp op, int to, const Call &cal
 
 void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock::time_point deadline) {
     const size_t n = t.nbytes(), P = size_t(size_), m = P - 1;
-    publish(t.data, call, deadline);  // only the root's address is used
-    if (rank_ != root) {
+    // The root, idle otherwise, writes the last 1/P of every non-root's
+    // buffer while each non-root reads the rest from the root's: two copies
+    // go on at once where there were one (the root's writes pin the
+    // non-roots' pages, the readers the root's).
+    const size_t split = n * m / P / kPageBytes * kPageBytes;
+    publish(t.data, call, deadline);
+    if (rank_ == root) {
+        for (size_t k = 1; k < P && split < n; ++k) {
+            const int p = int((size_t(root) + k) % P);
+            t_.write_peer(p, peer_addr_[size_t(p)] + split, t.bytes() + split, n - split);
+        }
+    } else {
         // A reader of a process's memory takes its page-table lock for every
         // page it pins, so readers that go through the root's buffer side by
         // side mostly wait for each other: each starts at a page of its own
         // (the v-th of m non-roots v/m of the way in) and wraps around.
         const size_t v = (size_t(rank_) + P - size_t(root) - 1) % P;
-        const size_t at = std::min(n, n * v / m / kPageBytes * kPageBytes);
+        const size_t at = std::min(split, split * v / m / kPageBytes * kPageBytes);
         const uint64_t from = peer_addr_[size_t(root)];
-        if (n > at) t_.read_peer(root, from + at, t.bytes() + at, n - at);
+        if (split > at) t_.read_peer(root, from + at, t.bytes() + at, split - at);
         if (at) t_.read_peer(root, from, t.data, at);
     }
-    sync(call, deadline, n);  // nobody reads the root's buffer any more
+    sync(call, deadline, n);  // nobody reads the root's buffer, or writes ours, any more
 }
 
 void Algorithms::reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
