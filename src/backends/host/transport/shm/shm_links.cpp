@@ -60,16 +60,18 @@ long futex(std::atomic<uint32_t> *word, int op, uint32_t val, const timespec *ts
 
 long membarrier(int cmd) { return ::syscall(SYS_membarrier, cmd, 0, 0); }
 
-// Whether this process registered for global expedited membarriers (once per
-// process, for every group): then its sleepers fence for their movers.
+// Whether this process is registered for global expedited membarriers:
+// then its sleepers fence for their movers. Registered again for every
+// group (it costs one system call, and a child forked after an earlier
+// group must not count on its parent's registration).
 bool asymmetric_fences() {
-    static const bool ok = [] {
+    static const bool can = [] {
         if (const char *e = std::getenv("DISTC_SHM_MEMBARRIER"); e && std::strcmp(e, "0") == 0) return false;
         long cmds = membarrier(MEMBARRIER_CMD_QUERY);
         const long need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
-        return cmds >= 0 && (cmds & need) == need && membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+        return cmds >= 0 && (cmds & need) == need;
     }();
-    return ok;
+    return can && membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
 }
 
 int pidfd_open(pid_t pid) {
