@@ -176,7 +176,8 @@ void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Mil
 void Algorithms::broadcast(Tensor &t, int root, const Call &call, Millis timeout) {
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
-    if (in_place(t.nbytes(), kInPlaceBroadcastBytes)) return broadcast_in_place(t, root, call, deadline);
+    if (in_place(t.nbytes(), size_ == 2 ? kInPlaceBroadcastPairBytes : kInPlaceBroadcastBytes))
+        return broadcast_in_place(t, root, call, deadline);
     if (size_ > 2 && t.nbytes() > kDirectBroadcastBytes) return broadcast_chunked(t, root, call, deadline);
     if (rank_ == root) {
         for (int p = 0; p < size_; ++p)
