@@ -74,8 +74,8 @@ private:
     // from their input's size. Below these, the paths through the rings
     // measured as fast or faster (the two rounds of messages cost more than
     // the copy they save). A broadcast of 2 ranks, where both copy at once,
-    // gains from half as much (measured: 0.66 of the rings' time at 128
-    // KiB, and 1.09 with 4 ranks on 2 cores).
+    // gains from half as much (bench/results/shm_broadcast_ab.txt; not with
+    // more ranks than cores).
     static constexpr size_t kInPlaceBytes = 64 * 1024, kInPlaceReduceBytes = 128 * 1024,
                             kInPlaceBroadcastBytes = 256 * 1024, kInPlaceBroadcastPairBytes = 128 * 1024;
     bool in_place(size_t bytes, size_t from = kInPlaceBytes) const;
