@@ -326,11 +326,19 @@ void ShmLinks::touch(int peer, size_t n, Piece &&piece) {
         std::atomic<uint32_t> &w;
         ~Done() { w.store(0, std::memory_order_release); }
     };
-    for (size_t off = 0; off < n;) {
-        poking.store(1, std::memory_order_seq_cst);
-        Done done{poking};
-        if (bells_[peer].closed.load(std::memory_order_seq_cst)) peer_gone(peer, false);
-        off += piece(off, std::min(n - off, kPokeBytes));
+    try {
+        for (size_t off = 0; off < n;) {
+            poking.store(1, std::memory_order_seq_cst);
+            Done done{poking};
+            if (bells_[peer].closed.load(std::memory_order_seq_cst)) peer_gone(peer, false);
+            off += piece(off, std::min(n - off, kPokeBytes));
+        }
+    } catch (...) {
+        // Should another thread have closed this end meanwhile (an abort),
+        // our caller's buffers go back to it only once no peer copies from
+        // or into them (else its failure closes this end, and close() waits).
+        if (closed_.load(std::memory_order_seq_cst)) settle();
+        throw;
     }
 }
 
