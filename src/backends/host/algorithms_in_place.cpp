@@ -109,7 +109,7 @@ void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock
     const size_t n = t.nbytes(), P = size_t(size_), m = P - 1;
     // The root, idle otherwise, writes the last 1/P of every non-root's
     // buffer while each non-root reads the rest from the root's: two copies
-    // go on at once where there were one (the root's writes pin the
+    // go on at once where there was one (the root's writes pin the
     // non-roots' pages, the readers the root's).
     const size_t split = n * m / P / kPageBytes * kPageBytes;
     publish(t.data, call, deadline);
