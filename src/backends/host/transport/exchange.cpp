@@ -126,6 +126,22 @@ void Exchange::check_header(const Peer &pr, const Lane &l, const Call &call, int
                  (call.all_to_all() ? ": the ranks' split sizes disagree" : ""));
 }
 
+void Exchange::explain_loss(Links &links, const Call &call, FnRef<void(int, int)> on_recv) {
+    // A peer broke its link, perhaps because of what another rank sent it:
+    // what the peers sent before (that one too) may say why, in a header of
+    // another call or other sizes. So a rank that such a header was meant
+    // for reports it, whichever peer gave up first; only a loss among peers
+    // that agreed with this rank stands.
+    for (size_t q = 0; q < peers_.size(); ++q) {
+        if (peers_[q].in.idle()) continue;
+        try {
+            pull(links, peers_[q], call, int(q), on_recv);
+        } catch (const Error &e) {
+            if (e.code() != DISTC_EREMOTE) throw;
+        }
+    }
+}
+
 void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, std::chrono::microseconds spin,
                    unsigned polls, FnRef<void(int, int)> on_recv) {
     // Whatever happens, the next collective starts with empty queues.
@@ -150,14 +166,11 @@ void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, s
             if (pr.out.idle() && pr.in.idle()) continue;
             try {
                 moved |= push(links, pr, call, int(p));
+                moved |= pull(links, pr, call, int(p), on_recv);
             } catch (const Error &e) {
-                // The peer broke the link: what it sent before may say why
-                // (another call, other sizes). Read that first; only a peer
-                // that agreed with this rank is reported as lost.
-                if (e.code() == DISTC_EREMOTE) pull(links, pr, call, int(p), on_recv);
+                if (e.code() == DISTC_EREMOTE) explain_loss(links, call, on_recv);
                 throw;
             }
-            moved |= pull(links, pr, call, int(p), on_recv);
             pending |= !pr.out.idle() || !pr.in.idle();
         }
         if (!pending) {

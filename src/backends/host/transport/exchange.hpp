@@ -103,6 +103,9 @@ private:
     // Moves what the link takes now; true if any byte moved.
     bool push(Links &links, Peer &pr, const Call &call, int peer);
     bool pull(Links &links, Peer &pr, const Call &call, int peer, FnRef<void(int, int)> on_recv);
+    // A peer's link broke: reads what every peer sent before, and throws
+    // what a header there says is wrong (else returns; the loss stands).
+    void explain_loss(Links &links, const Call &call, FnRef<void(int, int)> on_recv);
     // The checks of a peer's header, once it is in.
     void check_header(const Peer &pr, const Lane &l, const Call &call, int peer) const;
     std::vector<Peer> peers_;
