@@ -114,7 +114,7 @@ void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock
     const size_t split = n * m / P / kPageBytes * kPageBytes;
     publish(t.data, call, deadline);
     if (rank_ == root) {
-        for (size_t k = 1; k < P && split < n; ++k) {
+        for (size_t k = 1; k < P; ++k) {  // split < n: every non-root gets a share
             const int p = int((size_t(root) + k) % P);
             t_.write_peer(p, peer_addr_[size_t(p)] + split, t.bytes() + split, n - split);
         }
