@@ -170,8 +170,13 @@ void Algorithms::check_part(int p, const Call &call) const {
 
 void Algorithms::read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call,
                             Clock::time_point deadline) {
-    size_t at = 0, copied = 0;  // where each peer's part goes in `dst`
-    for (int p = 0; p < size_; ++p) {
+    // From the next rank on, as allgather reads: ranks that read the same
+    // peer side by side wait for each other on its page-table lock.
+    size_t at = 0, copied = 0;  // where peer p's part goes in `dst`
+    for (int p = 0; p <= rank_; ++p) at += out_bytes[size_t(p)];
+    for (int k = 1; k < size_; ++k) {
+        const int p = (rank_ + k) % size_;
+        if (p == 0) at = 0;
         if (reads_[size_t(p)] && out_bytes[size_t(p)]) {
             t_.read_peer(p, parts_in_[size_t(p)].addr, dst + at, out_bytes[size_t(p)]);
             copied += out_bytes[size_t(p)];
