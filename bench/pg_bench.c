@@ -1,7 +1,7 @@
 /* distc-pg-bench: one rank of a collective benchmark over a distc process group.
  *
  *   distc-pg-bench [--rank R --size N --port P [--host ADDR]]
- *                  [-o allreduce|broadcast|allgather|reduce_scatter|alltoall|sendrecv|barrier|all[,...]]
+ *                  [-o allreduce|broadcast|allgather|reduce_scatter|alltoall|gather|scatter|sendrecv|barrier|all[,...]]
  *                  [-b 8] [-e 64M] [-f 2] [--iters N] [--warmup N]
  *                  [--time-ms T] [--min-iters N] [--reps R] [--timeout-ms MS] [--json]
  *
@@ -15,11 +15,12 @@
  *
  * Sizes go from -b to -e (K, M, G: powers of 1024), times -f each step, and
  * -e itself when the steps miss it. Data is float32; as in nccl-tests, the
- * size of allgather is the gathered output (size / ranks from each rank), of
+ * size of allgather and gather is the gathered output (size / ranks from each
+ * rank), of scatter the root's input (size / ranks to each rank), of
  * reduce_scatter the input (size / ranks to each rank), of alltoall what
  * each rank sends in all, rounded down to whole floats per rank (at least
  * one), of sendrecv what each rank sends to the next rank (in one batch with
- * its receive from the previous), and sizes that round to the one before are skipped. broadcast's root is rank 0. Every call is
+ * its receive from the previous), and sizes that round to the one before are skipped. broadcast's, gather's and scatter's root is rank 0. Every call is
  * blocking (out == NULL): the operation runs on the calling thread. Collectives
  * up to DISTC_MESH_BYTES (a library setting, every size by default; 0 turns
  * it off) take distc's own TCP mesh, larger ones Gloo's algorithms; the
@@ -38,7 +39,7 @@
  *      of every rank's own average; time_us_min is the fastest rank's).
  * The timed loops run on zeroed buffers (nothing to overflow or denormalise).
  * algbw = size / time, busbw = algbw x nccl-tests' factor: allreduce
- * 2(n-1)/n, allgather, reduce_scatter and alltoall (n-1)/n, broadcast and sendrecv 1
+ * 2(n-1)/n, allgather, reduce_scatter, alltoall, gather and scatter (n-1)/n, broadcast and sendrecv 1
  * (GB = 1e9 bytes). barrier has one
  * row of size 0 and no bandwidth.
  *
@@ -69,11 +70,25 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHER, OP_REDUCE_SCATTER, OP_ALLTOALL, OP_SENDRECV, OP_BARRIER, N_OPS };
-static const char *const op_names[N_OPS] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
-                                            "alltoall",  "sendrecv",  "barrier"};
-/* Sized by what every rank holds in all (its output, or its input): `count` floats per peer. */
-static int per_peer(int op) { return op == OP_ALLGATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL; }
+enum {
+    OP_ALLREDUCE,
+    OP_BROADCAST,
+    OP_ALLGATHER,
+    OP_REDUCE_SCATTER,
+    OP_ALLTOALL,
+    OP_GATHER,
+    OP_SCATTER,
+    OP_SENDRECV,
+    OP_BARRIER,
+    N_OPS
+};
+static const char *const op_names[N_OPS] = {"allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall",
+                                            "gather",    "scatter",   "sendrecv",  "barrier"};
+/* Sized by what a rank holds in all (its output, or its input; gather's and
+ * scatter's root): `count` floats per peer. */
+static int per_peer(int op) {
+    return op == OP_ALLGATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL || op == OP_GATHER || op == OP_SCATTER;
+}
 
 typedef struct config {
     int32_t rank, size, port; /* -1: from the environment */
@@ -167,6 +182,9 @@ static int one(bench *b, int op, int64_t count) {
             return MPI_Reduce_scatter_block(b->out, b->buf, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS;
         case OP_ALLTOALL:
             return MPI_Alltoall(b->out, c, MPI_FLOAT, b->buf, c, MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS;
+        case OP_GATHER: return MPI_Gather(b->buf, c, MPI_FLOAT, b->out, c, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
+        case OP_SCATTER:
+            return MPI_Scatter(b->out, c, MPI_FLOAT, b->buf, c, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
         case OP_SENDRECV:
             return MPI_Sendrecv(b->buf, c, MPI_FLOAT, (b->rank + 1) % b->size, 0, b->out, c, MPI_FLOAT,
                                 (b->rank + b->size - 1) % b->size, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS;
@@ -205,6 +223,18 @@ static int one(bench *b, int op, int64_t count) {
             DLTensor out = tensor_f32(b->buf, &b->shape), in = tensor_f32(b->out, &b->shape);
             return distc_alltoall_single(NULL, b->pg, &out, &in, NULL, NULL, NULL);
         }
+        case OP_GATHER:
+        case OP_SCATTER: { /* the root's parts are views of one buffer, as allgather's */
+            b->shape = count;
+            b->view_shape = count;
+            DLTensor mine = tensor_f32(b->buf, &b->shape);
+            for (int32_t r = 0; r < b->size; ++r) {
+                b->views[r] = tensor_f32(b->out + (size_t)r * (size_t)count, &b->view_shape);
+                b->view_ptrs[r] = &b->views[r];
+            }
+            return op == OP_GATHER ? distc_gather(NULL, b->pg, b->view_ptrs, &mine, 0, NULL)
+                                   : distc_scatter(NULL, b->pg, &mine, (const DLTensor *const *)b->view_ptrs, 0, NULL);
+        }
         case OP_SENDRECV: {
             b->shape = count;
             if (b->size == 1) { /* nobody to send to: the copy stands for it */
@@ -222,6 +252,12 @@ static int one(bench *b, int op, int64_t count) {
 
 /* Rank-dependent inputs of the check call. Small integers: exact in float. */
 static void fill_check(bench *b, int op, int64_t count) {
+    if (op == OP_SCATTER) { /* the root's part for rank r: as if r had it (allgather's values) */
+        for (int64_t j = 0; j < count * b->size; ++j)
+            b->out[j] = b->rank == 0 ? (float)((j / count) * 1000) + (float)((j % count) % 13) : -2.0f;
+        for (int64_t i = 0; i < count; ++i) b->buf[i] = -1.0f;
+        return;
+    }
     if (op == OP_REDUCE_SCATTER || op == OP_ALLTOALL) {
         for (int64_t j = 0; j < count * b->size; ++j) {
             b->out[j] =
@@ -236,17 +272,20 @@ static void fill_check(bench *b, int op, int64_t count) {
             case OP_ALLREDUCE: x[i] = (float)(b->rank + 1) + (float)(i % 7); break;
             case OP_BROADCAST: x[i] = b->rank == 0 ? (float)(i % 251) + 1.0f : -1.0f; break;
             case OP_ALLGATHER:
+            case OP_GATHER:
             case OP_SENDRECV: x[i] = (float)(b->rank * 1000) + (float)(i % 13); break;
             default: break;
         }
     }
-    if (op == OP_ALLGATHER || op == OP_SENDRECV)
-        for (int64_t i = 0; i < (op == OP_ALLGATHER ? count * b->size : count); ++i) b->out[i] = -1.0f;
+    if (op == OP_ALLGATHER || op == OP_GATHER || op == OP_SENDRECV)
+        for (int64_t i = 0; i < (op == OP_SENDRECV ? count : count * b->size); ++i) b->out[i] = -1.0f;
 }
 
 static int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
     int64_t n = b->size;
-    for (int64_t i = 0; i < (op == OP_ALLGATHER || op == OP_ALLTOALL ? count * n : count); ++i) {
+    int64_t check = op == OP_ALLGATHER || op == OP_ALLTOALL ? count * n : count;
+    if (op == OP_GATHER) check = b->rank == 0 ? count * n : 0; /* only the root gets anything */
+    for (int64_t i = 0; i < check; ++i) {
         float got, want;
         switch (op) {
             case OP_ALLREDUCE:
@@ -258,6 +297,7 @@ static int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
                 want = (float)(i % 251) + 1.0f;
                 break;
             case OP_ALLGATHER:
+            case OP_GATHER:
                 got = b->out[i];
                 want = (float)((i / count) * 1000) + (float)((i % count) % 13);
                 break;
@@ -268,6 +308,10 @@ static int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
             case OP_ALLTOALL: /* from rank i / count: its block for this rank */
                 got = b->buf[i];
                 want = (float)((i / count) * 1000) + (float)((b->rank * count + i % count) % 13);
+                break;
+            case OP_SCATTER: /* the root's part for this rank */
+                got = b->buf[i];
+                want = (float)(b->rank * 1000) + (float)(i % 13);
                 break;
             case OP_SENDRECV: /* from the previous rank */
                 got = b->out[i];
@@ -469,7 +513,7 @@ static void usage(const char *argv0, FILE *f) {
             "          [--memcpy]  (one process: memcpy of each size, the bandwidth anchor)\n"
             "  One rank of a collective benchmark; without --rank/--size/--port: env:// (RANK, WORLD_SIZE,\n"
             "  MASTER_ADDR, MASTER_PORT). OPS: allreduce,broadcast,allgather,reduce_scatter,alltoall,\n"
-            "  sendrecv, barrier or all (default all).\n"
+            "  gather, scatter, sendrecv, barrier or all (default all).\n"
             "  Sizes -b 8 to -e 64M (K/M/G = 1024^n), x -f 2 each step. Per size: one checked call, one probe,\n"
             "  then up to --warmup (5) and --iters (1000) calls within --time-ms (100; 0: no time box),\n"
             "  at least --min-iters (2) timed.\n",
@@ -695,7 +739,8 @@ int main(int argc, char **argv) {
         printf("# " BENCH_NAME " %s: %d ranks (%s, %s, transport %s), joined in %.0f ms; nproc %ld\n", version,
                (int)b->size, impl, url, transport, t_join * 1e3, nproc);
         printf(
-            "# float32 sum; broadcast root 0; allgather size = gathered output; time = slowest rank's mean per "
+            "# float32 sum; root 0; allgather and gather size = gathered output, scatter's = root's input; time = "
+            "slowest rank's mean per "
             "call; up to %lld warm-up and %lld timed calls within %.0f ms per size (at least %lld)\n",
             (long long)cfg.warmup, (long long)cfg.iters, cfg.time_ms, (long long)cfg.min_iters);
         printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "op", "size(B)", "count", "iters", "time(us)", "min(us)",
