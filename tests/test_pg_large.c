@@ -240,6 +240,50 @@ static void test_gather_scatter(void **state) {
     for_sizes(rank_gather_scatter);
 }
 
+/* The root's parts as views of one buffer, and its own part of the
+ * gather's input or the scatter's output in that buffer: at its own slot,
+ * and at the next rank's, which that rank writes (gather) or reads
+ * (scatter) meanwhile. */
+static void rank_gather_scatter_aliased(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    const int64_t n = 100003; /* float32: 400 KB per rank */
+    int64_t shape[1] = {n};
+    DLTensor *all = dt_tensor_1d(DT_F32, n * size);
+    DLTensor views[MAX_SIZE], *parts[MAX_SIZE];
+    for (int r = 0; r < size; ++r) {
+        views[r] = *all;
+        views[r].shape = shape;
+        views[r].byte_offset = (uint64_t)(r * n) * sizeof(float);
+        parts[r] = &views[r];
+    }
+    for (int root = 0; root < size; ++root)
+        for (int at = 0; at < (size > 1 ? 2 : 1); ++at) {
+            const int slot = (root + at) % size; /* where the root's own part lies */
+            DLTensor *in = filled(DT_F32, n, rank), *mine = in;
+            if (rank == root) {
+                for (int64_t i = 0; i < n * size; ++i) dt_set(all, i, -1);
+                for (int64_t i = 0; i < n; ++i) dt_set(all, slot * n + i, (double)val(rank, i));
+                mine = parts[slot];
+            }
+            if (RK_OK(distc_gather(NULL, pg, rank == root ? parts : NULL, mine, root, NULL)) && rank == root)
+                CHECK_ALL(at ? "gather from the next rank's slot" : "gather from the root's own slot", all, n * size,
+                          val((int)(i / n), i % n));
+            if (rank == root)
+                for (int64_t i = 0; i < n * size; ++i) dt_set(all, i, (double)(val((int)(i / n), i % n) + i / n));
+            DLTensor *out = rank == root ? parts[slot] : in;
+            if (RK_OK(distc_scatter(NULL, pg, out, rank == root ? (const DLTensor *const *)parts : NULL, root, NULL)))
+                CHECK_ALL(at ? "scatter into the next rank's part" : "scatter into the root's own part", out, n,
+                          val(rank, i) + rank);
+            dt_tensor_free(in);
+        }
+    dt_tensor_free(all);
+}
+
+static void test_gather_scatter_aliased(void **state) {
+    (void)state;
+    for_sizes(rank_gather_scatter_aliased);
+}
+
 /* Rank r sends count(r, q) int32 elements to rank q: sizes differ per pair and rank. */
 static int64_t count(int r, int q) { return 100000 + 37 * r + 1001 * q; }
 
@@ -397,9 +441,9 @@ int main(void) {
         cmocka_unit_test(test_allreduce),           cmocka_unit_test(test_reduce),
         cmocka_unit_test(test_reduce_scatter),      cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_broadcast_bystander), cmocka_unit_test(test_allgather),
-        cmocka_unit_test(test_gather_scatter),      cmocka_unit_test(test_alltoall_uneven),
-        cmocka_unit_test(test_alltoall_disagree),   cmocka_unit_test(test_alltoall_bystander),
-        cmocka_unit_test(test_abort_while_written),
+        cmocka_unit_test(test_gather_scatter),      cmocka_unit_test(test_gather_scatter_aliased),
+        cmocka_unit_test(test_alltoall_uneven),     cmocka_unit_test(test_alltoall_disagree),
+        cmocka_unit_test(test_alltoall_bystander),  cmocka_unit_test(test_abort_while_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

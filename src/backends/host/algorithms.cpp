@@ -245,6 +245,7 @@ void Algorithms::gather(const Tensor &in, Tensor *out, int root, const Call &cal
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     size_t n = in.nbytes();
+    if (size_ > 1 && in_place(n, kInPlacePartBytes)) return gather_in_place(in, out, n, root, call, deadline);
     if (rank_ != root) {
         t_.send(root, in.data, n);
     } else {
@@ -260,6 +261,7 @@ void Algorithms::scatter(const Tensor *in, Tensor &out, int root, const Call &ca
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     size_t n = out.nbytes();
+    if (size_ > 1 && in_place(n, kInPlacePartBytes)) return scatter_in_place(in, out, n, root, call, deadline);
     if (rank_ != root) {
         t_.recv(root, out.data, n);
         return run(call, deadline);
@@ -311,7 +313,7 @@ void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_count
     }
     const uint8_t *src = in.bytes();
     // Receives land while sends are still going: overlapping buffers send from a copy.
-    if (in_total && out_total && src < out.bytes() + out_total && out.bytes() < src + in_total) {
+    if (overlaps(src, in_total, out.data, out_total)) {
         uint8_t *copy = scratch(in_total);
         std::memcpy(copy, src, in_total);
         src = copy;

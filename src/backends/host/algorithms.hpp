@@ -9,8 +9,9 @@
 // chunk reduced once, by its owner, in rank order.
 //
 // Where the transport reads peers' memory (Transport::reads_peers), large
-// allreduce, reduce, broadcast, reduce_scatter, allgather and all-to-all copy
-// straight from and to the peers' buffers instead (algorithms_in_place.cpp).
+// allreduce, reduce, broadcast, reduce_scatter, allgather, gather, scatter
+// and all-to-all copy straight from and to the peers' buffers instead
+// (algorithms_in_place.cpp).
 #pragma once
 
 #include <memory>
@@ -71,13 +72,14 @@ private:
     // In place (algorithms_in_place.cpp): allgather from this many bytes a
     // rank reads from its peers in all, all-to-all from what a pair moves
     // both ways; reductions (allreduce, reduce, reduce_scatter) and broadcast
-    // from their input's size. Below these, the paths through the rings
-    // measured as fast or faster (the two rounds of messages cost more than
-    // the copy they save). A broadcast of 2 ranks, where both copy at once,
-    // gains from half as much (bench/results/shm_broadcast_ab.txt; not with
-    // more ranks than cores).
+    // from their input's size; gather and scatter from each rank's part.
+    // Below these, the paths through the rings measured as fast or faster
+    // (the two rounds of messages cost more than the copy they save). A
+    // broadcast of 2 ranks, where both copy at once, gains from half as much
+    // (bench/results/shm_broadcast_ab.txt; not with more ranks than cores).
     static constexpr size_t kInPlaceBytes = 64 * 1024, kInPlaceReduceBytes = 128 * 1024,
-                            kInPlaceBroadcastBytes = 256 * 1024, kInPlaceBroadcastPairBytes = 128 * 1024;
+                            kInPlaceBroadcastBytes = 256 * 1024, kInPlaceBroadcastPairBytes = 128 * 1024,
+                            kInPlacePartBytes = 128 * 1024;
     bool in_place(size_t bytes, size_t from = kInPlaceBytes) const;
     // Sends every peer `n` bytes at mine + p * stride and receives each
     // peer's at theirs + p * n, in one run.
@@ -98,6 +100,12 @@ private:
     void reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
                                  Clock::time_point deadline);
     void allgather_in_place(const Tensor &in, Tensor &out, size_t n, const Call &call, Clock::time_point deadline);
+    // Each non-root writes its part into the root's `out` (gather), or reads
+    // it out of the root's `in` (scatter), all at once; the root copies its own.
+    void gather_in_place(const Tensor &in, Tensor *out, size_t n, int root, const Call &call,
+                         Clock::time_point deadline);
+    void scatter_in_place(const Tensor *in, Tensor &out, size_t n, int root, const Call &call,
+                          Clock::time_point deadline);
     // All-to-all's pairs marked in reads_: each side sends the other a Part
     // (where its bytes for it are), checked as it arrives; then read_parts
     // copies the peers' bytes into `dst`.

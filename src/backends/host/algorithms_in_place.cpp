@@ -146,7 +146,7 @@ void Algorithms::allgather_in_place(const Tensor &in, Tensor &out, size_t n, con
     // Peers read our input where the caller has it: lines that no core is
     // writing (our own slot of `out` is written now). Unless it lies in
     // `out`, where our reads may overwrite it: then our slot, filled first.
-    const bool inside = in.bytes() < out.bytes() + out.nbytes() && out.bytes() < in.bytes() + n;
+    const bool inside = overlaps(in.data, n, out.data, out.nbytes());
     if (inside && own != in.data && n) std::memmove(own, in.data, n);
     publish(inside ? own : in.data, call, deadline);
     if (!inside && n) std::memcpy(own, in.data, n);
@@ -155,6 +155,34 @@ void Algorithms::allgather_in_place(const Tensor &in, Tensor &out, size_t n, con
         t_.read_peer(p, peer_addr_[size_t(p)], out.bytes() + n * static_cast<size_t>(p), n);
     }
     sync(call, deadline, n * static_cast<size_t>(size_ - 1));  // no peer reads our buffer any more
+}
+
+void Algorithms::gather_in_place(const Tensor &in, Tensor *out, size_t n, int root, const Call &call,
+                                 Clock::time_point deadline) {
+    const size_t me = static_cast<size_t>(rank_);
+    uint8_t *own = rank_ == root ? out->bytes() + n * me : nullptr;
+    // The root's own part goes in while the others write theirs, unless its
+    // input lies in `out`, where they may overwrite it: then first.
+    const bool first = own && overlaps(in.data, n, out->data, out->nbytes());
+    if (first && own != in.data) std::memmove(own, in.data, n);
+    publish(own ? out->data : in.data, call, deadline);
+    if (own && !first) std::memcpy(own, in.data, n);
+    if (!own) t_.write_peer(root, peer_addr_[size_t(root)] + n * me, in.data, n);
+    sync(call, deadline, n);  // every part is in; no peer writes the root's buffer any more
+}
+
+void Algorithms::scatter_in_place(const Tensor *in, Tensor &out, size_t n, int root, const Call &call,
+                                  Clock::time_point deadline) {
+    const size_t me = static_cast<size_t>(rank_);
+    const uint8_t *own = rank_ == root ? in->bytes() + n * me : nullptr;
+    // The root's own part while the others read theirs, unless its `out`
+    // lies in `in`, where they may still read: then last.
+    const bool last = own && overlaps(in->data, in->nbytes(), out.data, n);
+    publish(own ? in->data : out.data, call, deadline);
+    if (own && !last) std::memcpy(out.data, own, n);
+    if (!own) t_.read_peer(root, peer_addr_[size_t(root)] + n * me, out.data, n);
+    sync(call, deadline, n);  // no peer reads the root's buffer any more
+    if (last && own != out.data) std::memmove(out.data, own, n);
 }
 
 void Algorithms::check_part(int p, const Call &call) const {

@@ -36,6 +36,12 @@ inline Tensor flat_tensor(void *p, DType dt, size_t numel) {
     return t;
 }
 
+// Whether [a, a + na) and [b, b + nb) share a byte (empty ranges never do).
+inline bool overlaps(const void *a, size_t na, const void *b, size_t nb) {
+    auto *x = static_cast<const uint8_t *>(a), *y = static_cast<const uint8_t *>(b);
+    return na && nb && x < y + nb && y < x + na;
+}
+
 // Scratch memory without zero-filling: every byte is written before it is read.
 // Its size is checked (core/util/checked.hpp): counts may come from peers.
 struct Scratch {

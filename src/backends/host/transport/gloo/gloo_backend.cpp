@@ -205,9 +205,18 @@ void GlooBackend::gather(const Tensor &in, Tensor *out, int root, const OpCtx &c
         if (out->data != in.data) std::memcpy(out->data, in.data, in.nbytes());
         return;
     }
+    // Gloo's root copies its input into its slot after the peers' parts
+    // came in: an input that lies in another slot goes from a copy.
+    std::vector<uint8_t> copy;
+    const uint8_t *src = in.bytes();
+    if (rank_ == root && src != out->bytes() + in.nbytes() * static_cast<size_t>(rank_) &&
+        overlaps(in.data, in.nbytes(), out->data, out->nbytes())) {
+        copy.assign(src, src + in.nbytes());
+        src = copy.data();
+    }
     guarded([&] {
         gloo::GatherOptions o(context_);
-        o.setInput(in.bytes(), in.nbytes());
+        o.setInput(const_cast<uint8_t *>(src), in.nbytes());
         if (rank_ == root) o.setOutput(out->bytes(), out->nbytes());
         o.setRoot(root);
         o.setTag(ctx.tag);
@@ -222,6 +231,15 @@ void GlooBackend::scatter(const Tensor *in, Tensor &out, int root, const OpCtx &
         if (out.data != in->data) std::memcpy(out.data, in->data, out.nbytes());
         return;
     }
+    // Gloo's root copies its own part while its sends may still read the
+    // others: an output that lies in another part is filled from a copy.
+    std::vector<uint8_t> copy;
+    uint8_t *dst = out.bytes();
+    if (rank_ == root && dst != in->bytes() + out.nbytes() * static_cast<size_t>(rank_) &&
+        overlaps(out.data, out.nbytes(), in->data, in->nbytes())) {
+        copy.resize(out.nbytes());
+        dst = copy.data();
+    }
     guarded([&] {
         gloo::ScatterOptions o(context_);
         std::vector<uint8_t *> parts;
@@ -229,12 +247,13 @@ void GlooBackend::scatter(const Tensor *in, Tensor &out, int root, const OpCtx &
             for (int r = 0; r < size_; ++r) parts.push_back(in->bytes() + out.nbytes() * static_cast<size_t>(r));
             o.setInputs(parts, out.nbytes());
         }
-        o.setOutput(out.bytes(), out.nbytes());
+        o.setOutput(dst, out.nbytes());
         o.setRoot(root);
         o.setTag(ctx.tag);
         o.setTimeout(positive(ctx.timeout));
         gloo::scatter(o);
     });
+    if (!copy.empty()) std::memcpy(out.data, copy.data(), copy.size());
 }
 
 void GlooBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out, const std::vector<size_t> &oc,
