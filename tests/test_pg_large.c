@@ -398,12 +398,16 @@ static void test_broadcast_bystander(void **state) {
     for (int k = 0; k < 3; ++k) dt_run_ranks(4, rank_broadcast_bystander, NULL);
 }
 
-/* A rank aborted (from another thread) while the root of a broadcast
- * writes its share into the rank's buffer (in place, each non-root's last
- * 1/size): the rank's broadcast returns only once no piece of that is under
- * way, and the rank frees its buffer at once, which ASan, or a fault where
- * the freed buffer was unmapped, would catch being written later. The root
- * fails, or had finished. Aborts at several points of the call. */
+/* A rank aborted (from another thread) while a peer copies into or out of
+ * its buffer in place: the root of a broadcast writing its share into the
+ * rank's buffer (each non-root's last 1/size), a gather's non-root writing
+ * its part into the rank's, the root's, output, or a scatter's non-root
+ * reading its part out of the root's input. The rank's call returns only
+ * once no piece of that is under way, and the rank frees its buffer at
+ * once, which ASan, or a fault where the freed buffer was unmapped, would
+ * catch being used later. The peer fails, or had finished. Aborts at
+ * several points of the call. */
+enum { COPY_BROADCAST, COPY_GATHER, COPY_SCATTER };
 struct aborter {
     distc_pg *pg;
     unsigned delay_us;
@@ -414,26 +418,52 @@ static void *abort_later(void *p) {
     distc_pg_abort(a->pg);
     return NULL;
 }
+struct abort_case {
+    unsigned delay_us;
+    int op;
+};
 static void rank_abort_while_written(distc_pg *pg, int rank, int size, void *arg) {
-    (void)size;
-    const int64_t n = 64 << 20;
-    DLTensor *t = dt_tensor_1d(DT_U8, n);
-    struct aborter a = {pg, *(const unsigned *)arg};
+    const struct abort_case *c = arg;
+    const int64_t n = 64 << 20, part = n / size;
+    DLTensor *t = dt_tensor_1d(DT_U8, n), *mine = dt_tensor_1d(DT_U8, part);
+    DLTensor views[MAX_SIZE], *parts[MAX_SIZE];
+    int64_t shape[1] = {part};
+    for (int r = 0; r < size; ++r) {
+        views[r] = *t;
+        views[r].shape = shape;
+        views[r].byte_offset = (uint64_t)(r * part);
+        parts[r] = &views[r];
+    }
+    struct aborter a = {pg, c->delay_us};
     pthread_t th;
-    if (rank == 1 && !RK_CHECKF(pthread_create(&th, NULL, abort_later, &a) == 0, "pthread_create")) rank = -1;
-    int rc = distc_broadcast(NULL, pg, t, 0, NULL);
-    RK_CHECKF(rc == 0 || rc == DISTC_EABORTED || rc == DISTC_EREMOTE,
-              "rank %d: a broadcast aborted midway gave %d (%s)", rank, rc, distc_error_last());
+    const int victim = rank == 1; /* rank 1: the broadcast's non-root, the gather's and scatter's root */
+    if (victim && !RK_CHECKF(pthread_create(&th, NULL, abort_later, &a) == 0, "pthread_create")) return;
+    /* The root's own part is in place already: it goes straight to waiting
+     * for the peer's copy, which the abort then cuts short. */
+    DLTensor *own = victim ? parts[1] : mine;
+    int rc = c->op == COPY_BROADCAST ? distc_broadcast(NULL, pg, t, 0, NULL)
+             : c->op == COPY_GATHER
+                 ? distc_gather(NULL, pg, victim ? parts : NULL, own, 1, NULL)
+                 : distc_scatter(NULL, pg, own, victim ? (const DLTensor *const *)parts : NULL, 1, NULL);
+    RK_CHECKF(rc == 0 || rc == DISTC_EABORTED || rc == DISTC_EREMOTE, "rank %d: a %s aborted midway gave %d (%s)", rank,
+              c->op == COPY_BROADCAST ? "broadcast"
+              : c->op == COPY_GATHER  ? "gather"
+                                      : "scatter",
+              rc, distc_error_last());
     dt_tensor_free(t);
-    if (rank == 1) pthread_join(th, NULL);
+    dt_tensor_free(mine);
+    if (victim) pthread_join(th, NULL);
 }
 
 static void test_abort_while_written(void **state) {
     if (gloo_only()) skip();
     (void)state;
     static const unsigned delays_us[] = {0, 300, 1000, 2000, 4000};
-    for (size_t k = 0; k < sizeof delays_us / sizeof delays_us[0]; ++k)
-        dt_run_ranks(2, rank_abort_while_written, (void *)&delays_us[k]);
+    for (int op = COPY_BROADCAST; op <= COPY_SCATTER; ++op)
+        for (size_t k = 0; k < sizeof delays_us / sizeof delays_us[0]; ++k) {
+            struct abort_case c = {delays_us[k], op};
+            dt_run_ranks(2, rank_abort_while_written, &c);
+        }
 }
 
 int main(void) {
