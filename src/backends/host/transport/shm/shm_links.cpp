@@ -164,10 +164,18 @@ void ShmLinks::ring_bell(int who) {
     Bell &b = bells_[who];
     // After advance()'s store, which pairs with wait()'s store of `sleeping`
     // and its loads.
-    if (b.sleeping.load(std::memory_order_seq_cst)) {
-        b.seq.fetch_add(1, std::memory_order_seq_cst);
-        futex(&b.seq, FUTEX_WAKE, INT_MAX, nullptr);
-    }
+    if (!b.sleeping.load(std::memory_order_seq_cst)) return;
+    // One wake per sleep: with more ranks than cores, a woken rank may wait
+    // long for a core, and a reader freeing room for it made a system call
+    // per message meanwhile. We look at seq with a read-modify-write, a
+    // fence (advance() may have skipped its own): a sleeper that takes its
+    // next value after it sees our store, so it need not be woken.
+    const uint32_t at = b.seq.fetch_add(0, std::memory_order_seq_cst);
+    if (b.woke.load(std::memory_order_acquire) == at) return;
+    // A mover stopped between the two steps leaves woke behind: the next wakes it.
+    uint32_t now = b.seq.fetch_add(1, std::memory_order_seq_cst) + 1;
+    futex(&b.seq, FUTEX_WAKE, INT_MAX, nullptr);
+    b.woke.store(now, std::memory_order_release);
 }
 
 void ShmLinks::check_self() const {
@@ -477,7 +485,8 @@ void ShmLinks::wait(const std::vector<Want> &wants, Clock::time_point deadline) 
     // The fence for movers that skip theirs (advance). Should it fail, they
     // keep theirs from now on; one that just skipped it is seen within a slice.
     if (light_ && membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) me.light.store(0, std::memory_order_seq_cst);
-    uint32_t seq = me.seq.load(std::memory_order_seq_cst);
+    // A value no wake was made for yet (see ring_bell).
+    uint32_t seq = me.seq.fetch_add(1, std::memory_order_seq_cst) + 1;
     bool any = closed_.load(std::memory_order_seq_cst) ||
                std::any_of(wants.begin(), wants.end(), [&](const Want &w) { return ready(w); });
     if (!any) {

@@ -123,13 +123,18 @@ public:
 
 private:
     struct alignas(64) Bell {
-        std::atomic<uint32_t> seq;       // the futex word
+        // The futex word. Its owner takes a value of its own for each sleep,
+        // and a mover that wakes it the next.
+        std::atomic<uint32_t> seq;
         std::atomic<uint32_t> sleeping;  // its owner sleeps (or is about to)
         std::atomic<uint32_t> closed;    // its owner closed its end
         // Its owner's process is registered for membarrier and issues one
         // after storing `sleeping`: a registered mover needs no fence of its own.
         std::atomic<uint32_t> light;
-        int32_t pad[12];
+        // The value of seq whose wake was made: a mover that finds seq
+        // there leaves the owner, woken already, to look at every ring.
+        std::atomic<uint32_t> woke;
+        int32_t pad[11];
     };
     struct alignas(64) Ring {
         std::atomic<uint64_t> head;  // bytes ever written (the producer's)
