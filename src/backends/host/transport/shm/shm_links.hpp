@@ -4,7 +4,8 @@
 // no system call: a writer copies into the ring and publishes the new head,
 // a reader copies out and publishes the tail. A rank that finds nothing to
 // do sleeps on its doorbell (a futex in the segment), and whoever moves a
-// ring it waits on rings it, only when it sleeps. Sleeps come in slices, so
+// ring it waits on rings it, only when it sleeps and nobody rang for that
+// sleep yet. Sleeps come in slices, so
 // a peer that died (its pidfd says so) or closed its end is noticed.
 //
 // Whether a peer sleeps is a Dekker pair: the mover stores its head or tail,
