@@ -202,15 +202,19 @@ static int one(bench *b, int op, int64_t count) {
             DLTensor t = tensor_f32(b->buf, &b->shape);
             return distc_broadcast(NULL, b->pg, &t, 0, NULL);
         }
-        case OP_ALLGATHER: {
+        case OP_ALLGATHER:
+        case OP_GATHER:
+        case OP_SCATTER: { /* the list of parts: views of one buffer, distc's zero-copy case */
             b->shape = count;
             b->view_shape = count;
-            DLTensor in = tensor_f32(b->buf, &b->shape);
+            DLTensor mine = tensor_f32(b->buf, &b->shape);
             for (int32_t r = 0; r < b->size; ++r) {
                 b->views[r] = tensor_f32(b->out + (size_t)r * (size_t)count, &b->view_shape);
                 b->view_ptrs[r] = &b->views[r];
             }
-            return distc_allgather(NULL, b->pg, b->view_ptrs, &in, NULL);
+            if (op == OP_ALLGATHER) return distc_allgather(NULL, b->pg, b->view_ptrs, &mine, NULL);
+            return op == OP_GATHER ? distc_gather(NULL, b->pg, b->view_ptrs, &mine, 0, NULL)
+                                   : distc_scatter(NULL, b->pg, &mine, (const DLTensor *const *)b->view_ptrs, 0, NULL);
         }
         case OP_REDUCE_SCATTER: {
             b->shape = count;
@@ -222,18 +226,6 @@ static int one(bench *b, int op, int64_t count) {
             b->shape = count * b->size;
             DLTensor out = tensor_f32(b->buf, &b->shape), in = tensor_f32(b->out, &b->shape);
             return distc_alltoall_single(NULL, b->pg, &out, &in, NULL, NULL, NULL);
-        }
-        case OP_GATHER:
-        case OP_SCATTER: { /* the root's parts are views of one buffer, as allgather's */
-            b->shape = count;
-            b->view_shape = count;
-            DLTensor mine = tensor_f32(b->buf, &b->shape);
-            for (int32_t r = 0; r < b->size; ++r) {
-                b->views[r] = tensor_f32(b->out + (size_t)r * (size_t)count, &b->view_shape);
-                b->view_ptrs[r] = &b->views[r];
-            }
-            return op == OP_GATHER ? distc_gather(NULL, b->pg, b->view_ptrs, &mine, 0, NULL)
-                                   : distc_scatter(NULL, b->pg, &mine, (const DLTensor *const *)b->view_ptrs, 0, NULL);
         }
         case OP_SENDRECV: {
             b->shape = count;
