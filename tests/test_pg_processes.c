@@ -170,6 +170,28 @@ static int spread_collectives(distc_pg *pg, int rank, int n) {
     free(big_in);
     free(big_out);
     CHILD_CHECK(big_ok, "rank %d: an all-to-all of %d floats per rank is wrong: %s", rank, n * BIG, distc_error_last());
+    /* Parts of 256 KiB: gather and scatter in place among a host's ranks (views of one buffer at the root). */
+    enum { HUGE = 65536 };
+    float *mine = malloc(sizeof(float) * HUGE), *whole = malloc(sizeof(float) * HUGE * (size_t)n);
+    int64_t hshape[1] = {HUGE};
+    DLTensor ht = f32(mine, hshape), hviews[MAXR], *hlist[MAXR];
+    for (int q = 0; q < n; ++q) {
+        hviews[q] = f32(whole + (size_t)q * HUGE, hshape);
+        hlist[q] = &hviews[q];
+    }
+    const int groot = n - 1;
+    for (int i = 0; i < HUGE; ++i) mine[i] = (float)(rank * 3 + i % 1001);
+    for (int q = 0; q < n * HUGE; ++q) whole[q] = -1.0f;
+    big_ok = distc_gather(NULL, pg, rank == groot ? hlist : NULL, &ht, groot, NULL) == 0;
+    for (int q = 0; big_ok && rank == groot && q < n * HUGE; ++q)
+        big_ok = whole[q] == (float)((q / HUGE) * 3 + (q % HUGE) % 1001);
+    CHILD_CHECK(big_ok, "rank %d: a gather of %d floats per rank is wrong: %s", rank, HUGE, distc_error_last());
+    for (int q = 0; q < n * HUGE; ++q) whole[q] = rank == sroot ? (float)((q / HUGE) * 5 + (q % HUGE) % 997) : -1.0f;
+    big_ok = distc_scatter(NULL, pg, &ht, rank == sroot ? (const DLTensor *const *)hlist : NULL, sroot, NULL) == 0;
+    for (int i = 0; big_ok && i < HUGE; ++i) big_ok = mine[i] == (float)(rank * 5 + i % 997);
+    CHILD_CHECK(big_ok, "rank %d: a scatter of %d floats per rank is wrong: %s", rank, HUGE, distc_error_last());
+    free(mine);
+    free(whole);
     /* Rank r sends (r + q) % 3 + 1 elements to rank q, valued r*100 + q*10 + k. */
     float in[MAXR * 3], out[MAXR * 3];
     int64_t isplit[MAXR], osplit[MAXR], ilen = 0, olen = 0;
