@@ -28,7 +28,8 @@
 //
 // Per (op, size): one checked call, one probe whose rank-0 time is broadcast,
 // min(--warmup, time-ms/4/probe) warm-up calls (whose rank-0 mean, broadcast,
-// then replaces the probe), a barrier, then
+// then replaces the probe; with --time-ms, as many more as fit in time-ms/8
+// at that estimate, whose mean replaces it again), a barrier, then
 // min(--iters, max(--min-iters, time-ms/probe)) timed calls; time_us is the
 // slowest rank's mean per call (an allreduce max). See bench/pg_bench.c.
 // Exit status: 0, 1 (a call failed), 2 (usage), 3 (a wrong result).
@@ -125,6 +126,18 @@ public:
             double est = (now_s() - t0) / static_cast<double>(warmup);
             agree(&est);
             if (cfg_.time_ms > 0) iters = clamp(box / std::max(est, 1e-7), cfg_.min_iters, cfg_.iters);
+            // A few first calls can be far slower than the rest: calls for an
+            // eighth of the box at that estimate, then their mean, so that the
+            // timed window fills the box.
+            int64_t settle = cfg_.time_ms > 0 ? clamp(box / 8 / std::max(est, 1e-7), 0, cfg_.iters) : 0;
+            if (settle > warmup) {
+                t0 = now_s();
+                for (int64_t i = 0; i < settle; ++i) one(op, count);
+                est = (now_s() - t0) / static_cast<double>(settle);
+                agree(&est);
+                iters = clamp(box / std::max(est, 1e-7), cfg_.min_iters, cfg_.iters);
+                warmup += settle;
+            }
         }
         // --reps windows; the median window's mean resists this VM's bimodal latency.
         std::vector<double> win;

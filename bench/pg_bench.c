@@ -32,7 +32,10 @@
  *   2. probe: a barrier, then one call, timed; rank 0's time is broadcast (a float64 tensor)
  *      so that every rank derives the same iteration counts from it;
  *   3. warm-up: min(--warmup, time-ms / 4 / probe) calls; when there are
- *      any, rank 0's mean of them is broadcast and replaces the probe;
+ *      any, rank 0's mean of them is broadcast and replaces the probe; then,
+ *      with --time-ms, as many more as that estimate fits in time-ms / 8,
+ *      whose mean replaces it again (a few slow first calls must not
+ *      shorten the timed window);
  *   4. a barrier, then iters = min(--iters, max(--min-iters, time-ms / probe))
  *      timed calls back to back (--time-ms 0: always --iters);
  *   5. time_us = the per-call average of the slowest rank (an allreduce MAX
@@ -423,6 +426,18 @@ static int run_one(bench *b, int op, int64_t count, int64_t size_bytes, result *
         double est = (now_s() - t0) / (double)warmup;
         if (agree(b, &est)) return 1;
         if (cfg->time_ms > 0) iters = clamp64(box / (est < 1e-7 ? 1e-7 : est), cfg->min_iters, cfg->iters);
+        /* A few first calls can be far slower than the rest (a peer that
+         * slept, pages faulted in): calls for an eighth of the box at that
+         * estimate, then their mean, so that the timed window fills the box. */
+        int64_t settle = cfg->time_ms > 0 ? clamp64(box / 8 / (est < 1e-7 ? 1e-7 : est), 0, cfg->iters) : 0;
+        if (settle > warmup) {
+            t0 = now_s();
+            for (int64_t i = 0; i < settle; ++i) CHECK(one(b, op, count));
+            est = (now_s() - t0) / (double)settle;
+            if (agree(b, &est)) return 1;
+            iters = clamp64(box / (est < 1e-7 ? 1e-7 : est), cfg->min_iters, cfg->iters);
+            warmup += settle;
+        }
     }
     /* --reps windows; the median window's mean resists this VM's bimodal latency. */
     double win[16];

@@ -21,7 +21,8 @@ several ranks per node (OMP_NUM_THREADS=1).
 Per (op, size), exactly as distc-pg-bench: one checked call on rank-dependent
 data (a wrong element exits 3), a barrier, one probe whose rank-0 time is broadcast so
 that every rank derives the same counts, min(--warmup, time-ms/4/probe)
-warm-up calls (whose rank-0 mean, broadcast, then replaces the probe), a barrier, then min(--iters, max(--min-iters, time-ms/probe))
+warm-up calls (whose rank-0 mean, broadcast, then replaces the probe; with --time-ms,
+as many more as fit in time-ms/8 at that estimate, whose mean replaces it again), a barrier, then min(--iters, max(--min-iters, time-ms/probe))
 timed calls, back to back and blocking (async_op=False); time_us is the
 slowest rank's mean per call (an all_reduce MAX). Tensors are float32;
 allgather's size is the gathered output and it uses dist.all_gather into
@@ -195,6 +196,18 @@ class Bench:
             dist.broadcast(e, 0)
             if args.time_ms > 0:
                 iters = int(min(max(box / max(float(e[0]), 1e-7), args.min_iters), args.iters))
+                # A few first calls can be far slower than the rest: calls for an
+                # eighth of the box at that estimate, then their mean, so that the
+                # timed window fills the box.
+                settle = int(min(max(box / 8 / max(float(e[0]), 1e-7), 0), args.iters))
+                if settle > warmup:
+                    t0 = time.perf_counter()
+                    for _ in range(settle):
+                        call()
+                    e = torch.tensor([(time.perf_counter() - t0) / settle], dtype=torch.float64)
+                    dist.broadcast(e, 0)
+                    iters = int(min(max(box / max(float(e[0]), 1e-7), args.min_iters), args.iters))
+                    warmup += settle
         # --reps windows; the median window's mean resists this VM's bimodal latency.
         wins = []
         for _ in range(args.reps):
