@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -398,6 +399,87 @@ static void test_broadcast_bystander(void **state) {
     for (int k = 0; k < 3; ++k) dt_run_ranks(4, rank_broadcast_bystander, NULL);
 }
 
+/* Every rank's call returns although its peers call nothing more: each
+ * rank then says so through the store and waits there for all the others.
+ * A reader that read a piece offered in place must tell its writer at once
+ * (the writer's call waits for that), not at its own next call, which here
+ * would never come (shm_links.hpp). */
+static void all_returned(int rank, int size, const char *op) {
+    char key[64];
+    static _Thread_local int round; /* keys of one store: new ones for each call */
+    ++round;
+    snprintf(key, sizeof key, "returned/%s/%d/%d/%d", op, size, round, rank);
+    RK_OK(distc_store_set(dt_rank_store(), key, "1", 1));
+    for (int r = 0; r < size; ++r) {
+        distc_buf b = {0};
+        snprintf(key, sizeof key, "returned/%s/%d/%d/%d", op, size, round, r);
+        if (RK_OK(distc_store_get(&b, dt_rank_store(), key))) distc_buf_dispose(&b);
+    }
+}
+
+static void rank_returns_alone(distc_pg *pg, int rank, int size, void *arg) {
+    const int64_t part = *(const int64_t *)arg;
+    const size_t total = (size_t)part * (size_t)size;
+    DLTensor *in = dt_tensor_1d(DT_U8, part * size), *out = dt_tensor_1d(DT_U8, part * size);
+    DLTensor ins[MAX_SIZE], outs[MAX_SIZE], *in_parts[MAX_SIZE], *out_parts[MAX_SIZE];
+    int64_t shape[1] = {part};
+    for (int r = 0; r < size; ++r) {
+        ins[r] = *in;
+        outs[r] = *out;
+        ins[r].shape = outs[r].shape = shape;
+        ins[r].byte_offset = outs[r].byte_offset = (uint64_t)(r * part);
+        in_parts[r] = &ins[r];
+        out_parts[r] = &outs[r];
+    }
+    uint8_t *p = in->data;
+    for (int64_t i = 0; i < part * size; ++i) p[i] = (uint8_t)(i * 7 + rank);
+    const uint8_t *q = out->data;
+    RK_OK(distc_allreduce(NULL, pg, in, DISTC_MAX, NULL));
+    all_returned(rank, size, "allreduce");
+    for (int64_t i = 0; i < part * size; ++i) {
+        uint8_t m = 0;
+        for (int r = 0; r < size; ++r) m = (uint8_t)(i * 7 + r) > m ? (uint8_t)(i * 7 + r) : m;
+        if (!RK_CHECKF(p[i] == m, "allreduce: byte %lld", (long long)i)) break;
+    }
+    for (int64_t i = 0; i < part * size; ++i) p[i] = (uint8_t)(i * 7 + rank);
+    RK_OK(distc_broadcast(NULL, pg, in, 0, NULL));
+    all_returned(rank, size, "broadcast");
+    for (int64_t i = 0; i < part * size; ++i)
+        if (!RK_CHECKF(p[i] == (uint8_t)(i * 7), "broadcast: byte %lld", (long long)i)) break;
+    for (int64_t i = 0; i < part * size; ++i) p[i] = (uint8_t)(i * 7 + rank);
+    RK_OK(distc_allgather(NULL, pg, out_parts, in_parts[rank], NULL));
+    all_returned(rank, size, "allgather");
+    for (int64_t i = 0; i < part * size; ++i)
+        if (!RK_CHECKF(q[i] == (uint8_t)(i * 7 + i / part), "allgather: byte %lld", (long long)i)) break;
+    memset(out->data, 0, total);
+    RK_OK(distc_alltoall(NULL, pg, out_parts, (const DLTensor *const *)in_parts, NULL));
+    all_returned(rank, size, "alltoall");
+    for (int64_t i = 0; i < part * size; ++i) {
+        int64_t from = i / part, at = rank * part + i % part;
+        if (!RK_CHECKF(q[i] == (uint8_t)(at * 7 + from), "alltoall: byte %lld", (long long)i)) break;
+    }
+    RK_OK(distc_scatter(NULL, pg, out_parts[0], rank == 0 ? (const DLTensor *const *)in_parts : NULL, 0, NULL));
+    all_returned(rank, size, "scatter");
+    for (int64_t i = 0; i < part; ++i)
+        if (!RK_CHECKF(q[i] == (uint8_t)((rank * part + i) * 7), "scatter: byte %lld", (long long)i)) break;
+    RK_OK(distc_gather(NULL, pg, rank == 0 ? out_parts : NULL, in_parts[rank], 0, NULL));
+    all_returned(rank, size, "gather");
+    if (rank == 0)
+        for (int64_t i = 0; i < part * size; ++i)
+            if (!RK_CHECKF(q[i] == (uint8_t)(i * 7 + i / part), "gather: byte %lld", (long long)i)) break;
+    dt_tensor_free(in);
+    dt_tensor_free(out);
+}
+
+static void test_returns_alone(void **state) {
+    (void)state;
+    /* Parts read in place, and parts that go through the rings (offered in
+     * place there with DISTC_SHM_CMA_BYTES=4096) */
+    static const int64_t parts[] = {6000011, 20011};
+    for (size_t k = 0; k < 2; ++k)
+        for (int size = 2; size <= MAX_SIZE; ++size) dt_run_ranks(size, rank_returns_alone, (void *)&parts[k]);
+}
+
 /* A rank aborted (from another thread) while a peer copies into or out of
  * its buffer in place: the root of a broadcast writing its share into the
  * rank's buffer (each non-root's last 1/size), a gather's non-root writing
@@ -474,6 +556,7 @@ int main(void) {
         cmocka_unit_test(test_gather_scatter),      cmocka_unit_test(test_gather_scatter_aliased),
         cmocka_unit_test(test_alltoall_uneven),     cmocka_unit_test(test_alltoall_disagree),
         cmocka_unit_test(test_alltoall_bystander),  cmocka_unit_test(test_abort_while_written),
+        cmocka_unit_test(test_returns_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -382,13 +382,16 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
     check_self();
     Ring &r = ring(peer, me_);
     In &s = in_[size_t(peer)];
-    uint64_t t = r.tail.load(std::memory_order_relaxed);
+    const uint64_t t = s.pos;
     if (!s.open) {
         // A chunk's header is published with its inline bytes: all or nothing.
         auto *at = reinterpret_cast<uint64_t *>(data(peer, me_) + (t & (cap_ - 1)));
         if (__atomic_load_n(at, __ATOMIC_ACQUIRE) != stamp(t)) {
             // What it wrote before it closed is still read; only then is it gone.
-            if (!bells_[peer].closed.load(std::memory_order_acquire)) return 0;
+            if (!bells_[peer].closed.load(std::memory_order_acquire)) {
+                show(peer);  // caught up: the writer may have all the room
+                return 0;
+            }
             if (__atomic_load_n(at, __ATOMIC_ACQUIRE) != stamp(t)) peer_gone(peer, false);
         }
         iovec ci{&s.hdr, sizeof s.hdr};
@@ -400,7 +403,8 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
         // Its bytes come inline after it: past the offer, on to them.
         s.open = false;
         r.offer.store(kNoOffer, std::memory_order_relaxed);
-        advance(r.tail, chunk_end(t, 0), peer);
+        s.pos = chunk_end(t, 0);
+        show(peer);  // the writer makes no new offer before the tail passes this one
         return read(peer, iov, n);
     }
     size_t k = std::min(total(iov, n), s.hdr.bytes() - s.off);
@@ -413,7 +417,9 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
     if (s.off == s.hdr.bytes()) {
         if (s.hdr.in_place()) r.offer.store(kNoOffer, std::memory_order_release);  // before the tail frees the writer
         s.open = false;
-        advance(r.tail, chunk_end(t, s.hdr.in_place() ? 0 : s.hdr.bytes()), peer);
+        s.pos = chunk_end(t, s.hdr.in_place() ? 0 : s.hdr.bytes());
+        // An in-place chunk's writer waits for the tail to pass it.
+        if (!lazy_ || s.hdr.in_place() || s.pos - s.shown >= cap_ / kShowEvery) show(peer);
     }
     return k;
 }
@@ -432,11 +438,23 @@ void ShmLinks::populate() noexcept {
     }
 }
 
+void ShmLinks::show(int peer) {
+    In &s = in_[size_t(peer)];
+    if (s.shown == s.pos) return;
+    s.shown = s.pos;
+    advance(ring(peer, me_).tail, s.pos, peer);
+}
+
 size_t ShmLinks::unread(int peer) const {
     const Ring &r = ring(peer, me_);
     // The head follows a chunk's stamp: a chunk read before it moved leaves the tail ahead.
-    uint64_t h = r.head.load(std::memory_order_acquire), t = r.tail.load(std::memory_order_relaxed);
+    uint64_t h = r.head.load(std::memory_order_acquire), t = read_pos(peer);
     return h > t ? static_cast<size_t>(h - t) : 0;
+}
+
+uint64_t ShmLinks::read_pos(int peer) const {
+    // Another thread may read meanwhile where the tail is published at once.
+    return lazy_ ? in_[size_t(peer)].pos : ring(peer, me_).tail.load(std::memory_order_seq_cst);
 }
 
 bool ShmLinks::can_read(pid_t pid, const void *addr, uint64_t expect) {
@@ -457,10 +475,7 @@ bool ShmLinks::ready(const Want &w) const {
                 : r.head.load(std::memory_order_seq_cst) - t + sizeof(ChunkHeader) < cap_)
             return true;
     }
-    if (w.read) {
-        const Ring &r = ring(w.peer, me_);
-        if (r.head.load(std::memory_order_seq_cst) != r.tail.load(std::memory_order_seq_cst)) return true;
-    }
+    if (w.read && ring(w.peer, me_).head.load(std::memory_order_seq_cst) != read_pos(w.peer)) return true;
     return false;
 }
 
@@ -480,6 +495,9 @@ void ShmLinks::check_alive(const std::vector<Want> &wants) const {
 }
 
 void ShmLinks::wait(const std::vector<Want> &wants, Clock::time_point deadline) {
+    // Whoever this rank does not wait for may wait for room this rank made.
+    for (int p = 0; lazy_ && p < n_; ++p)
+        if (p != me_) show(p);
     Bell &me = bells_[me_];
     me.sleeping.store(1, std::memory_order_seq_cst);
     // The fence for movers that skip theirs (advance). Should it fail, they

@@ -78,6 +78,13 @@ public:
         inline_after_ = inline_after;
     }
     size_t single_copy() const { return cma_min_; }
+    // The reader publishes its tail only when it finds nothing more to read,
+    // when it sleeps, after an in-place chunk, and otherwise once per eighth
+    // of the ring: a writer that polls the tail of a full ring would make
+    // every store of it wait for the line to come back. For links whose
+    // reads and waits come from one thread at a time (a wait publishes what
+    // every peer's reads freed).
+    void show_lazily() { lazy_ = true; }
     // Copies `n` bytes at `addr` in local rank `peer`'s process to `to`
     // (single copy, for algorithms that read peers' buffers where they are:
     // the caller makes sure the peer keeps them). Throws DISTC_EREMOTE when
@@ -186,7 +193,12 @@ private:
         bool open = false;
         ChunkHeader hdr{};
         size_t off = 0;
+        uint64_t pos = 0;    // where this rank reads (its tail)
+        uint64_t shown = 0;  // the tail as published to the writer
     };
+    static constexpr uint64_t kShowEvery = 8;  // see show_lazily()
+    void show(int peer);                       // publishes this rank's tail in the ring from `peer`
+    uint64_t read_pos(int peer) const;
     Ring &ring(int from, int to) const { return rings_[from * n_ + to]; }
     size_t read_in_place(int peer, const iovec *iov, int n, size_t k, uint64_t off);
     // Up to `k` bytes at `from` in `peer`'s process into `iov`: the count copied.
@@ -222,6 +234,7 @@ private:
     std::vector<Out> out_;
     std::vector<In> in_;
     size_t cma_min_ = 0;
+    bool lazy_ = false;  // show_lazily()
     std::chrono::microseconds inline_after_{0};
     std::atomic<bool> closed_{false};
     bool light_;  // this process takes asymmetric fences (Bell::light)

@@ -75,6 +75,7 @@ ShmTransport::ShmTransport(Store &store, int rank, const Locality &loc, Millis t
     // The collectives' rings are in use from the first call; point-to-point's
     // take memory only as messages touch them.
     links_->populate();
+    links_->show_lazily();  // one collective at a time reads them (the exchange)
     x_.name_peers(ranks_);
     auto p2p_links =
         std::make_unique<ShmLinks>(seg_.base() + ShmLinks::segment_bytes(n, ring), me, ring, ranks_, pids_);
