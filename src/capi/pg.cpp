@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "capi/args.hpp"
 #include "capi/guard.hpp"
@@ -476,7 +477,7 @@ DISTC_EXTERN(int) distc_allgather_into_tensor(distc_work **out, distc_pg *pg, DL
             fail(DISTC_EINVAL,
                  std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
         auto parts = split_views(o, static_cast<size_t>(g.size()), in.numel, "output");
-        return finish(out, g.allgather(in, parts, op_options(opts), out));
+        return finish(out, g.allgather(in, std::move(parts), op_options(opts), out));
     });
 }
 
@@ -486,7 +487,7 @@ DISTC_EXTERN(int) distc_gather(distc_work **out, distc_pg *pg, DLTensor *const *
         ProcessGroup &g = pg_arg(pg);
         std::vector<Tensor> outs;
         if (g.rank() == root) outs = tensor_list_arg(g, outputs, static_cast<size_t>(g.size()), "outputs");
-        return finish(out, g.gather(tensor_arg(g, input, "input"), outs, root, op_options(opts), out));
+        return finish(out, g.gather(tensor_arg(g, input, "input"), std::move(outs), root, op_options(opts), out));
     });
 }
 
@@ -496,7 +497,7 @@ DISTC_EXTERN(int) distc_scatter(distc_work **out, distc_pg *pg, DLTensor *output
         ProcessGroup &g = pg_arg(pg);
         std::vector<Tensor> ins;
         if (g.rank() == root) ins = tensor_list_arg(g, inputs, static_cast<size_t>(g.size()), "inputs");
-        return finish(out, g.scatter(ins, tensor_arg(g, output, "output"), root, op_options(opts), out));
+        return finish(out, g.scatter(std::move(ins), tensor_arg(g, output, "output"), root, op_options(opts), out));
     });
 }
 
@@ -520,7 +521,7 @@ DISTC_EXTERN(int) distc_reduce_scatter_tensor(distc_work **out, distc_pg *pg, DL
             fail(DISTC_EINVAL,
                  std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
         auto parts = split_views(in, static_cast<size_t>(g.size()), o.numel, "input");
-        return finish(out, g.reduce_scatter(parts, o, capi::reduce_op_arg(op), op_options(opts), out));
+        return finish(out, g.reduce_scatter(std::move(parts), o, capi::reduce_op_arg(op), op_options(opts), out));
     });
 }
 
@@ -543,8 +544,8 @@ DISTC_EXTERN(int) distc_alltoall_single(distc_work **out, distc_pg *pg, DLTensor
         std::vector<int64_t> os, is;
         if (output_splits) os.assign(output_splits, output_splits + n);
         if (input_splits) is.assign(input_splits, input_splits + n);
-        return finish(out, g.alltoall_single(tensor_arg(g, input, "input"), tensor_arg(g, output, "output"), is, os,
-                                             op_options(opts), out));
+        return finish(out, g.alltoall_single(tensor_arg(g, input, "input"), tensor_arg(g, output, "output"),
+                                             std::move(is), std::move(os), op_options(opts), out));
     });
 }
 

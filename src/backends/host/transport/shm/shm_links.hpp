@@ -2,7 +2,8 @@
 // segment, a single-producer single-consumer byte ring for each ordered pair
 // of ranks, and for each rank a doorbell it sleeps on. The fast path makes
 // no system call: a writer copies into the ring and publishes the new head,
-// a reader copies out and publishes the tail. A rank that finds nothing to
+// a reader copies out and publishes the tail (the collectives' readers
+// lazily: show_lazily). A rank that finds nothing to
 // do sleeps on its doorbell (a futex in the segment), and whoever moves a
 // ring it waits on rings it, only when it sleeps and nobody rang for that
 // sleep yet. Sleeps come in slices, so
