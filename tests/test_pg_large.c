@@ -165,8 +165,9 @@ static void test_reduce_scatter(void **state) {
 
 static void rank_broadcast(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
-    /* uint8; in place, 3 and 4 ranks each start copying the root's buffer
-     * at a page of their own and wrap around: two sizes, neither whole pages */
+    /* uint8, neither size whole pages; 3 and 4 ranks: through the rings in
+     * chunks, then in place, where each starts copying the root's buffer at
+     * a page of its own and wraps around */
     static const int64_t sizes[] = {3000001, 6000011};
     for (int k = 0; k < 2; ++k)
         for (int root = 0; root < size; ++root) {
@@ -385,7 +386,7 @@ static void rank_broadcast_bystander(distc_pg *pg, int rank, int size, void *arg
     (void)size;
     (void)arg;
     const int in_place = !env_is("DISTC_SHM", "0") && !env_is("DISTC_SHM_CMA_BYTES", "0");
-    const int64_t n = 3000001 + (rank == 3 ? 4096 : 0);
+    const int64_t n = 5000011 + (rank == 3 ? 4096 : 0); /* in place from 4 MiB */
     DLTensor *t = dt_tensor_1d(DT_U8, n);
     int rc = distc_broadcast(NULL, pg, t, 0, NULL);
     RK_CHECKF(rc == DISTC_EINVAL || rc == DISTC_EREMOTE || (rc == 0 && rank == 0 && !in_place),

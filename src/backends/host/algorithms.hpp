@@ -75,10 +75,11 @@ private:
     // from their input's size; gather and scatter from each rank's part.
     // Below these, the paths through the rings measured as fast or faster
     // (the two rounds of messages cost more than the copy they save). A
-    // broadcast of 2 ranks, where both copy at once, gains from half as much
+    // broadcast of 2 ranks, where both copy at once, gains from less; one of
+    // more ranks only from 4 MiB, where it gained on both VMs measured
     // (bench/results/shm_broadcast_ab.txt; not with more ranks than cores).
     static constexpr size_t kInPlaceBytes = 64 * 1024, kInPlaceReduceBytes = 128 * 1024,
-                            kInPlaceBroadcastBytes = 256 * 1024, kInPlaceBroadcastPairBytes = 128 * 1024,
+                            kInPlaceBroadcastBytes = 4096 * 1024, kInPlaceBroadcastPairBytes = 128 * 1024,
                             kInPlacePartBytes = 128 * 1024;
     bool in_place(size_t bytes, size_t from = kInPlaceBytes) const;
     // Sends every peer `n` bytes at mine + p * stride and receives each
