@@ -136,7 +136,7 @@ void Algorithms::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call
 void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout) {
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
-    if (in_place(in.nbytes(), kInPlaceReduceBytes) && in.numel >= static_cast<size_t>(size_))
+    if (in_place_everyone(in.nbytes(), kInPlaceReduceBytes) && in.numel >= static_cast<size_t>(size_))
         return reduce_scatter_in_place(in, out, op, call, deadline);
     Tensor all = in;
     if (in.nbytes() > kDirectReduceBytes && in.numel >= static_cast<size_t>(size_))
@@ -165,7 +165,7 @@ void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, cons
 void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
-    if (to != kNobody && in_place(t.nbytes(), kInPlaceReduceBytes) && t.numel >= static_cast<size_t>(size_))
+    if (to != kNobody && in_place_everyone(t.nbytes(), kInPlaceReduceBytes) && t.numel >= static_cast<size_t>(size_))
         return reduce_in_place(t, op, to, call, deadline);
     if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
         reduce_chunked(t, op, to, call, deadline);
@@ -228,7 +228,7 @@ void Algorithms::allgather(const Tensor &in, Tensor &out, const Call &call, Mill
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     size_t n = in.nbytes();
-    if (in_place(n * static_cast<size_t>(size_ - 1))) return allgather_in_place(in, out, n, call, deadline);
+    if (in_place_everyone(n * static_cast<size_t>(size_ - 1))) return allgather_in_place(in, out, n, call, deadline);
     // Our own part first, and sent from there: `in` may alias a slot of `out`
     // that a receive fills while our sends are still going.
     uint8_t *own = out.bytes() + n * static_cast<size_t>(rank_);
@@ -321,7 +321,7 @@ void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_count
     // A pair that moves enough between them reads in place; both ranks of a
     // pair see the same two sizes (or their split check fails), so decide alike.
     const size_t P = static_cast<size_t>(size_);
-    const bool reads = t_.reads_peers();
+    const bool reads = t_.copies_in_place_cheaply();
     bool any = false;
     reads_.assign(P, false);
     parts_out_.resize(P);

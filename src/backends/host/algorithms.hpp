@@ -82,6 +82,9 @@ private:
                             kInPlaceBroadcastBytes = 4096 * 1024, kInPlaceBroadcastPairBytes = 128 * 1024,
                             kInPlacePartBytes = 128 * 1024;
     bool in_place(size_t bytes, size_t from = kInPlaceBytes) const;
+    // Where every rank copies anyway: only where the transport copies in
+    // place cheaply (Transport::copies_in_place_cheaply).
+    bool in_place_everyone(size_t bytes, size_t from = kInPlaceBytes) const;
     // Sends every peer `n` bytes at mine + p * stride and receives each
     // peer's at theirs + p * n, in one run.
     void swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call, Clock::time_point deadline);

@@ -35,6 +35,9 @@ uint64_t address_of(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 }  // namespace
 
 bool Algorithms::in_place(size_t bytes, size_t from) const { return bytes >= from && t_.reads_peers(); }
+bool Algorithms::in_place_everyone(size_t bytes, size_t from) const {
+    return bytes >= from && t_.copies_in_place_cheaply();
+}
 
 void Algorithms::swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call,
                       Clock::time_point deadline) {

@@ -46,6 +46,11 @@ public:
     // algorithms may copy straight from and to them instead of sending
     // messages through the links.
     virtual bool reads_peers() const { return false; }
+    // Whether a rank's reading its peers' buffers in place beats their going
+    // through the links where every rank copies anyway (allreduce, reduce,
+    // reduce_scatter, allgather, all-to-all): one copy by the kernel against
+    // two in user space. Not where the kernel's copy is slow.
+    virtual bool copies_in_place_cheaply() const { return reads_peers(); }
     // Copies `n` bytes at `addr` in `peer`'s address space to `to`. The peer
     // must keep that buffer until this rank says (by a message) it is done.
     // Throws DISTC_EREMOTE when the peer died or the read fails.

@@ -2,8 +2,14 @@
 
 #include <sched.h>
 
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "core/util/error.hpp"
 
@@ -29,6 +35,30 @@ unsigned polls_for(int local_ranks) {
 }
 
 }  // namespace
+
+bool ShmTransport::kernel_copy_fast() {
+    if (const char *e = std::getenv("DISTC_SHM_KERNEL_COPY"); e && *e) return std::strcmp(e, "slow") != 0;
+    static const bool fast = [] {
+        // Beyond the caches, as the large collectives copy; the fastest of a
+        // few rounds each. Our own memory serves: the kernel pins and copies
+        // it as it would a peer's.
+        const size_t n = size_t(4) << 20;
+        std::vector<uint8_t> a(n, 1), b(n, 2);
+        double mem = 1e9, kernel = 1e9;
+        for (int r = 0; r < 4; ++r) {
+            auto t0 = Clock::now();
+            std::memcpy(b.data(), a.data(), n);
+            auto t1 = Clock::now();
+            iovec local{b.data(), n}, remote{a.data(), n};
+            if (::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(n)) return true;
+            auto t2 = Clock::now();
+            mem = std::min(mem, std::chrono::duration<double>(t1 - t0).count());
+            kernel = std::min(kernel, std::chrono::duration<double>(t2 - t1).count());
+        }
+        return kernel < 2 * mem;
+    }();
+    return fast;
+}
 
 size_t ShmTransport::single_copy_bytes(bool p2p) {
     const char *e = std::getenv("DISTC_SHM_CMA_BYTES");
@@ -86,7 +116,8 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
                                   P2pMailbox &box, std::unique_ptr<ShmTransport> &out, std::string &why_not) {
     std::unique_ptr<ShmTransport> t;
     // '1' made ('-': alone on its host, no segment), then 'c' when this rank
-    // can read the memory of every rank on its host; '0' and why, if not made.
+    // can read the memory of every rank on its host and 'f' or 's' for how
+    // fast its kernel copies (kernel_copy_fast); '0' and why, if not made.
     std::string mine = "1-";
     if (loc.peers_of(rank).size() > 1) {
         try {
@@ -97,7 +128,7 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
             for (int r : loc.peers_of(rank))
                 readable = readable && ShmLinks::can_read(loc.pid[size_t(r)],
                                                           reinterpret_cast<const void *>(loc.probe[size_t(r)]), kProbe);
-            mine = readable ? "1c" : "1n";
+            mine = readable ? (kernel_copy_fast() ? "1cf" : "1cs") : "1n";
         } catch (const Error &e) {
             mine = std::string("0rank ") + std::to_string(rank) + ": " + e.what();
         }
@@ -105,16 +136,23 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     store.set("shm/ok/" + std::to_string(rank), ByteView(mine.data(), mine.size()));
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back("shm/ok/" + std::to_string(r));
-    bool single_copy = single_copy_bytes(false) > 0;
+    bool single_copy = single_copy_bytes(false) > 0, fast = true;
     for (const Bytes &b : store.multi_get(keys, timeout)) {
         if (b.size() < 2 || b[0] != '1') {
             why_not = b.empty() ? "a rank said nothing" : std::string(b.begin() + 1, b.end());
             return false;
         }
         single_copy = single_copy && b[1] != 'n';
+        fast = fast && !(b.size() > 2 && b[2] == 's');
     }
     if (t) {
-        t->links_->set_single_copy(single_copy ? single_copy_bytes(false) : 0);
+        t->reads_ = single_copy;
+        t->cheap_ = fast;
+        // A slow kernel copy: the collectives' large pieces go through the
+        // rings too, unless DISTC_SHM_CMA_BYTES asks otherwise.
+        const char *cma = std::getenv("DISTC_SHM_CMA_BYTES");
+        const bool offers = single_copy && (fast || (cma && *cma));
+        t->links_->set_single_copy(offers ? single_copy_bytes(false) : 0);
         t->p2p_->set_single_copy(single_copy ? single_copy_bytes(true) : 0);
         // A receive may wait long on a peer that is descheduled (more ranks
         // than cores) or still copying; each time its spin runs out, the

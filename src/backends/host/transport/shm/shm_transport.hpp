@@ -53,7 +53,15 @@ public:
     void recv(int peer, void *p, size_t n, int id, const bool *gate) override { x_.recv(peer, p, n, id, gate); }
     void progress(const Call &call, Clock::time_point deadline, FnRef<void(int, int)> on_recv,
                   std::chrono::microseconds patience = {}) override;
-    bool reads_peers() const override { return links_->single_copy() > 0; }
+    bool reads_peers() const override { return reads_; }
+    bool copies_in_place_cheaply() const override { return reads_ && cheap_; }
+    // Whether this process's kernel copies between processes at least half
+    // as fast as memcpy: DISTC_SHM_KERNEL_COPY (fast, slow), else measured
+    // once per process (4 MiB, process_vm_readv against memcpy). Where it is
+    // slower, the collectives in which every rank copies go through the
+    // rings, and so do their large pieces; broadcast, gather, scatter and
+    // point-to-point, where one side would wait idle, still copy once.
+    static bool kernel_copy_fast();
     void read_peer(int peer, uint64_t addr, void *to, size_t n) override { links_->read_from(peer, addr, to, n); }
     void write_peer(int peer, uint64_t addr, const void *from, size_t n) override {
         links_->write_to(peer, addr, from, n);
@@ -70,6 +78,7 @@ private:
     std::unique_ptr<ShmLinks> links_;
     Exchange x_;
     std::unique_ptr<ShmP2p> p2p_;
+    bool reads_ = false, cheap_ = false;  // every local rank can read the others' memory; and fast (all agreed)
 };
 
 }  // namespace distc
