@@ -9,9 +9,10 @@
 // chunk reduced once, by its owner, in rank order.
 //
 // Where the transport reads peers' memory (Transport::reads_peers), large
-// allreduce, reduce, broadcast, reduce_scatter, allgather, gather, scatter
-// and all-to-all copy straight from and to the peers' buffers instead
-// (algorithms_in_place.cpp).
+// broadcast, gather and scatter copy straight from and to the peers'
+// buffers instead (algorithms_in_place.cpp), and so do allreduce, reduce,
+// reduce_scatter, allgather and all-to-all where it does so cheaply
+// (Transport::copies_in_place_cheaply).
 #pragma once
 
 #include <memory>
