@@ -150,6 +150,28 @@ def test_torch_store_check_without_torch_check(tmp_path):
         assert store.get("k") == b"v" and torch_store.num_keys() == 1  # check made no key
 
 
+def test_torch_store_survives_a_wait_that_times_out():
+    """A torch TCPStore client whose own wait runs out reads the server's late
+    answer as its next request's (CI saw group creation fail with "Socket
+    Timeout" after distc's short watchful waits). Through the adapter, waits and
+    gets that time out leave the client as good as new."""
+    server = tdist.TCPStore("127.0.0.1", 0, 2, True, datetime.timedelta(seconds=5), wait_for_workers=False)
+    client = tdist.TCPStore("127.0.0.1", server.port, 2, False, datetime.timedelta(seconds=5))
+    store = as_store(client)
+    store.set_timeout(0.05)
+    for _ in range(3):
+        with pytest.raises(TimeoutError):
+            store.wait(["late"])
+        with pytest.raises(TimeoutError):
+            store.get("late")
+    server.set("late", b"now")
+    assert store.get("late") == b"now"
+    assert store.check(["late"]) and not store.check(["late", "never"])
+    assert store.add("n", 2) == 2 and client.add("n", 1) == 3
+    store.wait(["late"], timeout=0.001)  # present: no time needed
+    assert client.get("late") == b"now"
+
+
 def test_register_backend():
     plugin = os.path.join(os.environ["DISTC_BUILD"], "tests", "plugins", "libdistc-looptest.so")
     with pytest.raises(TypeError, match="C plugins"):

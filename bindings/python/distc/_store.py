@@ -1,5 +1,6 @@
 """Key-value stores for rendezvous, with torch.distributed's store API."""
 import datetime
+import time
 
 from . import _distc
 from ._handle import Owned
@@ -151,30 +152,23 @@ class CustomStore(Store):
 
 class _TorchStore:
     """A torch.distributed Store (TCPStore, FileStore, HashStore, PrefixStore ...)
-    with CustomStore's methods: torch's get and wait take their timeout from the
-    store, and a timeout is a RuntimeError there."""
+    with CustomStore's methods.
+
+    torch's get and wait take their timeout from the store, and a TCPStore client
+    whose wait runs out is spoilt: the server's late answer is read as the next
+    request's, which then fails ("Socket Timeout") or reads garbage. distc waits
+    in short slices while it watches for a peer's failure, so this adapter never
+    lets torch wait on a missing key: it polls check and gets only what exists."""
 
     def __init__(self, store):
         self._s = store
-
-    @staticmethod
-    def _is_timeout(e):
-        return "timeout" in str(e).lower() or "timed out" in str(e).lower()
-
-    def _timed(self, seconds, fn):
-        self._s.set_timeout(datetime.timedelta(seconds=seconds))
-        try:
-            return fn()
-        except RuntimeError as e:
-            if self._is_timeout(e):
-                raise TimeoutError(str(e)) from None
-            raise
 
     def set(self, key, value):
         self._s.set(key, value)
 
     def get(self, key, timeout):
-        return self._timed(timeout, lambda: (self._s.wait([key]), self._s.get(key))[1])
+        self.wait([key], timeout)
+        return self._s.get(key)
 
     def add(self, key, delta):
         return self._s.add(key, delta)
@@ -187,14 +181,22 @@ class _TorchStore:
     def check(self, keys):
         if hasattr(self._s, "check"):
             return self._s.check(list(keys))
-        # torch 1.13's stores have no check. A wait that times out would do, but
-        # TCPStore's client reads the late answer as the next request's. c10d's
-        # compare_set with a non-empty expected value changes nothing: a missing
-        # key answers with that value, a present one with its own.
+        # torch 1.13's stores have no check. c10d's compare_set with a non-empty
+        # expected value changes nothing: a missing key answers with that value,
+        # a present one with its own.
         return all(bytes(self._s.compare_set(k, self._ABSENT, self._ABSENT)) != self._ABSENT for k in keys)
 
     def wait(self, keys, timeout):
-        self._timed(timeout, lambda: self._s.wait(list(keys)))
+        # A growing nap, capped so that a key set late is seen soon; a negative
+        # timeout waits for ever.
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        nap = 0.0005
+        while not self.check(keys):
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"the keys were not all set within {timeout:g} s")
+            time.sleep(nap if left is None else min(nap, left))
+            nap = min(nap * 2, 0.02)
 
     def delete_key(self, key):
         return self._s.delete_key(key)
