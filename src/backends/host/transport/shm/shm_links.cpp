@@ -128,7 +128,7 @@ void ShmLinks::init(uint8_t *base, int n, size_t ring_bytes) {
 
 ShmLinks::ShmLinks(uint8_t *base, int me, size_t ring_bytes, std::vector<int> ranks, const std::vector<pid_t> &pids) :
     n_(static_cast<int>(ranks.size())), me_(me), cap_(ring_bytes), ranks_(std::move(ranks)), pids_(pids),
-    pidfds_(ranks_.size()), out_(ranks_.size()), in_(ranks_.size()), light_(asymmetric_fences()) {
+    self_(::getpid()), pidfds_(ranks_.size()), out_(ranks_.size()), in_(ranks_.size()), light_(asymmetric_fences()) {
     Header h;
     std::memcpy(&h, base, sizeof h);
     if (h.magic != kMagic || h.n != static_cast<uint32_t>(n_) || h.ring_bytes != ring_bytes)
@@ -138,7 +138,7 @@ ShmLinks::ShmLinks(uint8_t *base, int me, size_t ring_bytes, std::vector<int> ra
     rings_ = reinterpret_cast<Ring *>(base + kHeader + static_cast<size_t>(n_) * sizeof(Bell));
     data_ = reinterpret_cast<uint8_t *>(rings_ + static_cast<size_t>(n_) * static_cast<size_t>(n_));
     for (int p = 0; p < n_; ++p)
-        if (p != me_ && pids_[size_t(p)] != ::getpid()) pidfds_[size_t(p)] = Fd(pidfd_open(pids_[size_t(p)]));
+        if (p != me_ && !same_process(p)) pidfds_[size_t(p)] = Fd(pidfd_open(pids_[size_t(p)]));
     bells_[me_].light.store(light_ ? 1 : 0, std::memory_order_release);
 }
 
@@ -297,7 +297,7 @@ size_t ShmLinks::read_in_place(int peer, const iovec *iov, int n, size_t k, uint
 }
 
 size_t ShmLinks::copy_from(int peer, uint64_t from, const iovec *iov, int n, size_t k) {
-    if (pids_[size_t(peer)] == ::getpid()) {  // a rank in this process: its buffer is ours to read
+    if (same_process(peer)) {  // a rank in this process: its buffer is ours to read
         size_t left = k;
         auto *p = reinterpret_cast<const uint8_t *>(from);
         for (int i = 0; i < n && left; ++i) {
@@ -352,7 +352,7 @@ void ShmLinks::touch(int peer, size_t n, Piece &&piece) {
 
 void ShmLinks::write_to(int peer, uint64_t addr, const void *from, size_t n) {
     auto *src = static_cast<const uint8_t *>(from);
-    const bool here = pids_[size_t(peer)] == ::getpid();  // a rank in this process: its buffer is ours to write
+    const bool here = same_process(peer);  // a rank in this process: its buffer is ours to write
     touch(peer, n, [&](size_t off, size_t k) -> size_t {
         if (here) {
             std::memcpy(reinterpret_cast<void *>(addr + off), src + off, k);
@@ -485,8 +485,7 @@ bool ShmLinks::alive(int peer) const {
         pollfd p{pf.get(), POLLIN, 0};
         return ::poll(&p, 1, 0) <= 0;  // a pidfd reads as ready once its process exited
     }
-    pid_t pid = pids_[size_t(peer)];
-    return pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH;
+    return same_process(peer) || ::kill(pids_[size_t(peer)], 0) == 0 || errno != ESRCH;
 }
 
 void ShmLinks::check_alive(const std::vector<Want> &wants) const {

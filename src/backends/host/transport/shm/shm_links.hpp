@@ -222,6 +222,7 @@ private:
     template <typename Piece>
     void touch(int peer, size_t n, Piece &&piece);
     void check_alive(const std::vector<Want> &wants) const;  // throws for the first that died
+    bool same_process(int peer) const { return pids_[size_t(peer)] == self_; }
 
     int n_, me_;
     size_t cap_;
@@ -231,6 +232,8 @@ private:
     uint8_t *data_;
     std::vector<int> ranks_;
     std::vector<pid_t> pids_;
+    // This process's: getpid() is a system call, too dear for every copy.
+    pid_t self_;
     std::vector<Fd> pidfds_;  // by local rank, for peers in other processes
     std::vector<Out> out_;
     std::vector<In> in_;
