@@ -18,6 +18,10 @@ constexpr Millis kNap{1000};
 // What arrives meanwhile waits in its ring for the next receive, or for the
 // thread to look again.
 constexpr std::chrono::microseconds kRest{1000};
+// While it keeps waking to find that it should rest on (waiters come back to
+// back and poll the rings themselves), each rest is twice the last, up to
+// this: a wake costs a context switch, and the lock the waiter holds.
+constexpr std::chrono::microseconds kRestMost{8000};
 
 }  // namespace
 
@@ -236,9 +240,11 @@ void ShmP2p::loop() {
     const int n = static_cast<int>(ranks_.size());
     while (!closed_) {
         if (!look_now_ && (pollers_ > 0 || Clock::now() < rest_until_)) {
-            rest_.wait_until(lk, std::max(rest_until_, Clock::now() + kRest));
+            rest_.wait_until(lk, std::max(rest_until_, Clock::now() + rest_for_));
+            rest_for_ = std::min(2 * rest_for_, kRestMost);
             continue;
         }
+        rest_for_ = kRest;
         look_now_ = false;
         if (poll()) continue;
         wants_.clear();

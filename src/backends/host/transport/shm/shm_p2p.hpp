@@ -13,7 +13,9 @@
 // inline after all, so that a sender waits not much longer than the ring
 // makes it.
 // A rank waiting for a message polls the rings itself for a while first
-// (DISTC_SHM_SPIN_US), as collectives do; the thread rests meanwhile. A peer that closes its end or
+// (DISTC_SHM_SPIN_US), as collectives do; the thread rests meanwhile, and
+// while waits come back to back it looks ever less often (at least every
+// 8 ms), so what nobody waits for may wait that long. A peer that closes its end or
 // dies fails what is posted to and from it once its ring is read to the end.
 #pragma once
 
@@ -106,6 +108,7 @@ private:
     int pollers_ = 0;
     bool look_now_ = false;  // a waiter went to sleep, or a send waits for room
     Clock::time_point rest_until_{};
+    std::chrono::microseconds rest_for_{1000};  // the thread's next rest (shm_p2p.cpp: kRest, kRestMost)
     std::condition_variable rest_;
     std::thread thread_;
 };
