@@ -19,8 +19,8 @@ constexpr size_t kWindow = 2;
 constexpr size_t kDirectReduceBytes = 64 * 1024;
 // Above this, a broadcast to more than one peer is scattered, and each rank
 // forwards its piece to the others as it arrives: the root sends the data
-// once instead of once per peer (at 1 MiB that already took 0.73-0.90 of
-// the direct path's time, at 512 KiB the same, over either transport).
+// once instead of once per peer (from 1 MiB that finished sooner over
+// either transport; at 512 KiB the two paths were even).
 constexpr size_t kDirectBroadcastBytes = 512 * 1024;
 
 // `total` units of `unit` bytes at `base`, cut into `parts` near-equal chunks,
