@@ -108,8 +108,8 @@ void ShmP2p::queue(std::shared_ptr<Op> op) {
     if (o.queue.empty()) return;
     start_locked();
     // A waiter polling now writes the rest (or hands it to the thread when
-    // it stops), and a resting thread looks by itself soon: the caller is
-    // likely to wait on it first. Else the thread sleeps on its doorbell,
+    // it stops), and a resting thread looks by itself when its rest ends (in
+    // at most 8 ms): the caller is likely to wait on it first. Else the thread sleeps on its doorbell,
     // maybe without looking at this ring: wake it.
     if (pollers_ > 0 || Clock::now() < rest_until_) return;
     links_->wake();
