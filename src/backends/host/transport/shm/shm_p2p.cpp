@@ -109,8 +109,9 @@ void ShmP2p::queue(std::shared_ptr<Op> op) {
     start_locked();
     // A waiter polling now writes the rest (or hands it to the thread when
     // it stops), and a resting thread looks by itself when its rest ends (in
-    // at most 8 ms): the caller is likely to wait on it first. Else the thread sleeps on its doorbell,
-    // maybe without looking at this ring: wake it.
+    // at most 8 ms): the caller is likely to wait on it first. Else the
+    // thread sleeps on its doorbell, maybe without looking at this ring:
+    // wake it.
     if (pollers_ > 0 || Clock::now() < rest_until_) return;
     links_->wake();
 }

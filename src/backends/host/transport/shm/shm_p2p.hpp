@@ -15,8 +15,9 @@
 // A rank waiting for a message polls the rings itself for a while first
 // (DISTC_SHM_SPIN_US), as collectives do; the thread rests meanwhile, and
 // while waits come back to back it looks ever less often (at least every
-// 8 ms), so what nobody waits for may wait that long. A peer that closes its end or
-// dies fails what is posted to and from it once its ring is read to the end.
+// 8 ms), so what nobody waits for may wait that long. A peer that closes
+// its end or dies fails what is posted to and from it once its ring is
+// read to the end.
 #pragma once
 
 #include <chrono>
