@@ -27,7 +27,7 @@ constexpr std::chrono::microseconds kRestMost{8000};
 
 ShmP2p::ShmP2p(P2pMailbox &box, std::unique_ptr<ShmLinks> links, std::vector<int> ranks, int me) :
     box_(box), mu_(box.mu()), links_(std::move(links)), ranks_(std::move(ranks)), me_(me),
-    local_(static_cast<size_t>(ranks_.back() + 1), -1), out_(ranks_.size()), in_(ranks_.size()) {
+    local_(static_cast<size_t>(ranks_.back() + 1), -1), out_(ranks_.size()), in_(ranks_.size()), rest_for_(kRest) {
     for (size_t l = 0; l < ranks_.size(); ++l) {
         local_[static_cast<size_t>(ranks_[l])] = static_cast<int>(l);
         in_[l].a.peer = ranks_[l];

@@ -109,7 +109,7 @@ private:
     int pollers_ = 0;
     bool look_now_ = false;  // a waiter went to sleep, or a send waits for room
     Clock::time_point rest_until_{};
-    std::chrono::microseconds rest_for_{1000};  // the thread's next rest (shm_p2p.cpp: kRest, kRestMost)
+    std::chrono::microseconds rest_for_;  // the thread's next rest (shm_p2p.cpp: kRest, kRestMost)
     std::condition_variable rest_;
     std::thread thread_;
 };

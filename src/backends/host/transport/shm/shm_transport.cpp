@@ -137,7 +137,7 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     store.set("shm/ok/" + std::to_string(rank), ByteView(mine.data(), mine.size()));
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back("shm/ok/" + std::to_string(r));
-    bool single_copy = single_copy_bytes(false, true) > 0, fast = true;
+    bool single_copy = single_copy_bytes(false) > 0, fast = true;
     for (const Bytes &b : store.multi_get(keys, timeout)) {
         if (b.size() < 2 || b[0] != '1') {
             why_not = b.empty() ? "a rank said nothing" : std::string(b.begin() + 1, b.end());
@@ -153,7 +153,7 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         // rings too, unless DISTC_SHM_CMA_BYTES asks otherwise.
         const char *cma = std::getenv("DISTC_SHM_CMA_BYTES");
         const bool offers = single_copy && (fast || (cma && *cma));
-        t->links_->set_single_copy(offers ? single_copy_bytes(false, fast) : 0);
+        t->links_->set_single_copy(offers ? single_copy_bytes(false) : 0);
         t->p2p_->set_single_copy(single_copy ? single_copy_bytes(true, fast) : 0);
         // A receive may wait long on a peer that is descheduled (more ranks
         // than cores) or still copying; each time its spin runs out, the

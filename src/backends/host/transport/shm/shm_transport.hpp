@@ -45,7 +45,7 @@ public:
     // rank of an exchange then copies once instead of twice; 256 KiB where
     // the kernel copies slowly (`fast`: kernel_copy_fast() on every rank),
     // as below that the ring's two copies finished sooner there.
-    static size_t single_copy_bytes(bool p2p, bool fast);
+    static size_t single_copy_bytes(bool p2p, bool fast = true);
     // Bytes of each ring: DISTC_SHM_RING_BYTES, else by the number of ranks
     // (1 MiB for up to 8, less beyond, at least 64 KiB); a power of two.
     static size_t ring_bytes(int n);
