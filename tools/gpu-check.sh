@@ -56,17 +56,18 @@ echo "libnccl from: $nccl_dir"
 export LD_LIBRARY_PATH="$PWD/.devcarry/lib:$nccl_dir:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 if ldd .devcarry/lib/distc/libdistc-nccl.so | grep 'not found'; then echo "missing libraries"; fi
 status=0
-# Each stage has its own limit; the whole run stops by $GPU_CHECK_S seconds (the
-# device's per-command limit), the shared-memory stage taking what is left.
+# Logs go to few files: the device brings back only a handful. Each stage has
+# its own limit; the whole run stops by $GPU_CHECK_S seconds (the device's
+# per-command limit), the shared-memory stage taking what is left.
 timeout 150 .devcarry/bin/test_nccl 2>&1 | tee "$out/test_nccl.log" || status=1
 # distc-perf on the nccl backend: every collective, dtype and op checked, then the allreduce table.
 timeout 60 .devcarry/bin/distc-run -n 1 --no-prefix .devcarry/bin/distc-perf --backend nccl -o all -d all -r all \
-  -b 8 -e 16M -f 16 -n 5 -w 2 2>&1 | tail -3 | tee "$out/distc_perf_nccl_check.txt" || status=1
+  -b 8 -e 16M -f 16 -n 5 -w 2 2>&1 | tail -3 | tee "$out/distc_perf_nccl.txt" || status=1
 timeout 45 .devcarry/bin/distc-nccl-bench -b 8 -e 256M -f 4 -n 200 -r 5 2>&1 | tee "$out/nccl_bench.txt" || status=1
-timeout 30 .devcarry/bin/distc-nccl-bench -b 8 -e 1M -f 16 -n 200 -r 5 --async 2>&1 | tee "$out/nccl_bench_async.txt" || status=1
-timeout 45 .devcarry/bin/distc-nccl-bench -o allgather -b 8 -e 256M -f 4 -n 200 -r 5 2>&1 | tee "$out/nccl_bench_allgather.txt" || status=1
+timeout 30 .devcarry/bin/distc-nccl-bench -b 8 -e 1M -f 16 -n 200 -r 5 --async 2>&1 | tee -a "$out/nccl_bench.txt" || status=1
+timeout 45 .devcarry/bin/distc-nccl-bench -o allgather -b 8 -e 256M -f 4 -n 200 -r 5 2>&1 | tee -a "$out/nccl_bench.txt" || status=1
 timeout 45 .devcarry/bin/distc-run -n 1 --no-prefix .devcarry/bin/distc-perf --backend nccl -o allreduce \
-  -b 8 -e 256M -f 4 -n 200 -w 20 2>&1 | tee "$out/distc_perf_nccl.txt" || status=1
+  -b 8 -e 256M -f 4 -n 200 -w 20 2>&1 | tee -a "$out/distc_perf_nccl.txt" || status=1
 echo "# nccl stages took $SECONDS s"
 [ "${GPU_CHECK_SHM:-1}" = 0 ] && exit $status
 
