@@ -350,6 +350,50 @@ static void test_allreduce_avg_int_truncates(void **state) {
     for_sizes(rank_avg_int, NULL);
 }
 
+/* Reductions on both sides of where the direct path (every rank's data to
+ * every rank) gives way to the chunked one (reduce-scatter, then allgather),
+ * which moves with the world size over shared memory with a core per rank
+ * (CTest test_pg_collectives_procs_cores): 12 KiB at 3 ranks, 5461 bytes at
+ * 4; 64 KiB at 2, over TCP and where ranks outnumber cores. The float32 values are fractions, so the sum's bits depend on
+ * the order: both paths of distc's own engine must reduce in rank order, as
+ * the expected value is summed here. Gloo's algorithms (DISTC_MESH_BYTES set)
+ * and MPI's keep no such order: there the sum need only be close. */
+static float path_value(int rank, int64_t i) { return (float)(rank + 1) * 0.1f + (float)(i % 97) * 0.001f; }
+
+static void rank_reduce_paths(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    static const int64_t counts[] = {1, 3, 5, 9, 1365, 1366, 1367, 3072, 3073, 16384, 16385};
+    const int rank_order = strcmp(dt_backend(), "gloo") == 0 && !getenv("DISTC_MESH_BYTES");
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; ++c) {
+        const int64_t n = counts[c];
+        const int root = (int)(c % (size_t)size);
+        DLTensor *t = dt_tensor_1d(DT_F32, n);
+        float *p = t->data;
+        for (int step = 0; step < 2; ++step) { /* allreduce, then reduce to `root` */
+            for (int64_t i = 0; i < n; ++i) p[i] = path_value(rank, i);
+            int err = step == 0 ? distc_allreduce(NULL, pg, t, DISTC_SUM, NULL)
+                                : distc_reduce(NULL, pg, t, root, DISTC_SUM, NULL);
+            if (!RK_OK(err)) break;
+            for (int64_t i = 0; i < n; ++i) {
+                float want = path_value(0, i);
+                for (int r = 1; r < size; ++r) want += path_value(r, i);
+                if (step == 1 && rank != root) want = path_value(rank, i);
+                const int same =
+                    rank_order ? memcmp(&p[i], &want, sizeof want) == 0 : fabsf(p[i] - want) <= 1e-5f * fabsf(want);
+                if (!RK_CHECKF(same, "%s of %lld float32, size %d: element %lld is %.9g, not %.9g (rank order)",
+                               step == 0 ? "allreduce" : "reduce", (long long)n, size, (long long)i, p[i], want))
+                    break;
+            }
+        }
+        dt_tensor_free(t);
+    }
+}
+
+static void test_reduce_paths(void **state) {
+    (void)state;
+    for_sizes(rank_reduce_paths, NULL);
+}
+
 /* Coalesced: three tensors of different lengths, separate or back to back in one buffer. */
 static void rank_allreduce_coalesced(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
@@ -1184,6 +1228,7 @@ int main(void) {
         cmocka_unit_test(test_allreduce),
         cmocka_unit_test(test_allreduce_avg_int_truncates),
         cmocka_unit_test(test_allreduce_coalesced),
+        cmocka_unit_test(test_reduce_paths),
         cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_reduce),
         cmocka_unit_test(test_allgather),

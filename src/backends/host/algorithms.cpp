@@ -17,6 +17,23 @@ constexpr size_t kWindow = 2;
 // Up to this size a reduction sends everything to everyone (one round trip);
 // above it, reduce-scatter then allgather (each rank moves 2(n-1)/n of the data).
 constexpr size_t kDirectReduceBytes = 64 * 1024;
+// With more than two ranks, sending everything costs each rank n-1 copies of
+// the data in and out, and reducing them, against 2(n-1)/n over two rounds:
+// the direct path saves a round but moves (n-1)(n-2)/n times the data more.
+// Where rounds are cheap (Transport::cheap_rounds) it stops at this many
+// bytes times n / ((n-1)(n-2)): 12 KiB at 3 ranks, 5.3 KiB at 4, 1.5 KiB at
+// 8 (over shared memory with a core per rank, the chunked path won from
+// 8 KiB at 4 ranks and from 2 KiB at 8, and lost at 1 KiB). Over sockets,
+// where the extra round costs system calls, it lost up to twice the time
+// from 2 to 32 KiB at 4 and 8 ranks: there 64 KiB holds for every size.
+constexpr size_t kDirectReduceWork = 8 * 1024;
+
+size_t direct_reduce_bytes(int ranks, bool cheap_rounds) {
+    if (ranks <= 2 || !cheap_rounds) return kDirectReduceBytes;
+    const auto n = static_cast<size_t>(ranks);
+    return std::min(kDirectReduceBytes, kDirectReduceWork * n / ((n - 1) * (n - 2)));
+}
+
 // Above this, a broadcast to more than one peer is scattered, and each rank
 // forwards its piece to the others as it arrives: the root sends the data
 // once instead of once per peer (from 1 MiB that finished sooner over
@@ -168,7 +185,7 @@ void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Mil
     auto deadline = deadline_in(timeout);
     if (to != kNobody && in_place_everyone(t.nbytes(), kInPlaceReduceBytes) && t.numel >= static_cast<size_t>(size_))
         return reduce_in_place(t, op, to, call, deadline);
-    if (t.nbytes() > kDirectReduceBytes && t.numel >= static_cast<size_t>(size_))
+    if (t.nbytes() > direct_reduce_bytes(size_, t_.cheap_rounds()) && t.numel >= static_cast<size_t>(size_))
         reduce_chunked(t, op, to, call, deadline);
     else  // a small reduce-scatter reduces everything everywhere and keeps its part
         reduce_direct(t, op, to == kNobody ? kEveryone : to, call, deadline);

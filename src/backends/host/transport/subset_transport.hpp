@@ -27,6 +27,7 @@ public:
         t_.progress(
             call, deadline, [&](int peer, int id) { on_recv(index_[static_cast<size_t>(peer)], id); }, patience);
     }
+    bool cheap_rounds() const override { return t_.cheap_rounds(); }
     void close() noexcept override {}  // the underlying transport's owner closes it
     std::string describe(int peer) const override { return t_.describe(rank(peer)); }
 

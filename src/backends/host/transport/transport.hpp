@@ -51,6 +51,11 @@ public:
     // reduce_scatter, allgather, all-to-all): one copy by the kernel against
     // two in user space. Not where the kernel's copy is slow.
     virtual bool copies_in_place_cheaply() const { return reads_peers(); }
+    // Whether a round of messages costs little next to the bytes it moves (a
+    // cache line's trip through shared memory, not system calls and wakeups
+    // as over sockets): reductions of more than two ranks then leave the
+    // one-round direct path for reduce-scatter and allgather at smaller sizes.
+    virtual bool cheap_rounds() const { return false; }
     // Copies `n` bytes at `addr` in `peer`'s address space to `to`. The peer
     // must keep that buffer until this rank says (by a message) it is done.
     // Throws DISTC_EREMOTE when the peer died or the read fails.

@@ -27,11 +27,18 @@ std::chrono::microseconds spin_from_env(const char *name, long long dflt) {
 // when the host's ranks outnumber the cores this process may run on: then
 // the peer being waited for needs this core, and yielding at once was
 // several times faster.
-unsigned polls_for(int local_ranks) {
-    if (const char *e = std::getenv("DISTC_SHM_POLLS"); e && *e) return static_cast<unsigned>(std::atoi(e));
+// The cores this host's ranks share: DISTC_SHM_CORES, else those this
+// process may run on.
+bool oversubscribed(int local_ranks) {
+    if (const char *e = std::getenv("DISTC_SHM_CORES"); e && std::atoi(e) > 0) return local_ranks > std::atoi(e);
     cpu_set_t cpus;
     int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-    return local_ranks > cores ? 0 : 256;
+    return local_ranks > cores;
+}
+
+unsigned polls_for(int local_ranks) {
+    if (const char *e = std::getenv("DISTC_SHM_POLLS"); e && *e) return static_cast<unsigned>(std::atoi(e));
+    return oversubscribed(local_ranks) ? 0 : 256;
 }
 
 }  // namespace
@@ -117,8 +124,9 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
                                   P2pMailbox &box, std::unique_ptr<ShmTransport> &out, std::string &why_not) {
     std::unique_ptr<ShmTransport> t;
     // '1' made ('-': alone on its host, no segment), then 'c' when this rank
-    // can read the memory of every rank on its host and 'f' or 's' for how
-    // fast its kernel copies (kernel_copy_fast); '0' and why, if not made.
+    // can read the memory of every rank on its host ('n' if not), 'f' or 's'
+    // for how fast its kernel copies (kernel_copy_fast), and 'o' or 'd' for
+    // whether its host's ranks outnumber its cores; '0' and why, if not made.
     std::string mine = "1-";
     if (loc.peers_of(rank).size() > 1) {
         try {
@@ -129,7 +137,8 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
             for (int r : loc.peers_of(rank))
                 readable = readable && ShmLinks::can_read(loc.pid[size_t(r)],
                                                           reinterpret_cast<const void *>(loc.probe[size_t(r)]), kProbe);
-            mine = readable ? (kernel_copy_fast() ? "1cf" : "1cs") : "1n";
+            mine = readable ? (kernel_copy_fast() ? "1cf" : "1cs") : "1n-";
+            mine += oversubscribed(static_cast<int>(loc.peers_of(rank).size())) ? 'o' : 'd';
         } catch (const Error &e) {
             mine = std::string("0rank ") + std::to_string(rank) + ": " + e.what();
         }
@@ -137,18 +146,27 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     store.set("shm/ok/" + std::to_string(rank), ByteView(mine.data(), mine.size()));
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back("shm/ok/" + std::to_string(r));
-    bool single_copy = single_copy_bytes(false) > 0, fast = true;
+    // How fast the kernel copies, and whether ranks outnumber cores, are the
+    // majority's verdicts: a rank that measured while its peers were
+    // starting beside it may have read a fast kernel as slow (seen with 8
+    // ranks on 16 cores). Every rank counts the same votes, so all choose
+    // the same algorithms.
+    bool single_copy = single_copy_bytes(false) > 0;
+    int fast_votes = 0, slow_votes = 0, over_votes = 0, under_votes = 0;
     for (const Bytes &b : store.multi_get(keys, timeout)) {
         if (b.size() < 2 || b[0] != '1') {
             why_not = b.empty() ? "a rank said nothing" : std::string(b.begin() + 1, b.end());
             return false;
         }
         single_copy = single_copy && b[1] != 'n';
-        fast = fast && !(b.size() > 2 && b[2] == 's');
+        if (b.size() > 2 && b[2] != '-') ++(b[2] == 's' ? slow_votes : fast_votes);
+        if (b.size() > 3) ++(b[3] == 'o' ? over_votes : under_votes);
     }
+    const bool fast = fast_votes > slow_votes;  // a tie keeps the rings, as one slow vote did before
     if (t) {
         t->reads_ = single_copy;
         t->cheap_ = fast;
+        t->cheap_rounds_ = under_votes >= over_votes;
         // A slow kernel copy: the collectives' large pieces go through the
         // rings too, unless DISTC_SHM_CMA_BYTES asks otherwise.
         const char *cma = std::getenv("DISTC_SHM_CMA_BYTES");

@@ -43,7 +43,7 @@ public:
     // as in place the writer waits for the reader's copy). Point-to-point:
     // 64 KiB, since a send and its receive are often both waiting, and each
     // rank of an exchange then copies once instead of twice; 256 KiB where
-    // the kernel copies slowly (`fast`: kernel_copy_fast() on every rank),
+    // the kernel copies slowly (`fast`: more ranks' kernel_copy_fast() true than false),
     // as below that the ring's two copies finished sooner there.
     static size_t single_copy_bytes(bool p2p, bool fast = true);
     // Bytes of each ring: DISTC_SHM_RING_BYTES, else by the number of ranks
@@ -57,6 +57,9 @@ public:
                   std::chrono::microseconds patience = {}) override;
     bool reads_peers() const override { return reads_; }
     bool copies_in_place_cheaply() const override { return reads_ && cheap_; }
+    // Not where the host's ranks outnumber the cores (most ranks say so): a
+    // round then waits for peers to be scheduled.
+    bool cheap_rounds() const override { return cheap_rounds_; }
     // Whether this process's kernel copies between processes at least half
     // as fast as memcpy: DISTC_SHM_KERNEL_COPY (fast, slow), else measured
     // once per process (4 MiB, process_vm_readv against memcpy). Where it is
@@ -80,7 +83,8 @@ private:
     std::unique_ptr<ShmLinks> links_;
     Exchange x_;
     std::unique_ptr<ShmP2p> p2p_;
-    bool reads_ = false, cheap_ = false;  // every local rank can read the others' memory; and fast (all agreed)
+    bool reads_ = false, cheap_ = false;  // every local rank can read the others' memory; and the kernel copies fast
+    bool cheap_rounds_ = false;           // the host's ranks do not outnumber the cores (agreed, as the above)
 };
 
 }  // namespace distc
