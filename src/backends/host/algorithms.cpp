@@ -25,7 +25,8 @@ constexpr size_t kDirectReduceBytes = 64 * 1024;
 // 8 (over shared memory with a core per rank, the chunked path won from
 // 8 KiB at 4 ranks and from 2 KiB at 8, and lost at 1 KiB). Over sockets,
 // where the extra round costs system calls, it lost up to twice the time
-// from 2 to 32 KiB at 4 and 8 ranks: there 64 KiB holds for every size.
+// from 2 to 32 KiB at 4 and 8 ranks: there 64 KiB stays, at any number of
+// ranks, and so it does where ranks outnumber cores.
 constexpr size_t kDirectReduceWork = 8 * 1024;
 
 size_t direct_reduce_bytes(int ranks, bool cheap_rounds) {

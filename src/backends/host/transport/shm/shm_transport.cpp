@@ -22,13 +22,8 @@ std::chrono::microseconds spin_from_env(const char *name, long long dflt) {
     return std::chrono::microseconds(e && *e ? std::atoll(e) : dflt);
 }
 
-// Looking at the rings costs a few loads: some hundred looks before the
-// first yield (a system call) keep a reply that is on its way cheap. Not
-// when the host's ranks outnumber the cores this process may run on: then
-// the peer being waited for needs this core, and yielding at once was
-// several times faster.
-// The cores this host's ranks share: DISTC_SHM_CORES, else those this
-// process may run on.
+// Whether the host's ranks outnumber the cores they share: DISTC_SHM_CORES,
+// else those this process may run on.
 bool oversubscribed(int local_ranks) {
     if (const char *e = std::getenv("DISTC_SHM_CORES"); e && std::atoi(e) > 0) return local_ranks > std::atoi(e);
     cpu_set_t cpus;
@@ -36,6 +31,10 @@ bool oversubscribed(int local_ranks) {
     return local_ranks > cores;
 }
 
+// Looking at the rings costs a few loads: some hundred looks before the
+// first yield (a system call) keep a reply that is on its way cheap. Not
+// when the host's ranks outnumber the cores: then the peer being waited
+// for needs this core, and yielding at once was several times faster.
 unsigned polls_for(int local_ranks) {
     if (const char *e = std::getenv("DISTC_SHM_POLLS"); e && *e) return static_cast<unsigned>(std::atoi(e));
     return oversubscribed(local_ranks) ? 0 : 256;
