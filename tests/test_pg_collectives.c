@@ -350,29 +350,27 @@ static void test_allreduce_avg_int_truncates(void **state) {
     for_sizes(rank_avg_int, NULL);
 }
 
-/* Reductions on both sides of where the direct path (every rank's data to
- * every rank) gives way to the chunked one (reduce-scatter, then allgather),
- * which moves with the world size over shared memory with a core per rank
- * (CTest test_pg_collectives_procs_cores): 12 KiB at 3 ranks, 5461 bytes at
- * 4; 64 KiB at 2, over TCP and where ranks outnumber cores. The float32 values are fractions, so the sum's bits depend on
- * the order: both paths of distc's own engine must reduce in rank order, as
- * the expected value is summed here. Gloo's algorithms (DISTC_MESH_BYTES set),
- * MPI's and a group that spans hosts (each host's sum first) keep no such
- * order: there the sum need only be close, and the same bits on every rank. */
-static float path_value(int rank, int64_t i) { return (float)(rank + 1) * 0.1f + (float)(i % 97) * 0.001f; }
+/* One division of exact integers: a single rounding, the same bits in the
+ * fill and in the expected sum whatever the compiler contracts. */
+static float path_value(int rank, int64_t i) { return (float)((rank + 1) * 1000 + (int)(i % 97)) / 7919.0f; }
 
-/* Whether this rank reaches every peer the same way: not a group that spans
- * hosts, which reduces through one leader per host. */
+/* Whether every rank reaches all its peers the same way (agreed by the
+ * ranks): not a group that spans hosts, which reduces through one leader
+ * per host, even where a rank alone on its host sees only TCP. */
 static int flat_group(distc_pg *pg, int rank, int size) {
     const char *first = NULL;
+    int32_t mixed = 0;
     for (int p = 0; p < size; ++p) {
         const char *name = NULL;
         if (p == rank) continue;
-        if (distc_pg_transport(&name, pg, p) != DISTC_OK) return 0;
-        if (first && strcmp(first, name) != 0) return 0;
+        if (distc_pg_transport(&name, pg, p) != DISTC_OK || (first && strcmp(first, name) != 0)) mixed = 1;
         first = name;
     }
-    return 1;
+    DLTensor *m = dt_tensor_1d(DT_I32, 1);
+    *(int32_t *)m->data = mixed;
+    if (RK_OK(distc_allreduce(NULL, pg, m, DISTC_MAX, NULL))) mixed = *(int32_t *)m->data;
+    dt_tensor_free(m);
+    return !mixed;
 }
 
 /* The same bits on every rank: the elementwise MIN and MAX over the ranks are t itself. */
@@ -387,6 +385,16 @@ static void check_same_everywhere(distc_pg *pg, const DLTensor *t, const char *w
     }
 }
 
+/* Reductions on both sides of where the direct path (every rank's data to
+ * every rank) gives way to the chunked one (reduce-scatter, then allgather),
+ * which moves with the world size over shared memory with a core per rank
+ * (CTest test_pg_collectives_procs_cores): 12 KiB at 3 ranks, 5461 bytes
+ * at 4; 64 KiB at 2, over TCP and where ranks outnumber cores. The float32
+ * values are fractions, so the sum's bits depend on the order: both paths
+ * of distc's own engine must reduce in rank order, as the expected value is
+ * summed here. Gloo's algorithms (DISTC_MESH_BYTES set), MPI's and a group
+ * that spans hosts (each host's sum first) keep no such order: there the
+ * sum need only be close. Every rank must hold the same bits either way. */
 static void rank_reduce_paths(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
     static const int64_t counts[] = {1, 3, 5, 9, 1365, 1366, 1367, 3072, 3073, 16384, 16385};

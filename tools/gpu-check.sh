@@ -11,6 +11,7 @@
 set -uo pipefail
 cmd=${1:-}
 if [ "$cmd" = pack ]; then
+  set -e  # a piece missing here would only show there
   build=$(cd "$2" && pwd)
   rm -rf .devcarry && mkdir -p .devcarry/lib/distc .devcarry/bin .devcarry/build/distc
   mkdir -p .git/info
@@ -25,8 +26,9 @@ if [ "$cmd" = pack ]; then
   for lib in libgloo.so.0 libhiredis.so.0.14 libibverbs.so.1 libnl-route-3.so.200 libnl-3.so.200 libcmocka.so.0 \
              libmpi.so.40 libopen-rte.so.40 libopen-pal.so.40 libpmix.so.2 libmunge.so.2 libhwloc.so.15 \
              libevent_core-2.1.so.7 libevent_pthreads-2.1.so.7 libudev.so.1 libz.so.1; do
-    path=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
-    [ -n "$path" ] && cp -L "$path" .devcarry/lib/
+    path=$(ldconfig -p | awk -v l="$lib" '$1 == l && !found { print $NF; found = 1 }')
+    [ -n "$path" ] || { echo "gpu-check: $lib not found (tools/install-deps.sh)"; exit 1; }
+    cp -L "$path" .devcarry/lib/
   done
   # Open MPI's launcher, components, help texts and settings, found there through
   # OPAL_PREFIX and friends (see run); its common libraries join lib/.
@@ -57,8 +59,8 @@ export LD_LIBRARY_PATH="$PWD/.devcarry/lib:$nccl_dir:/usr/local/cuda/lib64:${LD_
 if ldd .devcarry/lib/distc/libdistc-nccl.so | grep 'not found'; then echo "missing libraries"; fi
 status=0
 # Logs go to few files: the device brings back only a handful. Each stage has
-# its own limit; the whole run stops by $GPU_CHECK_S seconds (the device's
-# per-command limit), the shared-memory stage taking what is left.
+# its own limit; the shared-memory stage takes what is left of $GPU_CHECK_S
+# seconds from the start (below the device's per-command limit).
 timeout 150 .devcarry/bin/test_nccl 2>&1 | tee "$out/test_nccl.log" || status=1
 # distc-perf on the nccl backend: every collective, dtype and op checked, then the allreduce table.
 timeout 60 .devcarry/bin/distc-run -n 1 --no-prefix .devcarry/bin/distc-perf --backend nccl -o all -d all -r all \

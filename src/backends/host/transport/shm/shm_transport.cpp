@@ -124,8 +124,9 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     std::unique_ptr<ShmTransport> t;
     // '1' made ('-': alone on its host, no segment), then 'c' when this rank
     // can read the memory of every rank on its host ('n' if not), 'f' or 's'
-    // for how fast its kernel copies (kernel_copy_fast), and 'o' or 'd' for
-    // whether its host's ranks outnumber its cores; '0' and why, if not made.
+    // for how fast its kernel copies (kernel_copy_fast; '-' after 'n': not
+    // measured), and 'o' or 'd' for whether its host's ranks outnumber its
+    // cores; '0' and why, if not made.
     std::string mine = "1-";
     if (loc.peers_of(rank).size() > 1) {
         try {
@@ -145,19 +146,23 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     store.set("shm/ok/" + std::to_string(rank), ByteView(mine.data(), mine.size()));
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back("shm/ok/" + std::to_string(r));
-    // How fast the kernel copies, and whether ranks outnumber cores, are the
-    // majority's verdicts: a rank that measured while its peers were
-    // starting beside it may have read a fast kernel as slow (seen with 8
-    // ranks on 16 cores). Every rank counts the same votes, so all choose
-    // the same algorithms.
+    // How fast the kernel copies, and whether ranks outnumber cores, are
+    // the verdicts of most of this host's ranks (those that measured): a
+    // rank that measured while its peers were starting beside it may have
+    // read a fast kernel as slow (seen with 8 ranks on 16 cores). The host's
+    // ranks count the same votes, so all choose the same algorithms among
+    // themselves; other hosts' ranks do not run those.
+    std::vector<bool> here(static_cast<size_t>(size), false);
+    for (int r : loc.peers_of(rank)) here[static_cast<size_t>(r)] = true;
     bool single_copy = single_copy_bytes(false) > 0;
-    int fast_votes = 0, slow_votes = 0, over_votes = 0, under_votes = 0;
+    int fast_votes = 0, slow_votes = 0, over_votes = 0, under_votes = 0, r = 0;
     for (const Bytes &b : store.multi_get(keys, timeout)) {
         if (b.size() < 2 || b[0] != '1') {
             why_not = b.empty() ? "a rank said nothing" : std::string(b.begin() + 1, b.end());
             return false;
         }
         single_copy = single_copy && b[1] != 'n';
+        if (!here[static_cast<size_t>(r++)]) continue;
         if (b.size() > 2 && b[2] != '-') ++(b[2] == 's' ? slow_votes : fast_votes);
         if (b.size() > 3) ++(b[3] == 'o' ? over_votes : under_votes);
     }

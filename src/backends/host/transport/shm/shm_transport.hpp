@@ -43,8 +43,8 @@ public:
     // as in place the writer waits for the reader's copy). Point-to-point:
     // 64 KiB, since a send and its receive are often both waiting, and each
     // rank of an exchange then copies once instead of twice; 256 KiB where
-    // the kernel copies slowly (`fast`: more ranks' kernel_copy_fast() true than false),
-    // as below that the ring's two copies finished sooner there.
+    // the kernel copies slowly (`fast`: more of the host's ranks measured it
+    // fast than slow), as below that the ring's two copies finished sooner.
     static size_t single_copy_bytes(bool p2p, bool fast = true);
     // Bytes of each ring: DISTC_SHM_RING_BYTES, else by the number of ranks
     // (1 MiB for up to 8, less beyond, at least 64 KiB); a power of two.
@@ -57,8 +57,8 @@ public:
                   std::chrono::microseconds patience = {}) override;
     bool reads_peers() const override { return reads_; }
     bool copies_in_place_cheaply() const override { return reads_ && cheap_; }
-    // Not where the host's ranks outnumber the cores (most ranks say so): a
-    // round then waits for peers to be scheduled.
+    // Not where the host's ranks outnumber the cores (most of them say so):
+    // a round then waits for peers to be scheduled.
     bool cheap_rounds() const override { return cheap_rounds_; }
     // Whether this process's kernel copies between processes at least half
     // as fast as memcpy: DISTC_SHM_KERNEL_COPY (fast, slow), else measured
