@@ -373,18 +373,6 @@ static int flat_group(distc_pg *pg, int rank, int size) {
     return !mixed;
 }
 
-/* The same bits on every rank: the elementwise MIN and MAX over the ranks are t itself. */
-static void check_same_everywhere(distc_pg *pg, const DLTensor *t, const char *what) {
-    for (int m = 0; m < 2; ++m) {
-        DLTensor *u = dt_tensor_1d(DT_F32, dt_numel(t));
-        memcpy(u->data, t->data, (size_t)dt_numel(t) * sizeof(float));
-        if (RK_OK(distc_allreduce(NULL, pg, u, m ? DISTC_MAX : DISTC_MIN, NULL)))
-            RK_CHECKF(memcmp(u->data, t->data, (size_t)dt_numel(t) * sizeof(float)) == 0,
-                      "%s: the ranks' results differ", what);
-        dt_tensor_free(u);
-    }
-}
-
 /* Reductions on both sides of where the direct path (every rank's data to
  * every rank) gives way to the chunked one (reduce-scatter, then allgather),
  * which moves with the world size over shared memory with a core per rank
@@ -421,7 +409,7 @@ static void rank_reduce_paths(distc_pg *pg, int rank, int size, void *arg) {
                                rank_order ? "summed in rank order" : "or within 1e-5"))
                     break;
             }
-            if (step == 0) check_same_everywhere(pg, t, "allreduce across the paths");
+            if (step == 0) dt_same_everywhere(pg, p, (size_t)n * sizeof *p, "allreduce across the paths");
         }
         dt_tensor_free(t);
     }

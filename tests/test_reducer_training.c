@@ -99,14 +99,9 @@ static void rank_train(distc_pg *pg, int rank, int size, void *arg) {
         memcpy(mine, w, sizeof w);
         mine[D] = b;
         mine[D + 1] = spare;
-        distc_buf all[8];
-        if (RK_OK(distc_all_gather_bytes(all, pg, mine, sizeof mine, NULL))) {
-            for (int q = 0; q < size; ++q) {
-                RK_CHECKF(all[q].size == sizeof mine && memcmp(all[q].data, mine, sizeof mine) == 0,
-                          "step %d: rank %d's parameters differ from rank %d's", step, q, rank);
-                distc_buf_dispose(&all[q]);
-            }
-        }
+        char what[48];
+        snprintf(what, sizeof what, "step %d: parameters", step);
+        dt_same_everywhere(pg, mine, sizeof mine, what);
     }
     distc_reducer_free(r);
 

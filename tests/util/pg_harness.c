@@ -43,6 +43,22 @@ distc_store *dt_rank_store(void) { return tls_store; }
 const char *dt_rank_group(void) { return tls_group; }
 int dt_rank_failures(void) { return __atomic_load_n(&g_failures, __ATOMIC_SEQ_CST); }
 
+int dt_same_everywhere(distc_pg *pg, const void *data, size_t len, const char *what) {
+    int32_t size = 0;
+    if (!RK_OK(distc_pg_size(&size, pg))) return 0;
+    distc_buf *all = calloc((size_t)size, sizeof *all);
+    int same = all && RK_OK(distc_all_gather_bytes(all, pg, data, len, NULL));
+    for (int32_t q = 0; all && q < size; ++q) {
+        if (same && !(all[q].size == len && memcmp(all[q].data, data, len) == 0)) {
+            dt_rank_fail(__FILE__, __LINE__, "%s: rank %d's bytes differ from rank %d's", what, q, tls_rank);
+            same = 0;
+        }
+        distc_buf_dispose(&all[q]);
+    }
+    free(all);
+    return same;
+}
+
 typedef struct thread_arg {
     distc_store *store;
     int rank, size;

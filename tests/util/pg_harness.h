@@ -75,6 +75,13 @@ int dt_rank_failures(void);
 typedef void (*dt_thread_fn)(distc_store *store, int rank, int size, void *arg);
 int dt_run_threads(distc_store *store, int size, dt_thread_fn fn, void *arg);
 
+/*
+ * Every rank of `pg` holds the same `len` bytes at `data` (gathered from all
+ * of them): records a failure naming `what` and the first rank that differs
+ * otherwise. Returns 1 when they are the same.
+ */
+int dt_same_everywhere(distc_pg *pg, const void *data, size_t len, const char *what);
+
 /* ------------------------------------------------------------------ checks */
 /* Each evaluates to 1 when the check passed, 0 when it recorded a failure. */
 
