@@ -905,6 +905,8 @@ static void rank_barrier(distc_pg *pg, int rank, int size, void *arg) {
 static void test_barrier(void **state) {
     (void)state;
     for_sizes(rank_barrier, NULL);
+    /* From 6 ranks, with a core per rank (test_pg_collectives_procs_cores), in rounds. */
+    for (int size = 6; size <= 8; size += 2) dt_run_ranks(size, rank_barrier, NULL);
 }
 
 /* ---------------------------------------------------------- point-to-point */

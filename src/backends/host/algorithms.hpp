@@ -68,6 +68,8 @@ private:
     // Scatter from the root, then every rank forwards its piece to the others
     // as it arrives (more than two ranks, large messages).
     void broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline);
+    // Barrier in ceil(log2(size)) rounds of one message each way.
+    void dissemination(const Call &call, Clock::time_point deadline);
     uint8_t *scratch(size_t n);
 
     // In place (algorithms_in_place.cpp): allgather from this many bytes a
