@@ -162,11 +162,68 @@ static void test_mismatched_collectives(void **state) {
     for (int m = COUNTS; m <= BCAST_VS_ALLREDUCE; ++m) dt_run_ranks(2, rank_mismatch, (void *)(intptr_t)m);
 }
 
+/* A rank that waits for a peer that never sends (it runs a third call) still
+ * sees, in what the other peers sent, that they run another call: rank 2
+ * expects rank 1's broadcast, rank 1 and rank 0 broadcast from rank 0. Rank
+ * 2 fails with DISTC_EINVAL, not at the timeout; the others, whose
+ * broadcast went through, fail their next call. */
+static void rank_third_call(distc_pg *pg, int rank, int size, void *arg) {
+    (void)size;
+    (void)arg;
+    DLTensor t = f32_4();
+    distc_op_options o = DISTC_OP_OPTIONS_INIT;
+    o.timeout_ms = 60000; /* what the look spares: long enough to fail the check below if it waits it out */
+    int rc = distc_broadcast(NULL, pg, &t, rank == 2 ? 1 : 0, &o);
+    if (rank == 2) {
+        RK_CHECKF(rc == DISTC_EINVAL && strstr(distc_error_last(), "rank 0 calls broadcast #1") &&
+                      strstr(distc_error_last(), "root 0"),
+                  "rank 2 got %d (%s), expected DISTC_EINVAL naming rank 0's broadcast", rc, distc_error_last());
+        gave_up("third/gave_up");
+    } else {
+        /* Nothing more from here until rank 2 is done: a message of a later call would tell it too. */
+        wait_until_given_up("third/gave_up");
+    }
+    RK_CHECKF(distc_barrier(NULL, pg, NULL) != 0, "rank %d's call after the mismatch succeeded", rank);
+}
+
+/* The same where the barrier goes in rounds (6 ranks with a core each): rank
+ * 3 waits in a broadcast from rank 0, which sends it nothing in the
+ * barrier; the barrier's first message to rank 3 comes from rank 2. */
+static void rank_barrier_against_broadcast(distc_pg *pg, int rank, int size, void *arg) {
+    (void)size;
+    (void)arg;
+    DLTensor t = f32_4();
+    distc_op_options o = DISTC_OP_OPTIONS_INIT;
+    o.timeout_ms = 60000;
+    int rc = rank == 3 ? distc_broadcast(NULL, pg, &t, 0, &o) : distc_barrier(NULL, pg, &o);
+    RK_CHECKF(rc != 0, "rank %d's %s succeeded", rank, rank == 3 ? "broadcast" : "barrier");
+    if (rank == 3)
+        RK_CHECKF(rc == DISTC_EINVAL && strstr(distc_error_last(), "calls barrier #1"),
+                  "rank 3 got %d (%s), expected DISTC_EINVAL naming a barrier", rc, distc_error_last());
+    RK_CHECKF(distc_barrier(NULL, pg, NULL) != 0, "rank %d's call after the mismatch succeeded", rank);
+}
+
+static void test_waiting_rank_sees_other_calls(void **state) {
+    (void)state;
+    const char *mesh = getenv("DISTC_MESH_BYTES");
+    if (mesh && strcmp(mesh, "0") == 0) skip();
+    dt_run_ranks(3, rank_third_call, NULL);
+    /* Rounds only where each rank has a core: say it has. */
+    const char *cores = getenv("DISTC_SHM_CORES");
+    setenv("DISTC_SHM_CORES", "64", 1);
+    dt_run_ranks(6, rank_barrier_against_broadcast, NULL);
+    if (cores)
+        setenv("DISTC_SHM_CORES", cores, 1);
+    else
+        unsetenv("DISTC_SHM_CORES");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_late_rank_after_a_timeout),
         cmocka_unit_test(test_late_rank_after_an_async_timeout),
         cmocka_unit_test(test_mismatched_collectives),
+        cmocka_unit_test(test_waiting_rank_sees_other_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
+
 #include "core/util/error.hpp"
 
 namespace distc {
@@ -11,6 +13,12 @@ namespace {
 // Large payloads go as several messages, so a receive's progress (and a
 // reduction gated on it) never waits for one huge read.
 constexpr size_t kMaxMsg = size_t(1) << 30;
+
+// A rank that has slept this long in a call starts to look at the peers it
+// receives nothing from (look_at_others): a call that finishes sooner never
+// pays for it. Then it looks again after twice as long each time, up to
+// kLookEvery: a long wait wakes a few times a second.
+constexpr auto kLookAfter = std::chrono::milliseconds(5), kLookEvery = std::chrono::milliseconds(200);
 
 }  // namespace
 
@@ -111,9 +119,7 @@ void Exchange::check_header(const Peer &pr, const Lane &l, const Call &call, int
     if (h.call.seq != call.seq)
         fail(DISTC_EPROTO, rank_name(p) + " sent a message of collective #" + std::to_string(h.call.seq) +
                                " while this rank runs #" + std::to_string(call.seq) + " (ranks out of step)");
-    if (!h.call.same_as(call))
-        fail(DISTC_EINVAL, "ranks disagree on collective #" + std::to_string(call.seq) + ": " + rank_name(p) +
-                               " calls " + describe(h.call) + ", this rank " + describe(call));
+    if (!h.call.same_as(call)) disagree(h.call, call, p);
     // Both directions of a pair: what the peer expects from us, then what it sends.
     if (l.next == 0 && h.expect != pr.out_total)
         fail(DISTC_EINVAL, rank_name(p) + " expects " + std::to_string(h.expect) + " bytes from this rank in " +
@@ -124,6 +130,21 @@ void Exchange::check_header(const Peer &pr, const Lane &l, const Call &call, int
              rank_name(p) + " sends " + std::to_string(h.len) + " bytes in " + describe(call) +
                  " where this rank expects " + std::to_string(m.n) +
                  (call.all_to_all() ? ": the ranks' split sizes disagree" : ""));
+}
+
+void Exchange::disagree(const Call &theirs, const Call &call, int p) const {
+    fail(DISTC_EINVAL, "ranks disagree on collective #" + std::to_string(call.seq) + ": " + rank_name(p) + " calls " +
+                           describe(theirs) + ", this rank " + describe(call));
+}
+
+void Exchange::look_at_others(Links &links, const Call &call) const {
+    for (int p = 0; p < links.count(); ++p) {
+        if (static_cast<size_t>(p) < peers_.size() && !peers_[static_cast<size_t>(p)].in.msgs.empty()) continue;
+        Header h;
+        // The next call's messages may be there already (a later sequence
+        // number); a rank's own phases of one call all call alike.
+        if (links.peek(p, &h, sizeof h) && h.call.seq == call.seq && !h.call.same_as(call)) disagree(h.call, call, p);
+    }
 }
 
 void Exchange::explain_loss(Links &links, const Call &call, FnRef<void(int, int)> on_recv) {
@@ -140,6 +161,7 @@ void Exchange::explain_loss(Links &links, const Call &call, FnRef<void(int, int)
             if (e.code() != DISTC_EREMOTE) throw;
         }
     }
+    look_at_others(links, call);
 }
 
 void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, std::chrono::microseconds spin,
@@ -157,7 +179,8 @@ void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, s
     } clear{peers_};
     digest_ = call.count;
     // The spin starts once polling found nothing: a clock read only then.
-    Clock::time_point spin_until{};
+    Clock::time_point spin_until{}, look_at{};
+    Clock::duration look_gap = kLookAfter;
     unsigned idle = 0;
     for (;;) {
         bool moved = false, pending = false;
@@ -202,7 +225,15 @@ void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, s
             if (w || r) wants_.push_back(Links::Want{int(p), w, r});
         }
         if (wants_.empty()) fail(DISTC_EINTERNAL, "transfers wait on each other (a gate no receive opens)");
-        if (Clock::now() >= deadline) {
+        const auto now = Clock::now();
+        if (look_at == Clock::time_point{}) {
+            look_at = now + kLookAfter;
+        } else if (now >= look_at) {
+            look_at_others(links, call);
+            look_gap = std::min<Clock::duration>(2 * look_gap, kLookEvery);
+            look_at = now + look_gap;
+        }
+        if (now >= deadline) {
             // Name the peers this rank still waits for.
             std::string who;
             for (size_t p = 0; p < peers_.size(); ++p)
@@ -211,7 +242,8 @@ void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, s
             for (auto &pr : peers_) receiving |= !pr.in.idle();
             fail(DISTC_ETIMEOUT, std::string(receiving ? "waiting for " : "sending to ") + who + " timed out");
         }
-        links.wait(wants_, deadline);
+        // Back by look_at: what a peer we do not read from sends wakes nobody.
+        links.wait(wants_, std::min(deadline, look_at));
     }
 }
 

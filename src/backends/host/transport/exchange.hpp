@@ -39,6 +39,12 @@ public:
     // Sleeps until one of `wants` may move (a spurious return is fine) or
     // `deadline` passes.
     virtual void wait(const std::vector<Want> &wants, Clock::time_point deadline) = 0;
+    // Peers are 0 .. count() - 1 (this rank's own index among them).
+    virtual int count() const = 0;
+    // Copies the first `n` bytes that `peer` sent and this rank has not read
+    // yet to `to`, leaving them unread: false unless that many have come (or
+    // where the link cannot look). Only at the start of a message.
+    virtual bool peek(int, void *, size_t) { return false; }
 };
 
 class Exchange {
@@ -63,7 +69,11 @@ public:
     // this rank's must sum to 0: split sizes that disagree between two other
     // ranks fail this one too (DISTC_EINVAL) once everything moved. Waiting
     // polls the links `polls` times more, then spins (yielding) for `spin`
-    // after the last progress, then sleeps in links.wait().
+    // after the last progress, then sleeps in links.wait(). A rank that
+    // sleeps long in a call looks, now and then, at what the peers it
+    // receives nothing from in it sent: a message of the same collective
+    // that another call sent fails it (DISTC_EINVAL) instead of waiting for
+    // the timeout, where the peer it waits for runs a third call or never sends.
     void run(Links &links, const Call &call, Clock::time_point deadline, std::chrono::microseconds spin, unsigned polls,
              FnRef<void(int peer, int id)> on_recv);
 
@@ -108,6 +118,11 @@ private:
     void explain_loss(Links &links, const Call &call, FnRef<void(int, int)> on_recv);
     // The checks of a peer's header, once it is in.
     void check_header(const Peer &pr, const Lane &l, const Call &call, int peer) const;
+    [[noreturn]] void disagree(const Call &theirs, const Call &call, int peer) const;
+    // Looks at the next message of each peer this rank receives nothing
+    // from in this call (Links::peek), and throws where it is one of this
+    // collective (its sequence number) that another call sent.
+    void look_at_others(Links &links, const Call &call) const;
     std::vector<Peer> peers_;
     std::vector<Links::Want> wants_;  // kept: no allocation per wait
     uint64_t digest_ = 0;             // all-to-all: the calls' counts summed, this rank's and its peers'

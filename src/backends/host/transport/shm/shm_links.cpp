@@ -424,6 +424,20 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
     return k;
 }
 
+bool ShmLinks::peek(int peer, void *to, size_t n) {
+    const In &s = in_[size_t(peer)];
+    if (peer == me_ || s.open) return false;
+    const uint64_t t = s.pos;
+    auto *at = reinterpret_cast<uint64_t *>(data(peer, me_) + (t & (cap_ - 1)));
+    if (__atomic_load_n(at, __ATOMIC_ACQUIRE) != stamp(t)) return false;
+    ChunkHeader h;
+    iovec hv{&h, sizeof h}, v{to, n};
+    copy<false>(data(peer, me_), cap_, t, &hv, 1, sizeof h);
+    if (h.in_place() || h.bytes() < n) return false;
+    copy<false>(data(peer, me_), cap_, t + sizeof h, &v, 1, n);
+    return true;
+}
+
 void ShmLinks::populate() noexcept {
     const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     for (int p = 0; p < n_; ++p) {

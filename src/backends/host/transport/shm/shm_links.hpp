@@ -66,6 +66,10 @@ public:
     size_t write(int peer, const iovec *iov, int n) override;
     size_t read(int peer, const iovec *iov, int n) override;
     void wait(const std::vector<Want> &wants, Clock::time_point deadline) override;
+    int count() const override { return n_; }
+    // Where the next chunk from `peer` has come whole and carries at least
+    // `n` bytes inline.
+    bool peek(int peer, void *to, size_t n) override;
 
     // Pieces of at least `bytes` go in place (0: never). Every rank of the
     // group must agree, and be able to read the others' memory. With

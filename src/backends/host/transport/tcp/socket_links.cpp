@@ -46,14 +46,21 @@ size_t SocketLinks::read(int p, const iovec *iov, int n) {
     }
 }
 
+bool SocketLinks::peek(int p, void *to, size_t n) {
+    // Not our own index (no socket) nor a broken link: those say no.
+    return ::recv(socks_[static_cast<size_t>(p)].get(), to, n, MSG_PEEK | MSG_DONTWAIT) == static_cast<ssize_t>(n);
+}
+
 void SocketLinks::wait(const std::vector<Want> &wants, Clock::time_point deadline) {
     fds_.clear();
     for (const Want &w : wants)
         fds_.push_back(pollfd{socks_[static_cast<size_t>(w.peer)].get(),
                               short((w.write ? POLLOUT : 0) | (w.read ? POLLIN : 0)), 0});
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return;
-    int rc = ::poll(fds_.data(), fds_.size(), left > 1000000 ? 1000000 : int(left) + 1);
+    const auto ns = deadline - Clock::now();
+    if (ns <= Clock::duration::zero()) return;
+    // Whole milliseconds, rounded up: less than one left must still sleep.
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(ns).count();
+    int rc = ::poll(fds_.data(), fds_.size(), left > 1000000 ? 1000000 : int(left));
     if (rc < 0 && errno != EINTR) fail_errno(DISTC_EIO, "poll", errno);
 }
 

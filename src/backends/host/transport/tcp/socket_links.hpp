@@ -17,6 +17,8 @@ public:
     size_t write(int peer, const iovec *iov, int n) override;
     size_t read(int peer, const iovec *iov, int n) override;
     void wait(const std::vector<Want> &wants, Clock::time_point deadline) override;
+    int count() const override { return static_cast<int>(socks_.size()); }
+    bool peek(int peer, void *to, size_t n) override;
 
 private:
     const std::vector<Fd> &socks_;  // by peer rank
