@@ -6,7 +6,8 @@
 #                                   with Open MPI relocated under .devcarry/ompi
 #   tools/gpu-check.sh run          there (carry .devcarry): GPU tests, the benchmark
 #                                   against plain ncclAllReduce, then (the lent machine
-#                                   has many cores) bench/compare of shared memory
+#                                   has many cores) bench/compare across two fake hosts
+#                                   (GPU_CHECK_HOSTS=0: not) and of shared memory
 #                                   against Open MPI without oversubscription; logs in $OUT
 set -uo pipefail
 cmd=${1:-}
@@ -44,6 +45,21 @@ if [ "$cmd" = pack ]; then
   mkdir -p .devcarry/pmix/lib .devcarry/pmix/share
   cp -r "$pmix/lib/pmix" .devcarry/pmix/lib/
   cp -r "$pmix/share/pmix" .devcarry/pmix/share/
+  # ip, tc and iperf3 for bench/compare --hosts, with their libraries, each
+  # run through the loader with those (ip netns exec's commands must not
+  # inherit them); and gloo-raw-bench, raw Gloo's side of that table.
+  mkdir -p .devcarry/net/bin .devcarry/net/lib .devcarry/net/wrap
+  for b in /usr/sbin/ip /usr/sbin/tc /usr/bin/iperf3; do
+    [ -x "$b" ] || { echo "gpu-check: $b not found (tools/install-deps.sh)"; exit 1; }
+    cp -L "$b" .devcarry/net/bin/
+    for l in $(ldd "$b" | awk '$3 ~ /^\// { print $3 }'); do
+      case "$l" in */libc.so.6 | */libm.so.6) ;; *) cp -L "$l" .devcarry/net/lib/ ;; esac
+    done
+    printf '#!/bin/sh\nd=$(cd "$(dirname "$0")/.." && pwd)\nexec /lib64/ld-linux-x86-64.so.2 --library-path "$d/lib" "$d/bin/%s" "$@"\n' \
+      "$(basename "$b")" > ".devcarry/net/wrap/$(basename "$b")"
+    chmod +x ".devcarry/net/wrap/$(basename "$b")"
+  done
+  cp "$build/gloo-raw-bench" .devcarry/build/
   du -sh .devcarry
   exit 0
 fi
@@ -81,6 +97,21 @@ export OPAL_PKGDATADIR="$PWD/.devcarry/ompi/share" OPAL_SYSCONFDIR="$PWD/.devcar
 export PMIX_PREFIX="$PWD/.devcarry/pmix" PMIX_PKGDATADIR="$PWD/.devcarry/pmix/share/pmix" PMIX_PKGLIBDIR="$PWD/.devcarry/pmix/lib/pmix"
 export OMPI_MCA_plm=isolated OMPI_MCA_mca_base_component_show_load_errors=0
 export PATH="$PWD/.devcarry/ompi/bin:$PATH"
+# Two fake hosts (network namespaces) joined by a link shaped to 10 Gbit/s:
+# distc against raw Gloo and torch.distributed (the machine's own PyTorch,
+# where one has Gloo), with the link's rate from iperf3 in the same run.
+if [ "${GPU_CHECK_HOSTS:-1}" != 0 ]; then
+  py=$(command -v python3); impls=distc,gloo
+  for c in /usr/bin/python3 "$py"; do
+    if "$c" -c "import torch.distributed as d; assert d.is_gloo_available()" 2>/dev/null; then
+      py=$c; impls=distc,gloo,torch; break
+    fi
+  done
+  PATH="$PWD/.devcarry/net/wrap:$PATH" timeout 120 "$py" bench/compare .devcarry/build --python "$py" --hosts 2 \
+    --ranks 2,4 --ops allreduce,broadcast --sizes 16M:64M --factor 2 --impls "$impls" --link-rate 10gbit \
+    --time-ms 300 --timeout 60 2>&1 | tee "$out/compare_hosts.txt" || status=1
+  echo "# hosts done at $SECONDS s"
+fi
 for n in ${GPU_CHECK_RANKS:-2 4 8}; do
   left=$(( ${GPU_CHECK_S:-560} - SECONDS ))
   [ "$left" -lt 40 ] && { echo "# no time left for $n ranks"; status=1; break; }

@@ -17,6 +17,7 @@ pkgs=(
   clang-format-14                      # the house style (.clang-format; tools/check-format.sh)
   scdoc mandoc                         # the man1/man7 pages (man/*.scd) and their lint (tests/man)
   slurmctld slurmd slurm-client munge  # a real Slurm across fake hosts (netns_srun)
+  iproute2 iperf3                      # fake hosts' links, and their rate beside bench/compare --hosts
 )
 
 missing=()
