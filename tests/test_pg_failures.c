@@ -209,10 +209,12 @@ static void test_waiting_rank_sees_other_calls(void **state) {
     if (mesh && strcmp(mesh, "0") == 0) skip();
     dt_run_ranks(3, rank_third_call, NULL);
     /* Rounds only where each rank has a core: say it has. */
-    const char *cores = getenv("DISTC_SHM_CORES");
+    char cores[32] = "";
+    const char *e = getenv("DISTC_SHM_CORES");
+    if (e) snprintf(cores, sizeof cores, "%s", e);
     setenv("DISTC_SHM_CORES", "64", 1);
     dt_run_ranks(6, rank_barrier_against_broadcast, NULL);
-    if (cores)
+    if (e)
         setenv("DISTC_SHM_CORES", cores, 1);
     else
         unsetenv("DISTC_SHM_CORES");

@@ -393,13 +393,12 @@ void Algorithms::barrier(const Call &call, Millis timeout) {
 }
 
 void Algorithms::dissemination(const Call &call, Clock::time_point deadline) {
-    // Round k: an empty message to rank + 2^k and one from rank - 2^k; a
-    // round's message waits for the one before it came in. So a rank
-    // returns only once every rank's first message reached it through some
-    // chain, and a rank that fails (a peer's message of another call, say)
-    // breaks the chains through it: no rank gets through.
-    // heard[k]: round k's message came in; done[k]: those of every round
-    // before k did, which round k's message waits for (they come in any order).
+    // Round k: an empty message to rank + 2^k and one from rank - 2^k, sent
+    // once the messages of every earlier round came in (done[k]; they come
+    // in any order: heard[k]). So a rank returns only once every rank's
+    // first message reached it through some chain, and a rank that fails (a
+    // peer's message of another call, say) breaks the chains through it: no
+    // rank gets through.
     bool heard[32] = {}, done[32] = {true};
     const int64_t n = size_;
     int rounds = 0;
