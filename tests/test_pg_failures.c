@@ -186,6 +186,32 @@ static void rank_third_call(distc_pg *pg, int rank, int size, void *arg) {
     RK_CHECKF(distc_barrier(NULL, pg, NULL) != 0, "rank %d's call after the mismatch succeeded", rank);
 }
 
+/* A rank whose link breaks still reports the mismatch that a peer it
+ * receives nothing from sent: rank 0 broadcasts 4 floats from rank 0, rank 2
+ * expects 5 from rank 0 and gives up at once (breaking its links), and rank
+ * 1, waiting for rank 2's broadcast, finds rank 0's message beside the loss. */
+static void rank_loss_beside_mismatch(distc_pg *pg, int rank, int size, void *arg) {
+    (void)size;
+    (void)arg;
+    DLTensor t = f32_4();
+    int64_t five = 5;
+    float f5[5] = {0};
+    if (rank == 2) t = (DLTensor){f5, {kDLCPU, 0}, 1, DT_F32, &five, NULL, 0};
+    distc_op_options o = DISTC_OP_OPTIONS_INIT;
+    o.timeout_ms = 60000;
+    int rc = distc_broadcast(NULL, pg, &t, rank == 1 ? 2 : 0, &o);
+    if (rank == 1) {
+        RK_CHECKF(rc == DISTC_EINVAL && strstr(distc_error_last(), "rank 0 calls broadcast #1"),
+                  "rank 1 got %d (%s), expected DISTC_EINVAL naming rank 0's broadcast", rc, distc_error_last());
+        gave_up("loss/gave_up");
+    } else if (rank == 2) {
+        RK_CHECKF(rc == DISTC_EINVAL, "rank 2 got %d (%s), expected DISTC_EINVAL", rc, distc_error_last());
+    } else {
+        wait_until_given_up("loss/gave_up"); /* rank 0's later messages would tell rank 1 too */
+    }
+    RK_CHECKF(distc_barrier(NULL, pg, NULL) != 0, "rank %d's call after the mismatch succeeded", rank);
+}
+
 /* The same where the barrier goes in rounds (6 ranks with a core each): rank
  * 3 waits in a broadcast from rank 0, which sends it nothing in the
  * barrier; the barrier's first message to rank 3 comes from rank 2. */
@@ -208,6 +234,7 @@ static void test_waiting_rank_sees_other_calls(void **state) {
     const char *mesh = getenv("DISTC_MESH_BYTES");
     if (mesh && strcmp(mesh, "0") == 0) skip();
     dt_run_ranks(3, rank_third_call, NULL);
+    dt_run_ranks(3, rank_loss_beside_mismatch, NULL);
     /* Rounds only where each rank has a core: say it has. */
     char cores[32] = "";
     const char *e = getenv("DISTC_SHM_CORES");

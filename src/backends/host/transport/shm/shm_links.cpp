@@ -384,18 +384,14 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
     In &s = in_[size_t(peer)];
     const uint64_t t = s.pos;
     if (!s.open) {
-        // A chunk's header is published with its inline bytes: all or nothing.
-        auto *at = reinterpret_cast<uint64_t *>(data(peer, me_) + (t & (cap_ - 1)));
-        if (__atomic_load_n(at, __ATOMIC_ACQUIRE) != stamp(t)) {
+        if (!chunk_at(peer, t, s.hdr)) {
             // What it wrote before it closed is still read; only then is it gone.
             if (!bells_[peer].closed.load(std::memory_order_acquire)) {
                 show(peer);  // caught up: the writer may have all the room
                 return 0;
             }
-            if (__atomic_load_n(at, __ATOMIC_ACQUIRE) != stamp(t)) peer_gone(peer, false);
+            if (!chunk_at(peer, t, s.hdr)) peer_gone(peer, false);
         }
-        iovec ci{&s.hdr, sizeof s.hdr};
-        copy<false>(data(peer, me_), cap_, t, &ci, 1, sizeof s.hdr);
         s.open = true;
         s.off = 0;
     }
@@ -424,17 +420,21 @@ size_t ShmLinks::read(int peer, const iovec *iov, int n) {
     return k;
 }
 
-bool ShmLinks::peek(int peer, void *to, size_t n) {
-    const In &s = in_[size_t(peer)];
-    if (peer == me_ || s.open) return false;
-    const uint64_t t = s.pos;
+bool ShmLinks::chunk_at(int peer, uint64_t t, ChunkHeader &h) const {
+    // A chunk's header is published with its inline bytes: all or nothing.
     auto *at = reinterpret_cast<uint64_t *>(data(peer, me_) + (t & (cap_ - 1)));
     if (__atomic_load_n(at, __ATOMIC_ACQUIRE) != stamp(t)) return false;
-    ChunkHeader h;
-    iovec hv{&h, sizeof h}, v{to, n};
+    iovec hv{&h, sizeof h};
     copy<false>(data(peer, me_), cap_, t, &hv, 1, sizeof h);
-    if (h.in_place() || h.bytes() < n) return false;
-    copy<false>(data(peer, me_), cap_, t + sizeof h, &v, 1, n);
+    return true;
+}
+
+bool ShmLinks::peek(int peer, void *to, size_t n) {
+    const In &s = in_[size_t(peer)];
+    ChunkHeader h;
+    if (peer == me_ || s.open || !chunk_at(peer, s.pos, h) || h.in_place() || h.bytes() < n) return false;
+    iovec v{to, n};
+    copy<false>(data(peer, me_), cap_, s.pos + sizeof h, &v, 1, n);
     return true;
 }
 

@@ -180,6 +180,8 @@ private:
     // Where a chunk of `bytes` after its header ends (chunks start on lines).
     static uint64_t chunk_end(uint64_t pos, size_t bytes);
     void publish(int peer, uint64_t pos, const ChunkHeader &c, const iovec *iov, int n, size_t k);
+    // Whether the chunk at `t` in the ring from `peer` is complete; if so its header, into `h`.
+    bool chunk_at(int peer, uint64_t t, ChunkHeader &h) const;
     // Stores `to` into this rank's head or tail `at` of a ring shared with
     // `peer`, and wakes `peer` if it sleeps (the Dekker pair above).
     void advance(std::atomic<uint64_t> &at, uint64_t to, int peer);
