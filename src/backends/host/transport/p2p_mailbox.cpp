@@ -94,11 +94,13 @@ void P2pMailbox::close(const std::string &why) {
 
 void P2pMailbox::peer_ended(int peer, const std::string &why) {
     gone_[static_cast<size_t>(peer)] = why;
-    posted_.remove_if([&](const std::shared_ptr<Op> &op) {
-        if (op->peer != peer) return false;
-        finish(*op, DISTC_EREMOTE, why);
-        return true;
-    });
+    posted_.erase(std::remove_if(posted_.begin(), posted_.end(),
+                                 [&](const std::shared_ptr<Op> &op) {
+                                     if (op->peer != peer) return false;
+                                     finish(*op, DISTC_EREMOTE, why);
+                                     return true;
+                                 }),
+                  posted_.end());
 }
 
 std::unique_ptr<PendingP2p> P2pMailbox::post_send(const Tensor &t, int dst, uint32_t tag) {
@@ -201,7 +203,9 @@ void P2pMailbox::withdraw(Op &op) {
     op.code = DISTC_ETIMEOUT;
     op.finished.store(true, std::memory_order_release);
     if (!op.send) {
-        posted_.remove_if([&](const std::shared_ptr<Op> &p) { return p.get() == &op; });
+        posted_.erase(std::remove_if(posted_.begin(), posted_.end(),
+                                     [&](const std::shared_ptr<Op> &p) { return p.get() == &op; }),
+                      posted_.end());
         if (op.filling) {
             // The rest of a message arriving into it is read and dropped.
             op.filling->into = Arrival::Into::Discard;

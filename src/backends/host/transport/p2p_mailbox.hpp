@@ -154,9 +154,11 @@ private:
     std::vector<Carrier *> pollers_;   // the carriers that a waiter polls
     std::chrono::microseconds spin_{0};
     unsigned polls_ = 0;
-    std::list<std::shared_ptr<Op>> posted_;  // receives not yet matched, in posting order
-    std::list<Early> early_;                 // messages not yet matched, in arrival order
-    std::vector<std::string> gone_;          // by peer rank: why it is gone, "" while it lives
+    // Receives not yet matched, in posting order: few at a time, and a
+    // vector keeps its memory (a list would allocate for every receive).
+    std::vector<std::shared_ptr<Op>> posted_;
+    std::list<Early> early_;         // messages not yet matched, in arrival order
+    std::vector<std::string> gone_;  // by peer rank: why it is gone, "" while it lives
 };
 
 }  // namespace distc
