@@ -14,6 +14,8 @@
 #include "test_util.h"
 
 #define MAX_SIZE 4
+/* The most ranks a test runs beyond for_sizes (broadcast, scatter, barrier). */
+#define MAX_RANKS 8
 
 /* ---------------------------------------------------------------- reduce ops */
 
@@ -69,7 +71,8 @@ static double small_im(DLDataType dt, int r, int i, int k) {
 /* Inputs of data movement: distinct for each (a, b) pair of ranks, exact in every dtype. */
 static double uniq_re(DLDataType dt, int a, int b, int i) {
     if (dt_is_bool(dt)) return ((a * 7 + b * 3 + i) % 3) == 0;
-    int v = a * 32 + b * 8 + i % 8; /* 0..127 */
+    int v = a * 32 + b * 8 + i % 8; /* 0..127 for a and b below 4 */
+    if (dt.bits == 8) v %= 128;     /* more ranks: still fits, if less unique */
     return dt_is_unsigned(dt) ? v : v - 64;
 }
 
@@ -501,6 +504,10 @@ static void rank_broadcast(distc_pg *pg, int rank, int size, void *arg) {
 static void test_broadcast(void **state) {
     (void)state;
     for_sizes(rank_broadcast, NULL);
+    /* From 6 ranks, with a core per rank (test_pg_collectives_procs_cores),
+     * down a binomial tree: 6 and 7 leave parts of it short, and every root
+     * turns it. */
+    for (int size = 6; size <= MAX_RANKS; ++size) dt_run_ranks(size, rank_broadcast, NULL);
 }
 
 /* -------------------------------------------------------------------- reduce */
@@ -629,7 +636,7 @@ static void rank_scatter(distc_pg *pg, int rank, int size, void *arg) {
         for (int root = 0; root < size; ++root) {
             char what[96];
             snprintf(what, sizeof what, "scatter %s root %d size %d", dt_dtype_name(dt), root, size);
-            DLTensor *ins[MAX_SIZE];
+            DLTensor *ins[MAX_RANKS];
             for (int j = 0; j < size; ++j) {
                 ins[j] = dt_tensor_1d(dt, n);
                 fill_uniq(ins[j], rank == root ? root : 3, rank == root ? j : 3);
@@ -650,6 +657,8 @@ static void rank_scatter(distc_pg *pg, int rank, int size, void *arg) {
 static void test_scatter(void **state) {
     (void)state;
     for_sizes(rank_scatter, NULL);
+    /* Down a tree, as broadcast: a root past 0 makes subtrees wrap past the last rank. */
+    for (int size = 6; size <= MAX_RANKS; ++size) dt_run_ranks(size, rank_scatter, NULL);
 }
 
 /* ------------------------------------------------------------ reduce_scatter */

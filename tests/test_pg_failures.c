@@ -229,6 +229,33 @@ static void rank_barrier_against_broadcast(distc_pg *pg, int rank, int size, voi
     RK_CHECKF(distc_barrier(NULL, pg, NULL) != 0, "rank %d's call after the mismatch succeeded", rank);
 }
 
+/* Down the broadcast's tree (4 ranks with a core each), a rank that passes
+ * the data on fails: rank 2, which forwards rank 0's broadcast to rank 3,
+ * expects 5 floats where the others send 4. It fails at once naming rank
+ * 0's call, and rank 3, which now gets nothing, fails too as rank 2 breaks
+ * its links, not at the timeout. Ranks 0 and 1, whose part of the tree
+ * went through, may finish (and over TCP, where the root sends to every
+ * rank, rank 3 too); every rank's next call fails. */
+static void rank_tree_relay_mismatch(distc_pg *pg, int rank, int size, void *arg) {
+    (void)size;
+    (void)arg;
+    DLTensor t = f32_4();
+    int64_t five = 5;
+    float f5[5] = {0};
+    if (rank == 2) t = (DLTensor){f5, {kDLCPU, 0}, 1, DT_F32, &five, NULL, 0};
+    distc_op_options o = DISTC_OP_OPTIONS_INIT;
+    o.timeout_ms = 60000;
+    int rc = distc_broadcast(NULL, pg, &t, 0, &o);
+    if (rank == 2)
+        RK_CHECKF(rc == DISTC_EINVAL && strstr(distc_error_last(), "rank 0 calls broadcast #1"),
+                  "rank 2 got %d (%s), expected DISTC_EINVAL naming rank 0's broadcast", rc, distc_error_last());
+    const char *shm = getenv("DISTC_SHM");
+    if (rank == 3 && !(shm && strcmp(shm, "0") == 0)) /* over TCP the root sends to every rank itself */
+        RK_CHECKF(rc == DISTC_EREMOTE || rc == DISTC_EINVAL, "rank 3 got %d (%s), expected its parent's loss", rc,
+                  distc_error_last());
+    RK_CHECKF(distc_barrier(NULL, pg, NULL) != 0, "rank %d's call after the mismatch succeeded", rank);
+}
+
 static void test_waiting_rank_sees_other_calls(void **state) {
     (void)state;
     const char *mesh = getenv("DISTC_MESH_BYTES");
@@ -241,6 +268,7 @@ static void test_waiting_rank_sees_other_calls(void **state) {
     if (e) snprintf(cores, sizeof cores, "%s", e);
     setenv("DISTC_SHM_CORES", "64", 1);
     dt_run_ranks(6, rank_barrier_against_broadcast, NULL);
+    dt_run_ranks(4, rank_tree_relay_mismatch, NULL);
     if (e)
         setenv("DISTC_SHM_CORES", cores, 1);
     else

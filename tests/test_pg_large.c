@@ -165,11 +165,13 @@ static void test_reduce_scatter(void **state) {
 
 static void rank_broadcast(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
-    /* uint8, neither size whole pages; 3 and 4 ranks: through the rings in
+    /* uint8, no size whole pages; 3 and 4 ranks: through the rings in
      * chunks, then in place, where each starts copying the root's buffer at
-     * a page of its own and wraps around */
-    static const int64_t sizes[] = {3000001, 6000011};
-    for (int k = 0; k < 2; ++k)
+     * a page of its own and wraps around; the smallest, with a core per rank
+     * (test_pg_large_procs_cores), down a tree of 4 ranks, laps of the rings
+     * at each step */
+    static const int64_t sizes[] = {300007, 3000001, 6000011};
+    for (int k = 0; k < 3; ++k)
         for (int root = 0; root < size; ++root) {
             const int64_t n = sizes[k];
             DLTensor *t = dt_tensor_1d(DT_U8, n);

@@ -49,6 +49,38 @@ constexpr size_t kDirectBroadcastBytes = 512 * 1024;
 // cores, each round waits for a peer to be scheduled: there pairs stay.
 constexpr int kBarrierRoundsRanks = 6;
 
+// From this many ranks, where rounds are cheap, a broadcast of up to
+// kDirectBroadcastBytes, or a scatter of up to kTreeScatterBytes in all,
+// goes down a binomial tree: the root writes log2(n) messages instead of
+// n - 1 (each to a ring line its reader polls, which must come over before
+// the store completes), and the ranks it sent to pass the rest on. With a
+// core per rank the tree took 0.25-0.6 of the flat path's time for
+// broadcasts of 8 B to 512 KiB at 8 and 16 ranks, 0.45-0.85 at 4; scatters
+// 0.6-0.9 up to 128 KiB at 8 and 16 ranks and 0.75-0.95 at 4, but more
+// from 256 KiB, where the first child forwards half the data; at 5 ranks
+// both were even (bench/results/shm_tree_ab.txt).
+constexpr int kTreeRanks = 4;
+constexpr size_t kTreeScatterBytes = 128 * 1024;
+
+// The binomial tree over virtual ranks (0: the root): v's parent is v with
+// its lowest set bit cleared, its subtree the tree_span(v, n) ranks from v, its
+// children v + d for each power of two d below that bit, the largest first.
+int tree_span(int v, int n) {
+    if (v == 0) return n;
+    return std::min(v & -v, n - v);
+}
+int tree_first_gap(int v, int n) {  // the largest d of v's children (0: none)
+    int d = 1;
+    if (v == 0) {
+        while (d < n) d *= 2;
+    } else {
+        d = v & -v;
+    }
+    d /= 2;
+    while (d > 0 && v + d >= n) d /= 2;
+    return d;
+}
+
 // `total` units of `unit` bytes at `base`, cut into `parts` near-equal chunks,
 // each moved in segments of up to `seg` units.
 struct Chunks {
@@ -206,6 +238,7 @@ void Algorithms::broadcast(Tensor &t, int root, const Call &call, Millis timeout
     if (in_place(t.nbytes(), size_ == 2 ? kInPlaceBroadcastPairBytes : kInPlaceBroadcastBytes))
         return broadcast_in_place(t, root, call, deadline);
     if (size_ > 2 && t.nbytes() > kDirectBroadcastBytes) return broadcast_chunked(t, root, call, deadline);
+    if (size_ >= kTreeRanks && t_.cheap_rounds()) return broadcast_tree(t, root, call, deadline);
     if (rank_ == root) {
         for (int p = 0; p < size_; ++p)
             if (p != rank_) t_.send(p, t.data, t.nbytes());
@@ -213,6 +246,17 @@ void Algorithms::broadcast(Tensor &t, int root, const Call &call, Millis timeout
         t_.recv(root, t.data, t.nbytes());
     }
     run(call, deadline);
+}
+
+void Algorithms::broadcast_tree(Tensor &t, int root, const Call &call, Clock::time_point deadline) {
+    const int n = size_, v = (rank_ - root + n) % n;
+    auto real = [&](int x) { return (x + root) % n; };
+    bool got = v == 0;  // our copy is in: it goes on (gates the sends)
+    if (v) t_.recv(real(v & (v - 1)), t.data, t.nbytes(), 0);
+    for (int d = tree_first_gap(v, n); d > 0; d /= 2) t_.send(real(v + d), t.data, t.nbytes(), &got);
+    t_.progress(call, deadline, [&](int, int id) {
+        if (id == 0) got = true;
+    });
 }
 
 void Algorithms::broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline) {
@@ -289,6 +333,8 @@ void Algorithms::scatter(const Tensor *in, Tensor &out, int root, const Call &ca
     auto deadline = deadline_in(timeout);
     size_t n = out.nbytes();
     if (size_ > 1 && in_place(n, kInPlacePartBytes)) return scatter_in_place(in, out, n, root, call, deadline);
+    if (size_ >= kTreeRanks && n * static_cast<size_t>(size_) <= kTreeScatterBytes && t_.cheap_rounds())
+        return scatter_tree(in, out, n, root, call, deadline);
     if (rank_ != root) {
         t_.recv(root, out.data, n);
         return run(call, deadline);
@@ -298,6 +344,46 @@ void Algorithms::scatter(const Tensor *in, Tensor &out, int root, const Call &ca
     run(call, deadline);
     // After the sends: `out` may alias another rank's part of `in`.
     const uint8_t *own = in->bytes() + n * static_cast<size_t>(rank_);
+    if (own != out.data && n) std::memmove(out.data, own, n);
+}
+
+void Algorithms::scatter_tree(const Tensor *in, Tensor &out, size_t n, int root, const Call &call,
+                              Clock::time_point deadline) {
+    // Each rank gets its subtree's parts, in virtual rank order, and passes
+    // on its children's. The parts of a subtree lie in rank order in the
+    // root's input: where the subtree wraps past the last rank, they go as
+    // two messages, the same two whoever sends them.
+    const int P = size_, v = (rank_ - root + P) % P, span = tree_span(v, P);
+    auto real = [&](int x) { return (x + root) % P; };
+    // Parts [x, x + k) of the subtree at x: how many of them come before the wrap.
+    auto before_wrap = [&](int x, int k) { return std::min(k, P - real(x)); };
+    // A rank with children keeps its subtree's parts here; a leaf takes its own into `out`.
+    uint8_t *mine = v == 0 ? nullptr : span == 1 ? out.bytes() : scratch(n * static_cast<size_t>(span));
+    int pieces = 0, in_count = 0;
+    bool got = v == 0;
+    if (v) {
+        const int parent = real(v & (v - 1)), a = before_wrap(v, span);
+        t_.recv(parent, mine, n * static_cast<size_t>(a), 1);
+        ++pieces;
+        if (a < span) {
+            t_.recv(parent, mine + n * static_cast<size_t>(a), n * static_cast<size_t>(span - a), 1);
+            ++pieces;
+        }
+    }
+    for (int d = tree_first_gap(v, P); d > 0; d /= 2) {
+        const int c = v + d, k = tree_span(c, P), a = before_wrap(c, k);
+        // From the root's input in rank order, or from our copy in virtual order.
+        const uint8_t *first =
+            v == 0 ? in->bytes() + n * static_cast<size_t>(real(c)) : mine + n * static_cast<size_t>(d);
+        const uint8_t *rest = v == 0 ? in->bytes() : first + n * static_cast<size_t>(a);
+        t_.send(real(c), first, n * static_cast<size_t>(a), &got);
+        if (a < k) t_.send(real(c), rest, n * static_cast<size_t>(k - a), &got);
+    }
+    t_.progress(call, deadline, [&](int, int id) {
+        if (id == 1 && ++in_count == pieces) got = true;
+    });
+    // After the sends: `out` may alias a part of the root's input they read.
+    const uint8_t *own = v == 0 ? in->bytes() + n * static_cast<size_t>(rank_) : mine;
     if (own != out.data && n) std::memmove(out.data, own, n);
 }
 

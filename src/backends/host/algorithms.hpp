@@ -8,6 +8,9 @@
 // rank order everywhere, large ones are reduce-scatter then allgather, each
 // chunk reduced once, by its owner, in rank order.
 //
+// Where rounds are cheap (Transport::cheap_rounds), barrier, small
+// broadcast and small scatter go in log2(n) steps instead (algorithms.cpp).
+//
 // Where the transport reads peers' memory (Transport::reads_peers), large
 // broadcast, gather and scatter copy straight from and to the peers'
 // buffers instead (algorithms_in_place.cpp), and so do allreduce, reduce,
@@ -68,6 +71,9 @@ private:
     // Scatter from the root, then every rank forwards its piece to the others
     // as it arrives (more than two ranks, large messages).
     void broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline);
+    // Down a binomial tree from the root (algorithms.cpp: tree_ranks).
+    void broadcast_tree(Tensor &t, int root, const Call &call, Clock::time_point deadline);
+    void scatter_tree(const Tensor *in, Tensor &out, size_t n, int root, const Call &call, Clock::time_point deadline);
     // Barrier in ceil(log2(size)) rounds of one message each way.
     void dissemination(const Call &call, Clock::time_point deadline);
     uint8_t *scratch(size_t n);
