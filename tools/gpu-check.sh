@@ -21,7 +21,7 @@ if [ "$cmd" = pack ]; then
   cp "$build/distc/libdistc-nccl.so" .devcarry/lib/distc/
   cp "$build/tests/test_nccl" "$build/distc-nccl-bench" "$build/distc-run" "$build/distc-perf" .devcarry/bin/
   # bench/compare's and bench/ab's build directory: the distc and plain-MPI benchmarks, the launcher and the mpi plugin.
-  cp "$build/distc-pg-bench" "$build/mpi-raw-bench" "$build/distc-run" .devcarry/build/
+  cp "$build/distc-pg-bench" "$build/mpi-raw-bench" "$build/distc-run" "$build/distc-line-trip" .devcarry/build/
   cp "$build/distc/libdistc-mpi.so" .devcarry/build/distc/
   # Debian libraries the GPU machine lacks: Gloo, Open MPI, PMIx and their dependencies, cmocka.
   for lib in libgloo.so.0 libhiredis.so.0.14 libibverbs.so.1 libnl-route-3.so.200 libnl-3.so.200 libcmocka.so.0 \
