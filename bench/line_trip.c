@@ -131,13 +131,15 @@ int main(int argc, char **argv) {
     qsort(ns, (size_t)runs, sizeof *ns, cmp_double);
     double med = ns[runs / 2];
     if (json)
-        printf("{\"line_trip_ns\": %.1f, \"cores\": [%d, %d], \"min_ns\": %.1f, \"max_ns\": %.1f, \"trips\": %ld, "
-               "\"runs\": %d}\n",
-               med, cores[0], cores[1], ns[0], ns[runs - 1], trips, runs);
+        printf(
+            "{\"line_trip_ns\": %.1f, \"cores\": [%d, %d], \"min_ns\": %.1f, \"max_ns\": %.1f, \"trips\": %ld, "
+            "\"runs\": %d}\n",
+            med, cores[0], cores[1], ns[0], ns[runs - 1], trips, runs);
     else
-        printf("cache-line trip between cores %d and %d: %.1f ns one way (median of %d runs of %ld round trips; "
-               "%.1f-%.1f)\n",
-               cores[0], cores[1], med, runs, trips, ns[0], ns[runs - 1]);
+        printf(
+            "cache-line trip between cores %d and %d: %.1f ns one way (median of %d runs of %ld round trips; "
+            "%.1f-%.1f)\n",
+            cores[0], cores[1], med, runs, trips, ns[0], ns[runs - 1]);
     free(ns);
     return 0;
 }

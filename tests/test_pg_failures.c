@@ -186,6 +186,19 @@ static void rank_third_call(distc_pg *pg, int rank, int size, void *arg) {
     RK_CHECKF(distc_barrier(NULL, pg, NULL) != 0, "rank %d's call after the mismatch succeeded", rank);
 }
 
+/* A broadcast of 4 floats from `root` in which rank 2 expects 5 (a
+ * mismatch it finds at once), with a timeout long enough that waiting it
+ * out fails the checks. */
+static int broadcast_rank2_expects_five(distc_pg *pg, int rank, int root) {
+    DLTensor t = f32_4();
+    int64_t five = 5;
+    float f5[5] = {0};
+    if (rank == 2) t = (DLTensor){f5, {kDLCPU, 0}, 1, DT_F32, &five, NULL, 0};
+    distc_op_options o = DISTC_OP_OPTIONS_INIT;
+    o.timeout_ms = 60000;
+    return distc_broadcast(NULL, pg, &t, root, &o);
+}
+
 /* A rank whose link breaks still reports the mismatch that a peer it
  * receives nothing from sent: rank 0 broadcasts 4 floats from rank 0, rank 2
  * expects 5 from rank 0 and gives up at once (breaking its links), and rank
@@ -193,13 +206,7 @@ static void rank_third_call(distc_pg *pg, int rank, int size, void *arg) {
 static void rank_loss_beside_mismatch(distc_pg *pg, int rank, int size, void *arg) {
     (void)size;
     (void)arg;
-    DLTensor t = f32_4();
-    int64_t five = 5;
-    float f5[5] = {0};
-    if (rank == 2) t = (DLTensor){f5, {kDLCPU, 0}, 1, DT_F32, &five, NULL, 0};
-    distc_op_options o = DISTC_OP_OPTIONS_INIT;
-    o.timeout_ms = 60000;
-    int rc = distc_broadcast(NULL, pg, &t, rank == 1 ? 2 : 0, &o);
+    int rc = broadcast_rank2_expects_five(pg, rank, rank == 1 ? 2 : 0);
     if (rank == 1) {
         RK_CHECKF(rc == DISTC_EINVAL && strstr(distc_error_last(), "rank 0 calls broadcast #1"),
                   "rank 1 got %d (%s), expected DISTC_EINVAL naming rank 0's broadcast", rc, distc_error_last());
@@ -239,13 +246,7 @@ static void rank_barrier_against_broadcast(distc_pg *pg, int rank, int size, voi
 static void rank_tree_relay_mismatch(distc_pg *pg, int rank, int size, void *arg) {
     (void)size;
     (void)arg;
-    DLTensor t = f32_4();
-    int64_t five = 5;
-    float f5[5] = {0};
-    if (rank == 2) t = (DLTensor){f5, {kDLCPU, 0}, 1, DT_F32, &five, NULL, 0};
-    distc_op_options o = DISTC_OP_OPTIONS_INIT;
-    o.timeout_ms = 60000;
-    int rc = distc_broadcast(NULL, pg, &t, 0, &o);
+    int rc = broadcast_rank2_expects_five(pg, rank, 0);
     if (rank == 2)
         RK_CHECKF(rc == DISTC_EINVAL && strstr(distc_error_last(), "rank 0 calls broadcast #1"),
                   "rank 2 got %d (%s), expected DISTC_EINVAL naming rank 0's broadcast", rc, distc_error_last());
