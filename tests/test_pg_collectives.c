@@ -504,9 +504,9 @@ static void rank_broadcast(distc_pg *pg, int rank, int size, void *arg) {
 static void test_broadcast(void **state) {
     (void)state;
     for_sizes(rank_broadcast, NULL);
-    /* From 6 ranks, with a core per rank (test_pg_collectives_procs_cores),
-     * down a binomial tree: 6 and 7 leave parts of it short, and every root
-     * turns it. */
+    /* From 4 ranks, with a core per rank (test_pg_collectives_procs_cores),
+     * down a binomial tree: for_sizes has 4, and 6 and 7 leave parts of it
+     * short; every root turns it. */
     for (int size = 6; size <= MAX_RANKS; ++size) dt_run_ranks(size, rank_broadcast, NULL);
 }
 

@@ -168,8 +168,8 @@ static void rank_broadcast(distc_pg *pg, int rank, int size, void *arg) {
     /* uint8, no size whole pages; 3 and 4 ranks: through the rings in
      * chunks, then in place, where each starts copying the root's buffer at
      * a page of its own and wraps around; the smallest, with a core per rank
-     * (test_pg_large_procs_cores), down a tree of 4 ranks, laps of the rings
-     * at each step */
+     * (test_pg_large_procs_cores), down a tree of 4 ranks, a rank passing it
+     * on only once all of it is in */
     static const int64_t sizes[] = {300007, 3000001, 6000011};
     for (int k = 0; k < 3; ++k)
         for (int root = 0; root < size; ++root) {

@@ -71,7 +71,7 @@ private:
     // Scatter from the root, then every rank forwards its piece to the others
     // as it arrives (more than two ranks, large messages).
     void broadcast_chunked(Tensor &t, int root, const Call &call, Clock::time_point deadline);
-    // Down a binomial tree from the root (algorithms.cpp: tree_ranks).
+    // Down a binomial tree from the root (algorithms.cpp: kTreeRanks).
     void broadcast_tree(Tensor &t, int root, const Call &call, Clock::time_point deadline);
     void scatter_tree(const Tensor *in, Tensor &out, size_t n, int root, const Call &call, Clock::time_point deadline);
     // Barrier in ceil(log2(size)) rounds of one message each way.
