@@ -396,6 +396,27 @@ static int hierarchy_child(int rank, int n, void *arg) {
     CHILD_CHECK(x[1234] == (float)(1234 % 1001) && x[N - 1] == (float)((N - 1) % 1001), "rank %d: broadcast wrong",
                 rank);
     CHILD_CHECK(distc_barrier(NULL, pg, NULL) == 0, "barrier: %s", distc_error_last());
+    /* Small: a broadcast and a scatter from rank 3 and from rank 0, which
+     * with 4 ranks on a host and a core each go down a tree inside the host. */
+    for (int root = 3; root >= 0; root -= 3) {
+        float small[7], got[3], whole[8 * 3];
+        int64_t seven[1] = {7}, three[1] = {3};
+        for (int i = 0; i < 7; ++i) small[i] = rank == root ? (float)(root * 10 + i) : -1.0f;
+        DLTensor st = f32(small, seven);
+        CHILD_CHECK(distc_broadcast(NULL, pg, &st, root, NULL) == 0, "small broadcast: %s", distc_error_last());
+        CHILD_CHECK(small[6] == (float)(root * 10 + 6), "rank %d: small broadcast from %d wrong", rank, root);
+        DLTensor parts[8], *ptrs[8];
+        for (int q = 0; q < n; ++q) {
+            for (int i = 0; i < 3; ++i) whole[q * 3 + i] = (float)(q * 100 + root * 10 + i);
+            parts[q] = f32(whole + q * 3, three);
+            ptrs[q] = &parts[q];
+        }
+        DLTensor out = f32(got, three);
+        CHILD_CHECK(distc_scatter(NULL, pg, &out, rank == root ? (const DLTensor *const *)ptrs : NULL, root, NULL) == 0,
+                    "scatter: %s", distc_error_last());
+        CHILD_CHECK(got[0] == (float)(rank * 100 + root * 10) && got[2] == (float)(rank * 100 + root * 10 + 2),
+                    "rank %d: scatter from %d gave %g", rank, root, got[0]);
+    }
     /* reduce to a host's second rank and to rank 0: the root gets the sum,
      * the others keep their tensors. */
     for (int root = 3; root >= 0; root -= 3) {
@@ -449,6 +470,19 @@ static void test_hierarchy(void **state) {
     assert_int_equal(dt_run_procs(5, hierarchy_child, &uneven, 60), 0);
     struct job interleaved = {dt_free_port(), 5000, -1, -2, -1, 0}; /* hosts {0, 2} and {1, 3} */
     assert_int_equal(dt_run_procs(4, hierarchy_child, &interleaved, 60), 0);
+    /* Two hosts of 4 ranks, each with a core per rank (said so): inside a
+     * host, small broadcasts and scatters go down a tree. */
+    char cores[32] = "";
+    const char *e = getenv("DISTC_SHM_CORES");
+    if (e) snprintf(cores, sizeof cores, "%s", e);
+    setenv("DISTC_SHM_CORES", "64", 1);
+    struct job fours = {dt_free_port(), 5000, -1, 4, -1, 0};
+    int rc = dt_run_procs(8, hierarchy_child, &fours, 120);
+    if (e)
+        setenv("DISTC_SHM_CORES", cores, 1);
+    else
+        unsetenv("DISTC_SHM_CORES");
+    assert_int_equal(rc, 0);
 }
 
 /* The victim dies (SIGKILL) right after joining; the others run an allreduce
