@@ -915,7 +915,7 @@ static void test_barrier(void **state) {
     (void)state;
     for_sizes(rank_barrier, NULL);
     /* From 6 ranks, with a core per rank (test_pg_collectives_procs_cores), in rounds. */
-    for (int size = 6; size <= 8; size += 2) dt_run_ranks(size, rank_barrier, NULL);
+    for (int size = 6; size <= MAX_RANKS; size += 2) dt_run_ranks(size, rank_barrier, NULL);
 }
 
 /* ---------------------------------------------------------- point-to-point */

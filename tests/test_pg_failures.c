@@ -264,16 +264,11 @@ static void test_waiting_rank_sees_other_calls(void **state) {
     dt_run_ranks(3, rank_third_call, NULL);
     dt_run_ranks(3, rank_loss_beside_mismatch, NULL);
     /* Rounds only where each rank has a core: say it has. */
-    char cores[32] = "";
-    const char *e = getenv("DISTC_SHM_CORES");
-    if (e) snprintf(cores, sizeof cores, "%s", e);
-    setenv("DISTC_SHM_CORES", "64", 1);
+    char cores[32];
+    dt_cores_say(cores, "64");
     dt_run_ranks(6, rank_barrier_against_broadcast, NULL);
     dt_run_ranks(4, rank_tree_relay_mismatch, NULL);
-    if (e)
-        setenv("DISTC_SHM_CORES", cores, 1);
-    else
-        unsetenv("DISTC_SHM_CORES");
+    dt_cores_restore(cores);
 }
 
 int main(void) {

@@ -472,16 +472,11 @@ static void test_hierarchy(void **state) {
     assert_int_equal(dt_run_procs(4, hierarchy_child, &interleaved, 60), 0);
     /* Two hosts of 4 ranks, each with a core per rank (said so): inside a
      * host, small broadcasts and scatters go down a tree. */
-    char cores[32] = "";
-    const char *e = getenv("DISTC_SHM_CORES");
-    if (e) snprintf(cores, sizeof cores, "%s", e);
-    setenv("DISTC_SHM_CORES", "64", 1);
+    char cores[32];
+    dt_cores_say(cores, "64");
     struct job fours = {dt_free_port(), 5000, -1, 4, -1, 0};
     int rc = dt_run_procs(8, hierarchy_child, &fours, 120);
-    if (e)
-        setenv("DISTC_SHM_CORES", cores, 1);
-    else
-        unsetenv("DISTC_SHM_CORES");
+    dt_cores_restore(cores);
     assert_int_equal(rc, 0);
 }
 

@@ -40,6 +40,19 @@ char *dt_temp_path(const char *tag) {
     return p;
 }
 
+void dt_cores_say(char *saved, const char *cores) {
+    const char *e = getenv("DISTC_SHM_CORES");
+    snprintf(saved, 32, "%s", e ? e : "");
+    setenv("DISTC_SHM_CORES", cores, 1);
+}
+
+void dt_cores_restore(const char *saved) {
+    if (*saved)
+        setenv("DISTC_SHM_CORES", saved, 1);
+    else
+        unsetenv("DISTC_SHM_CORES");
+}
+
 int64_t dt_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -49,4 +49,11 @@ distc_store *dt_tcp_client(int32_t port, int64_t timeout_ms);
 /* Monotonic milliseconds. */
 int64_t dt_now_ms(void);
 
+/* Sets DISTC_SHM_CORES to `cores` for the ranks started after it (a host
+ * with a core per rank takes the collectives' rounds and trees), saving
+ * what it was in `saved` (at least 32 bytes; "" when unset), and puts that
+ * back: dt_cores_say(saved, "64"); ...; dt_cores_restore(saved). */
+void dt_cores_say(char *saved, const char *cores);
+void dt_cores_restore(const char *saved);
+
 #endif
