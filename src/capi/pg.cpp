@@ -299,17 +299,23 @@ DISTC_EXTERN(int) distc_batch_isend_irecv(distc_work **out, distc_pg *pg, const 
         ProcessGroup &g = pg_arg(pg);
         require(n > 0, "n is 0 (no operations)");
         require_ptr(ops, "ops");
-        std::vector<P2pOp> v;
-        v.reserve(std::min<size_t>(n, 64));  // n is not to be trusted before each op is read
+        // A batch of a few (a send and a receive, most often) allocates nothing.
+        std::vector<P2pOp> many;
+        InlineList<P2pOp, 8> few(n <= 8 ? n : 0);
+        if (n > 8) many.reserve(std::min<size_t>(n, 64));  // n is not to be trusted before each op is read
         for (size_t i = 0; i < n; ++i) {
             auto at = [i] { return "ops[" + std::to_string(i) + "]"; };  // only for an error
             if (ops[i].kind != DISTC_P2P_SEND && ops[i].kind != DISTC_P2P_RECV)
                 fail(DISTC_EINVAL, at() + ".kind is neither DISTC_P2P_SEND nor DISTC_P2P_RECV");
             if (ops[i].tag < 0) fail(DISTC_EINVAL, at() + ".tag is negative");
-            v.push_back(P2pOp{ops[i].kind == DISTC_P2P_SEND,
-                              tensor_arg(g, ops[i].tensor, [&] { return at() + ".tensor"; }), ops[i].peer, ops[i].tag});
+            P2pOp op{ops[i].kind == DISTC_P2P_SEND, tensor_arg(g, ops[i].tensor, [&] { return at() + ".tensor"; }),
+                     ops[i].peer, ops[i].tag};
+            if (n > 8)
+                many.push_back(op);
+            else
+                few.set(i, op);
         }
-        return finish(out, g.batch_p2p(v, op_options(opts), out));
+        return finish(out, g.batch_p2p(n > 8 ? Span<P2pOp>(many) : few.span(), op_options(opts), out));
     });
 }
 
@@ -450,16 +456,18 @@ DISTC_EXTERN(int) distc_allgather(distc_work **out, distc_pg *pg, DLTensor *cons
 
 namespace {
 // `n` equal consecutive views of a flat tensor; its size must divide by n.
-std::vector<Tensor> split_views(const Tensor &flat, size_t n, size_t part_numel, const char *name) {
+capi::TensorList split_views(const Tensor &flat, size_t n, size_t part_numel, const char *name) {
     uint64_t whole = 0;
     if (!mul_fits(part_numel, n, whole) || flat.numel != whole)
         fail(DISTC_EINVAL, std::string(name) + " has " + std::to_string(flat.numel) + " elements, expected " +
                                std::to_string(n) + " x " + std::to_string(part_numel));
-    std::vector<Tensor> v(n, flat);
+    capi::TensorList v(n);
+    Tensor part = flat;
+    part.numel = part_numel;
+    part.dim0 = static_cast<int64_t>(part_numel);
     for (size_t i = 0; i < n; ++i) {
-        v[i].data = flat.bytes() + i * part_numel * dtype_size(flat.dtype);
-        v[i].numel = part_numel;
-        v[i].dim0 = static_cast<int64_t>(part_numel);
+        part.data = flat.bytes() + i * part_numel * dtype_size(flat.dtype);
+        v.set(i, part);
     }
     return v;
 }
@@ -477,7 +485,7 @@ DISTC_EXTERN(int) distc_allgather_into_tensor(distc_work **out, distc_pg *pg, DL
             fail(DISTC_EINVAL,
                  std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
         auto parts = split_views(o, static_cast<size_t>(g.size()), in.numel, "output");
-        return finish(out, g.allgather(in, std::move(parts), op_options(opts), out));
+        return finish(out, g.allgather(in, parts, op_options(opts), out));
     });
 }
 
@@ -485,9 +493,9 @@ DISTC_EXTERN(int) distc_gather(distc_work **out, distc_pg *pg, DLTensor *const *
                                int32_t root, const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        std::vector<Tensor> outs;
-        if (g.rank() == root) outs = tensor_list_arg(g, outputs, static_cast<size_t>(g.size()), "outputs");
-        return finish(out, g.gather(tensor_arg(g, input, "input"), std::move(outs), root, op_options(opts), out));
+        auto outs = g.rank() == root ? tensor_list_arg(g, outputs, static_cast<size_t>(g.size()), "outputs")
+                                     : capi::TensorList();
+        return finish(out, g.gather(tensor_arg(g, input, "input"), outs, root, op_options(opts), out));
     });
 }
 
@@ -495,9 +503,9 @@ DISTC_EXTERN(int) distc_scatter(distc_work **out, distc_pg *pg, DLTensor *output
                                 int32_t root, const distc_op_options *opts) {
     return guard(__func__, [&] {
         ProcessGroup &g = pg_arg(pg);
-        std::vector<Tensor> ins;
-        if (g.rank() == root) ins = tensor_list_arg(g, inputs, static_cast<size_t>(g.size()), "inputs");
-        return finish(out, g.scatter(std::move(ins), tensor_arg(g, output, "output"), root, op_options(opts), out));
+        auto ins =
+            g.rank() == root ? tensor_list_arg(g, inputs, static_cast<size_t>(g.size()), "inputs") : capi::TensorList();
+        return finish(out, g.scatter(ins, tensor_arg(g, output, "output"), root, op_options(opts), out));
     });
 }
 
@@ -521,7 +529,7 @@ DISTC_EXTERN(int) distc_reduce_scatter_tensor(distc_work **out, distc_pg *pg, DL
             fail(DISTC_EINVAL,
                  std::string("output is ") + dtype_name(o.dtype) + " but input is " + dtype_name(in.dtype));
         auto parts = split_views(in, static_cast<size_t>(g.size()), o.numel, "input");
-        return finish(out, g.reduce_scatter(std::move(parts), o, capi::reduce_op_arg(op), op_options(opts), out));
+        return finish(out, g.reduce_scatter(parts, o, capi::reduce_op_arg(op), op_options(opts), out));
     });
 }
 

@@ -26,7 +26,7 @@ std::vector<distc_buffer> bufs(const Tensor *ts, size_t n) {
     for (size_t i = 0; i < n; ++i) v.push_back(buf(ts[i]));
     return v;
 }
-std::vector<distc_buffer> bufs(const std::vector<Tensor> &ts) { return bufs(ts.data(), ts.size()); }
+std::vector<distc_buffer> bufs(TensorSpan ts) { return bufs(ts.data(), ts.size()); }
 
 distc_backend_op_args args(const AsyncArgs &a) {
     return distc_backend_op_args{
@@ -175,16 +175,14 @@ void PluginBackend::reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp
     start(w, a, def_->ops.reduce, [&](distc_work *h) { return def_->ops.reduce(h, group_, &b, root, int(op), &x); });
 }
 
-void PluginBackend::allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
-                              const AsyncArgs &a) {
+void PluginBackend::allgather(const WorkPtr &w, TensorSpan outputs, const Tensor &input, const AsyncArgs &a) {
     auto o = bufs(outputs);
     auto i = buf(input);
     auto x = args(a);
     start(w, a, def_->ops.allgather, [&](distc_work *h) { return def_->ops.allgather(h, group_, o.data(), &i, &x); });
 }
 
-void PluginBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
-                           const AsyncArgs &a) {
+void PluginBackend::gather(const WorkPtr &w, TensorSpan outputs, const Tensor &input, int root, const AsyncArgs &a) {
     auto o = bufs(outputs);
     auto i = buf(input);
     auto x = args(a);
@@ -192,8 +190,7 @@ void PluginBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs,
           [&](distc_work *h) { return def_->ops.gather(h, group_, o.empty() ? nullptr : o.data(), &i, root, &x); });
 }
 
-void PluginBackend::scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
-                            const AsyncArgs &a) {
+void PluginBackend::scatter(const WorkPtr &w, const Tensor &output, TensorSpan inputs, int root, const AsyncArgs &a) {
     auto o = buf(output);
     auto i = bufs(inputs);
     auto x = args(a);
@@ -201,8 +198,8 @@ void PluginBackend::scatter(const WorkPtr &w, const Tensor &output, const std::v
           [&](distc_work *h) { return def_->ops.scatter(h, group_, &o, i.empty() ? nullptr : i.data(), root, &x); });
 }
 
-void PluginBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs,
-                                   ReduceOp op, const AsyncArgs &a) {
+void PluginBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, TensorSpan inputs, ReduceOp op,
+                                   const AsyncArgs &a) {
     auto o = buf(output);
     auto i = bufs(inputs);
     auto x = args(a);
@@ -210,8 +207,7 @@ void PluginBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const
           [&](distc_work *h) { return def_->ops.reduce_scatter(h, group_, &o, i.data(), int(op), &x); });
 }
 
-void PluginBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
-                             const AsyncArgs &a) {
+void PluginBackend::alltoall(const WorkPtr &w, TensorSpan outputs, TensorSpan inputs, const AsyncArgs &a) {
     auto o = bufs(outputs);
     auto i = bufs(inputs);
     auto x = args(a);
@@ -236,7 +232,7 @@ void PluginBackend::recv(const WorkPtr &w, const Tensor &t, int src, int tag, co
     start(w, a, def_->ops.recv, [&](distc_work *h) { return def_->ops.recv(h, group_, &b, src, tag, &x); });
 }
 
-void PluginBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) {
+void PluginBackend::batch_p2p(const WorkPtr &w, Span<P2p> ops, const AsyncArgs &a) {
     std::vector<distc_backend_p2p> v;
     for (const auto &op : ops)
         v.push_back(distc_backend_p2p{op.send ? DISTC_P2P_SEND : DISTC_P2P_RECV, op.peer, op.tag, 0, buf(op.tensor)});

@@ -26,20 +26,16 @@ public:
     void allreduce(const WorkPtr &w, const Tensor *ts, size_t n, ReduceOp op, const AsyncArgs &a) override;
     void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) override;
     void reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) override;
-    void allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
-                   const AsyncArgs &a) override;
-    void gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
-                const AsyncArgs &a) override;
-    void scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
-                 const AsyncArgs &a) override;
-    void reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, ReduceOp op,
+    void allgather(const WorkPtr &w, TensorSpan outputs, const Tensor &input, const AsyncArgs &a) override;
+    void gather(const WorkPtr &w, TensorSpan outputs, const Tensor &input, int root, const AsyncArgs &a) override;
+    void scatter(const WorkPtr &w, const Tensor &output, TensorSpan inputs, int root, const AsyncArgs &a) override;
+    void reduce_scatter(const WorkPtr &w, const Tensor &output, TensorSpan inputs, ReduceOp op,
                         const AsyncArgs &a) override;
-    void alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
-                  const AsyncArgs &a) override;
+    void alltoall(const WorkPtr &w, TensorSpan outputs, TensorSpan inputs, const AsyncArgs &a) override;
     void barrier(const WorkPtr &w, const AsyncArgs &a) override;
     void send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) override;
     void recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) override;
-    void batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) override;
+    void batch_p2p(const WorkPtr &w, Span<P2p> ops, const AsyncArgs &a) override;
 
     std::unique_ptr<AsyncBackend> split(int color, int key, const AsyncGroupInfo &info, bool &made) override;
     void abort() override;

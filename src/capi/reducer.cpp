@@ -141,7 +141,7 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
         std::vector<char> sparse(n, 0);
         if (o.version >= 2 && o.expect_sparse)
             for (size_t i = 0; i < n; ++i) sparse[i] = o.expect_sparse[i] != 0;
-        std::vector<Tensor> ts = capi::tensor_list_arg(*pg->impl, grads, n, "grads");
+        std::vector<Tensor> ts = capi::tensor_list_arg(*pg->impl, grads, n, "grads").span().to_vector();
         std::vector<std::vector<int64_t>> shapes;
         for (size_t i = 0; i < n; ++i) shapes.emplace_back(grads[i]->shape, grads[i]->shape + grads[i]->ndim);
         refuse_overlaps(ts);

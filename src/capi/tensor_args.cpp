@@ -205,13 +205,11 @@ Tensor described_tensor_arg(const DLTensor *t, const char *name) {
     return checked(~uint64_t{0}, nullptr, t, [name] { return std::string(name); });
 }
 
-std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n,
-                                    const std::string &name) {
+TensorList tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const std::string &name) {
     if (!ts) fail(DISTC_EINVAL, name + " is NULL");
-    std::vector<Tensor> out;
-    out.reserve(n);
+    TensorList out(n);
     for (size_t i = 0; i < n; ++i)
-        out.push_back(checked(g.device_types(), &g, ts[i], [&] { return name + "[" + std::to_string(i) + "]"; }));
+        out.set(i, checked(g.device_types(), &g, ts[i], [&] { return name + "[" + std::to_string(i) + "]"; }));
     return out;
 }
 

@@ -18,9 +18,12 @@ namespace distc::capi {
 Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, const char *name);
 // The same, its name built only for an error ("ops[3].tensor").
 Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, FnRef<std::string()> name);
+// The tensors of a list argument: inline up to 16 of them, so that a
+// collective's call allocates nothing for a group of that size or less.
+using TensorList = InlineList<Tensor, 16>;
+
 // `n` tensors from an array; the array and every entry must be non-NULL.
-std::vector<Tensor> tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n,
-                                    const std::string &name);
+TensorList tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const std::string &name);
 // A tensor whose sizes and dtype are planned with (buckets) but whose data is
 // not read: any device, the same checks otherwise (NULL data is refused too).
 Tensor described_tensor_arg(const DLTensor *t, const char *name);

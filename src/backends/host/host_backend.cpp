@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <tuple>
 
 #include "backends/host/transport/address.hpp"
 #include "backends/host/transport/gloo/gloo_backend.hpp"
@@ -18,7 +19,7 @@ namespace distc {
 
 namespace {
 
-bool consecutive(const std::vector<Tensor> &ts) {
+bool consecutive(TensorSpan ts) {
     const uint8_t *p = ts.empty() ? nullptr : ts[0].bytes();
     for (const auto &t : ts) {
         if (t.bytes() != p) return false;
@@ -30,7 +31,7 @@ bool consecutive(const std::vector<Tensor> &ts) {
 // A flat tensor over `ts` (all of one dtype, their sum checked by the group):
 // the tensors themselves when they are back to back in memory, else packed
 // into `scratch` (with their contents when `copy_in`).
-Tensor flatten(const std::vector<Tensor> &ts, std::unique_ptr<Scratch> &scratch, bool copy_in) {
+Tensor flatten(TensorSpan ts, std::unique_ptr<Scratch> &scratch, bool copy_in) {
     size_t numel = 0;
     for (const auto &t : ts) numel += t.numel;
     if (consecutive(ts)) {
@@ -50,7 +51,7 @@ Tensor flatten(const std::vector<Tensor> &ts, std::unique_ptr<Scratch> &scratch,
     return scratch->t;
 }
 
-void unflatten(const Tensor &flat, const std::vector<Tensor> &ts) {
+void unflatten(const Tensor &flat, TensorSpan ts) {
     if (consecutive(ts) && flat.data == (ts.empty() ? nullptr : ts[0].data)) return;
     const uint8_t *p = flat.bytes();
     for (const auto &t : ts) {
@@ -59,7 +60,7 @@ void unflatten(const Tensor &flat, const std::vector<Tensor> &ts) {
     }
 }
 
-std::vector<size_t> counts_of(const std::vector<Tensor> &ts) {
+std::vector<size_t> counts_of(TensorSpan ts) {
     std::vector<size_t> c;
     c.reserve(ts.size());
     for (const auto &t : ts) c.push_back(t.numel);
@@ -137,10 +138,13 @@ void HostBackend::submit(const WorkPtr &w, const AsyncArgs &a, bool collective, 
     exec_.enqueue(op, w, std::forward<F>(body));
 }
 
-template <typename F, typename... Args>
-void HostBackend::submit_with(const WorkPtr &w, const AsyncArgs &a, F body, const Args &...args) {
-    if (!w) return submit(w, a, true, [&]() -> int32_t { return body(args...); });
-    submit(w, a, true, [body, args...]() mutable -> int32_t { return body(args...); });
+template <typename F, typename... Lists>
+void HostBackend::submit_with(const WorkPtr &w, const AsyncArgs &a, F body, const Lists &...lists) {
+    if (!w) return submit(w, a, true, [&]() -> int32_t { return body(lists...); });
+    // Queued: it runs after the call returned, so the lists are copied.
+    submit(w, a, true, [body, kept = std::make_tuple(lists.to_vector()...)]() mutable -> int32_t {
+        return std::apply([&](const auto &...v) { return body(TensorSpan(v)...); }, kept);
+    });
 }
 
 void HostBackend::reduce_all(Tensor &t, ReduceOp op, double factor, const OpCtx &c) {
@@ -165,14 +169,14 @@ void HostBackend::allreduce(const WorkPtr &w, const Tensor *ts, size_t n, Reduce
             return -1;
         });
     }
-    std::vector<Tensor> v(ts, ts + n);
-    submit(w, a, true, [this, v, op, factor, c]() -> int32_t {
+    auto body = [this, op, factor, c](TensorSpan v) -> int32_t {
         std::unique_ptr<Scratch> scratch;
         Tensor flat = flatten(v, scratch, true);
         reduce_all(flat, op, factor, c);
         unflatten(flat, v);
         return -1;
-    });
+    };
+    submit_with(w, a, body, TensorSpan(ts, n));
 }
 
 void HostBackend::broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) {
@@ -212,10 +216,9 @@ void HostBackend::reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp o
     });
 }
 
-void HostBackend::allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
-                            const AsyncArgs &a) {
+void HostBackend::allgather(const WorkPtr &w, TensorSpan outputs, const Tensor &input, const AsyncArgs &a) {
     OpCtx c = ctx(a);
-    auto body = [this, input, c](const std::vector<Tensor> &outputs) -> int32_t {
+    auto body = [this, input, c](TensorSpan outputs) -> int32_t {
         std::unique_ptr<Scratch> scratch;
         Tensor flat = flatten(outputs, scratch, false);
         if (small(input.nbytes()) && hier_)
@@ -230,10 +233,9 @@ void HostBackend::allgather(const WorkPtr &w, const std::vector<Tensor> &outputs
     submit_with(w, a, body, outputs);
 }
 
-void HostBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
-                         const AsyncArgs &a) {
+void HostBackend::gather(const WorkPtr &w, TensorSpan outputs, const Tensor &input, int root, const AsyncArgs &a) {
     OpCtx c = ctx(a);
-    auto body = [this, input, root, c](const std::vector<Tensor> &outputs) -> int32_t {
+    auto body = [this, input, root, c](TensorSpan outputs) -> int32_t {
         // Every rank decides by the part's size, which is the same everywhere.
         bool mesh = small(input.nbytes());
         std::unique_ptr<Scratch> scratch;
@@ -255,10 +257,9 @@ void HostBackend::gather(const WorkPtr &w, const std::vector<Tensor> &outputs, c
     submit_with(w, a, body, outputs);
 }
 
-void HostBackend::scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
-                          const AsyncArgs &a) {
+void HostBackend::scatter(const WorkPtr &w, const Tensor &output, TensorSpan inputs, int root, const AsyncArgs &a) {
     OpCtx c = ctx(a);
-    auto body = [this, output = Tensor(output), root, c](const std::vector<Tensor> &inputs) mutable -> int32_t {
+    auto body = [this, output = Tensor(output), root, c](TensorSpan inputs) mutable -> int32_t {
         bool mesh = small(output.nbytes());
         std::unique_ptr<Scratch> scratch;
         Tensor flat;
@@ -278,11 +279,11 @@ void HostBackend::scatter(const WorkPtr &w, const Tensor &output, const std::vec
     submit_with(w, a, body, inputs);
 }
 
-void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, ReduceOp op,
+void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, TensorSpan inputs, ReduceOp op,
                                  const AsyncArgs &a) {
     OpCtx c = ctx(a);
     double factor = a.premul_factor;
-    auto body = [this, output = Tensor(output), op, factor, c](const std::vector<Tensor> &inputs) mutable -> int32_t {
+    auto body = [this, output = Tensor(output), op, factor, c](TensorSpan inputs) mutable -> int32_t {
         const size_t total = checked_mul(output.nbytes(), static_cast<size_t>(size_), "the inputs together");
         // The algorithms read the inputs in place and write only `output`.
         // A copy where that cannot be: PREMUL_SUM scales the inputs, Gloo
@@ -323,13 +324,12 @@ void HostBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Ten
         gloo_->alltoallv(in, ic, out, oc, c);
 }
 
-void HostBackend::alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
-                           const AsyncArgs &a) {
+void HostBackend::alltoall(const WorkPtr &w, TensorSpan outputs, TensorSpan inputs, const AsyncArgs &a) {
     OpCtx c = ctx(a);
     // Sizes may differ between ranks (uneven splits), so only a transport
     // that takes every size: ranks must agree on the path.
     bool mesh = takes_every_size();
-    auto body = [this, mesh, c](const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs) -> int32_t {
+    auto body = [this, mesh, c](TensorSpan inputs, TensorSpan outputs) -> int32_t {
         std::unique_ptr<Scratch> sin, sout;
         Tensor fin = flatten(inputs, sin, true);
         Tensor fout = flatten(outputs, sout, false);
@@ -365,44 +365,53 @@ void HostBackend::barrier(const WorkPtr &w, const AsyncArgs &a) {
     });
 }
 
+void HostBackend::wait_posted(const WorkPtr &w, const AsyncArgs &a, std::unique_ptr<PendingP2p> p) {
+    Millis timeout = a.timeout;
+    if (!w) return submit(w, a, false, [&]() -> int32_t { return p->wait(timeout); });
+    std::shared_ptr<PendingP2p> kept = std::move(p);  // a queued wait outlives this call
+    submit(w, a, false, [kept, timeout]() -> int32_t { return kept->wait(timeout); });
+}
+
 void HostBackend::send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) {
     exec_.check_open();
     // Posted now, in the caller's order: messages with one peer and tag never overtake each other.
-    std::shared_ptr<PendingP2p> p = p2p_->post_send(t, dst, static_cast<uint32_t>(tag));
-    Millis timeout = a.timeout;
-    submit(w, a, false, [p, timeout]() -> int32_t { return p->wait(timeout); });
+    wait_posted(w, a, p2p_->post_send(t, dst, static_cast<uint32_t>(tag)));
 }
 
 void HostBackend::recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) {
     exec_.check_open();
     Tensor dst = t;
-    std::shared_ptr<PendingP2p> p = p2p_->post_recv(dst, src, static_cast<uint32_t>(tag));
-    Millis timeout = a.timeout;
-    submit(w, a, false, [p, timeout]() -> int32_t { return p->wait(timeout); });
+    wait_posted(w, a, p2p_->post_recv(dst, src, static_cast<uint32_t>(tag)));
 }
 
-void HostBackend::batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) {
+void HostBackend::batch_p2p(const WorkPtr &w, Span<P2p> ops, const AsyncArgs &a) {
     exec_.check_open();
     // Everything is posted before anything is waited for: the batch cannot deadlock on its own order.
-    using Posted = std::vector<std::unique_ptr<PendingP2p>>;
-    Posted posted;
-    posted.reserve(ops.size());
-    for (const auto &op : ops) {
-        Tensor t = op.tensor;
-        posted.push_back(op.send ? p2p_->post_send(t, op.peer, static_cast<uint32_t>(op.tag))
-                                 : p2p_->post_recv(t, op.peer, static_cast<uint32_t>(op.tag)));
+    // A blocking batch of a few (a send and a receive, most often) keeps
+    // them on the stack; a queued wait outlives this call and owns them.
+    using Pending = std::unique_ptr<PendingP2p>;
+    constexpr size_t kFew = 4;
+    Pending few[kFew];
+    std::vector<Pending> many;
+    const bool inline_ = !w && ops.size() <= kFew;
+    if (!inline_) many.resize(ops.size());
+    Pending *posted = inline_ ? few : many.data();
+    for (size_t i = 0; i < ops.size(); ++i) {
+        Tensor t = ops[i].tensor;
+        const auto tag = static_cast<uint32_t>(ops[i].tag);
+        posted[i] = ops[i].send ? p2p_->post_send(t, ops[i].peer, tag) : p2p_->post_recv(t, ops[i].peer, tag);
     }
     Millis timeout = a.timeout;
-    auto wait_all = [timeout](const Posted &ps) -> int32_t {
+    auto wait_all = [timeout](const Pending *ps, size_t n) -> int32_t {
         // One deadline for the batch: each wait gets what is left of it.
-        auto deadline = ps.size() > 1 ? deadline_in(timeout) : Clock::time_point{};
-        for (size_t i = 0; i < ps.size(); ++i) ps[i]->wait(i == 0 ? timeout : left_of(deadline));
+        auto deadline = n > 1 ? deadline_in(timeout) : Clock::time_point{};
+        for (size_t i = 0; i < n; ++i) ps[i]->wait(i == 0 ? timeout : left_of(deadline));
         return -1;
     };
-    if (!w) return submit(w, a, false, [&]() -> int32_t { return wait_all(posted); });
-    // A queued wait outlives this call: it owns the posted operations.
-    auto kept = std::make_shared<Posted>(std::move(posted));
-    submit(w, a, false, [kept, wait_all]() -> int32_t { return wait_all(*kept); });
+    const size_t n = ops.size();
+    if (!w) return submit(w, a, false, [&]() -> int32_t { return wait_all(posted, n); });
+    auto kept = std::make_shared<std::vector<Pending>>(std::move(many));
+    submit(w, a, false, [kept, wait_all]() -> int32_t { return wait_all(kept->data(), kept->size()); });
 }
 
 void HostBackend::debug_check(const OpCtx &c) {

@@ -41,22 +41,18 @@ public:
     void allreduce(const WorkPtr &w, const Tensor *ts, size_t n, ReduceOp op, const AsyncArgs &a) override;
     void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) override;
     void reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) override;
-    void allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
-                   const AsyncArgs &a) override;
-    void gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
-                const AsyncArgs &a) override;
-    void scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
-                 const AsyncArgs &a) override;
-    void reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, ReduceOp op,
+    void allgather(const WorkPtr &w, TensorSpan outputs, const Tensor &input, const AsyncArgs &a) override;
+    void gather(const WorkPtr &w, TensorSpan outputs, const Tensor &input, int root, const AsyncArgs &a) override;
+    void scatter(const WorkPtr &w, const Tensor &output, TensorSpan inputs, int root, const AsyncArgs &a) override;
+    void reduce_scatter(const WorkPtr &w, const Tensor &output, TensorSpan inputs, ReduceOp op,
                         const AsyncArgs &a) override;
-    void alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
-                  const AsyncArgs &a) override;
+    void alltoall(const WorkPtr &w, TensorSpan outputs, TensorSpan inputs, const AsyncArgs &a) override;
     void alltoall_single(const WorkPtr &w, const Tensor &output, const Tensor &input, std::vector<size_t> out_counts,
                          std::vector<size_t> in_counts, const AsyncArgs &a) override;
     void barrier(const WorkPtr &w, const AsyncArgs &a) override;
     void send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) override;
     void recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) override;
-    void batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) override;
+    void batch_p2p(const WorkPtr &w, Span<P2p> ops, const AsyncArgs &a) override;
     std::unique_ptr<AsyncBackend> split(int, int, const AsyncGroupInfo &, bool &made) override {
         made = false;  // subgroups connect through their own key space
         return nullptr;
@@ -78,10 +74,10 @@ private:
     // Runs `body` now (a blocking call, w null) or queues it.
     template <typename F>
     void submit(const WorkPtr &w, const AsyncArgs &a, bool collective, F &&body);
-    // A collective whose body takes `args` (tensor lists): a queued body
+    // A collective whose body takes `lists` (TensorSpans): a queued body
     // keeps copies of them, a blocking call lends the caller's.
-    template <typename F, typename... Args>
-    void submit_with(const WorkPtr &w, const AsyncArgs &a, F body, const Args &...args);
+    template <typename F, typename... Lists>
+    void submit_with(const WorkPtr &w, const AsyncArgs &a, F body, const Lists &...lists);
     // What a collective's body needs of its arguments, copied: a queued body
     // runs after the call returned.
     static OpCtx ctx(const AsyncArgs &a) { return OpCtx{static_cast<uint32_t>(a.seq * 2), a.timeout, a.call}; }
@@ -93,6 +89,8 @@ private:
     void alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out, const std::vector<size_t> &oc,
                    bool mesh, const OpCtx &c);
     void debug_check(const OpCtx &c);
+    // Waits for a posted send or receive (now, or queued when `w`).
+    void wait_posted(const WorkPtr &w, const AsyncArgs &a, std::unique_ptr<PendingP2p> p);
 
     const int rank_, size_;
     const bool debug_;

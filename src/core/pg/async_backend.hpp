@@ -81,17 +81,13 @@ public:
     virtual void allreduce(const WorkPtr &w, const Tensor *ts, size_t n, ReduceOp op, const AsyncArgs &a) = 0;
     virtual void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) = 0;
     virtual void reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) = 0;
-    virtual void allgather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input,
-                           const AsyncArgs &a) = 0;
+    virtual void allgather(const WorkPtr &w, TensorSpan outputs, const Tensor &input, const AsyncArgs &a) = 0;
     // `outputs` / `inputs` empty on non-roots.
-    virtual void gather(const WorkPtr &w, const std::vector<Tensor> &outputs, const Tensor &input, int root,
-                        const AsyncArgs &a) = 0;
-    virtual void scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, int root,
-                         const AsyncArgs &a) = 0;
-    virtual void reduce_scatter(const WorkPtr &w, const Tensor &output, const std::vector<Tensor> &inputs, ReduceOp op,
+    virtual void gather(const WorkPtr &w, TensorSpan outputs, const Tensor &input, int root, const AsyncArgs &a) = 0;
+    virtual void scatter(const WorkPtr &w, const Tensor &output, TensorSpan inputs, int root, const AsyncArgs &a) = 0;
+    virtual void reduce_scatter(const WorkPtr &w, const Tensor &output, TensorSpan inputs, ReduceOp op,
                                 const AsyncArgs &a) = 0;
-    virtual void alltoall(const WorkPtr &w, const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
-                          const AsyncArgs &a) = 0;
+    virtual void alltoall(const WorkPtr &w, TensorSpan outputs, TensorSpan inputs, const AsyncArgs &a) = 0;
     // One flat output and input with per-peer counts (elements, in rank
     // order): alltoall_single. By default alltoall over per-peer views; a
     // backend that moves flat buffers itself skips making them.
@@ -111,7 +107,8 @@ public:
             }
             return v;
         };
-        alltoall(w, views(output, out_counts), views(input, in_counts), a);
+        const std::vector<Tensor> outs = views(output, out_counts), ins = views(input, in_counts);
+        alltoall(w, outs, ins, a);
     }
     virtual void barrier(const WorkPtr &w, const AsyncArgs &a) = 0;
     virtual void send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) = 0;
@@ -122,7 +119,7 @@ public:
         int peer;
         int tag;
     };
-    virtual void batch_p2p(const WorkPtr &w, const std::vector<P2p> &ops, const AsyncArgs &a) = 0;
+    virtual void batch_p2p(const WorkPtr &w, Span<P2p> ops, const AsyncArgs &a) = 0;
 
     // A subgroup made by the engine from this group (a collective on it), or
     // nullptr when the engine cannot split (the caller then makes the

@@ -101,7 +101,7 @@ ProcessGroup::StoreBytesResult ProcessGroup::store_bytes(const char *kind, const
     return res;
 }
 
-ProcessGroup::WorkPtr ProcessGroup::batch_p2p(const std::vector<P2pOp> &ops, const OpOptions &o, bool async) {
+ProcessGroup::WorkPtr ProcessGroup::batch_p2p(Span<P2pOp> ops, const OpOptions &o, bool async) {
     if (ops.empty()) fail(DISTC_EINVAL, "no operations");
     for (size_t i = 0; i < ops.size(); ++i) {
         auto at = [i] { return "ops[" + std::to_string(i) + "]"; };  // only for an error

@@ -29,7 +29,7 @@ OpLabel list_label(const Tensor *ts, size_t n) {
     return l;
 }
 
-OpLabel list_label(const std::vector<Tensor> &ts) { return list_label(ts.data(), ts.size()); }
+OpLabel list_label(TensorSpan ts) { return list_label(ts.data(), ts.size()); }
 
 OpLabel tensor_label(const Tensor &t, OpLabel::Form form = OpLabel::Form::Tensor, int peer = -1, int tag = 0) {
     OpLabel l;
@@ -74,10 +74,8 @@ void same_dtype(const Tensor *ts, size_t n, DType dt, const char *name) {
                        dtype_name(dt);
             });
 }
-void same_dtype(const std::vector<Tensor> &ts, DType dt, const char *name) {
-    same_dtype(ts.data(), ts.size(), dt, name);
-}
-void same_numel(const std::vector<Tensor> &ts, size_t n, const char *name) {
+void same_dtype(TensorSpan ts, DType dt, const char *name) { same_dtype(ts.data(), ts.size(), dt, name); }
+void same_numel(TensorSpan ts, size_t n, const char *name) {
     for (size_t i = 0; i < ts.size(); ++i)
         if (ts[i].numel != n)
             fail(DISTC_EINVAL, std::string(name) + "[" + std::to_string(i) + "] has " + std::to_string(ts[i].numel) +
@@ -98,7 +96,7 @@ ProcessGroup::WorkPtr ProcessGroup::allreduce(const Tensor &t, ReduceOp op, cons
     return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->allreduce(w, &t, 1, op, a); });
 }
 
-ProcessGroup::WorkPtr ProcessGroup::allreduce(std::vector<Tensor> ts, ReduceOp op, const OpOptions &o, bool async) {
+ProcessGroup::WorkPtr ProcessGroup::allreduce(TensorSpan ts, ReduceOp op, const OpOptions &o, bool async) {
     OpInfo info = allreduce_info(ts.data(), ts.size(), op);
     return launch(info, o, async,
                   [&](const WorkPtr &w, const AsyncArgs &a) { backend_->allreduce(w, ts.data(), ts.size(), op, a); });
@@ -117,8 +115,7 @@ ProcessGroup::WorkPtr ProcessGroup::reduce(Tensor t, int root, ReduceOp op, cons
     return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->reduce(w, t, root, op, a); });
 }
 
-ProcessGroup::WorkPtr ProcessGroup::allgather(Tensor input, std::vector<Tensor> outputs, const OpOptions &o,
-                                              bool async) {
+ProcessGroup::WorkPtr ProcessGroup::allgather(Tensor input, TensorSpan outputs, const OpOptions &o, bool async) {
     if (outputs.size() != static_cast<size_t>(size_))
         fail(DISTC_EINVAL, "outputs has " + std::to_string(outputs.size()) + " tensors, expected the group size " +
                                std::to_string(size_));
@@ -129,8 +126,7 @@ ProcessGroup::WorkPtr ProcessGroup::allgather(Tensor input, std::vector<Tensor> 
                   [&](const WorkPtr &w, const AsyncArgs &a) { backend_->allgather(w, outputs, input, a); });
 }
 
-ProcessGroup::WorkPtr ProcessGroup::gather(Tensor input, std::vector<Tensor> outputs, int root, const OpOptions &o,
-                                           bool async) {
+ProcessGroup::WorkPtr ProcessGroup::gather(Tensor input, TensorSpan outputs, int root, const OpOptions &o, bool async) {
     check_rank(root, "root");
     if (rank_ == root) {
         if (outputs.size() != static_cast<size_t>(size_))
@@ -144,7 +140,7 @@ ProcessGroup::WorkPtr ProcessGroup::gather(Tensor input, std::vector<Tensor> out
                   [&](const WorkPtr &w, const AsyncArgs &a) { backend_->gather(w, outputs, input, root, a); });
 }
 
-ProcessGroup::WorkPtr ProcessGroup::scatter(std::vector<Tensor> inputs, Tensor output, int root, const OpOptions &o,
+ProcessGroup::WorkPtr ProcessGroup::scatter(TensorSpan inputs, Tensor output, int root, const OpOptions &o,
                                             bool async) {
     check_rank(root, "root");
     if (rank_ == root) {
@@ -159,8 +155,8 @@ ProcessGroup::WorkPtr ProcessGroup::scatter(std::vector<Tensor> inputs, Tensor o
                   [&](const WorkPtr &w, const AsyncArgs &a) { backend_->scatter(w, output, inputs, root, a); });
 }
 
-ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, Tensor output, ReduceOp op,
-                                                   const OpOptions &o, bool async) {
+ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(TensorSpan inputs, Tensor output, ReduceOp op, const OpOptions &o,
+                                                   bool async) {
     if (inputs.size() != static_cast<size_t>(size_))
         fail(DISTC_EINVAL, "inputs has " + std::to_string(inputs.size()) + " tensors, expected the group size " +
                                std::to_string(size_));
@@ -172,8 +168,7 @@ ProcessGroup::WorkPtr ProcessGroup::reduce_scatter(std::vector<Tensor> inputs, T
                   [&](const WorkPtr &w, const AsyncArgs &a) { backend_->reduce_scatter(w, output, inputs, op, a); });
 }
 
-ProcessGroup::WorkPtr ProcessGroup::alltoall(std::vector<Tensor> inputs, std::vector<Tensor> outputs,
-                                             const OpOptions &o, bool async) {
+ProcessGroup::WorkPtr ProcessGroup::alltoall(TensorSpan inputs, TensorSpan outputs, const OpOptions &o, bool async) {
     if (inputs.size() != static_cast<size_t>(size_) || outputs.size() != static_cast<size_t>(size_))
         fail(DISTC_EINVAL, "inputs and outputs must each hold the group size (" + std::to_string(size_) +
                                ") tensors, got " + std::to_string(inputs.size()) + " and " +

@@ -75,21 +75,21 @@ public:
     // the calling thread (and a failure was thrown, not stored), and what
     // returns may be null.
     using WorkPtr = std::shared_ptr<Work>;
-    WorkPtr allreduce(std::vector<Tensor> tensors, ReduceOp op, const OpOptions &o, bool async);
+    WorkPtr allreduce(TensorSpan tensors, ReduceOp op, const OpOptions &o, bool async);
     WorkPtr allreduce(const Tensor &t, ReduceOp op, const OpOptions &o, bool async);
     WorkPtr broadcast(Tensor t, int root, const OpOptions &o, bool async);
     WorkPtr reduce(Tensor t, int root, ReduceOp op, const OpOptions &o, bool async);
-    WorkPtr allgather(Tensor input, std::vector<Tensor> outputs, const OpOptions &o, bool async);
-    WorkPtr gather(Tensor input, std::vector<Tensor> outputs, int root, const OpOptions &o, bool async);
-    WorkPtr scatter(std::vector<Tensor> inputs, Tensor output, int root, const OpOptions &o, bool async);
-    WorkPtr reduce_scatter(std::vector<Tensor> inputs, Tensor output, ReduceOp op, const OpOptions &o, bool async);
-    WorkPtr alltoall(std::vector<Tensor> inputs, std::vector<Tensor> outputs, const OpOptions &o, bool async);
+    WorkPtr allgather(Tensor input, TensorSpan outputs, const OpOptions &o, bool async);
+    WorkPtr gather(Tensor input, TensorSpan outputs, int root, const OpOptions &o, bool async);
+    WorkPtr scatter(TensorSpan inputs, Tensor output, int root, const OpOptions &o, bool async);
+    WorkPtr reduce_scatter(TensorSpan inputs, Tensor output, ReduceOp op, const OpOptions &o, bool async);
+    WorkPtr alltoall(TensorSpan inputs, TensorSpan outputs, const OpOptions &o, bool async);
     WorkPtr alltoall_single(Tensor input, Tensor output, std::vector<int64_t> in_splits,
                             std::vector<int64_t> out_splits, const OpOptions &o, bool async);
     WorkPtr barrier(const OpOptions &o, bool async);
     WorkPtr send(Tensor t, int dst, int tag, const OpOptions &o, bool async);
     WorkPtr recv(Tensor t, int src, int tag, const OpOptions &o, bool async);
-    WorkPtr batch_p2p(const std::vector<P2pOp> &ops, const OpOptions &o, bool async);
+    WorkPtr batch_p2p(Span<P2pOp> ops, const OpOptions &o, bool async);
 
     // Blocking compound operations (extra_collectives.cpp).
     void monitored_barrier(Millis timeout, bool wait_all);

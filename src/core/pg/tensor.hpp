@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/pg/types.hpp"
+#include "core/util/span.hpp"
 #include "core/util/checked.hpp"
 
 namespace distc {
@@ -25,6 +26,9 @@ struct Tensor {
     size_t row_numel() const { return dim0 > 0 ? numel / static_cast<size_t>(dim0) : 0; }
     uint8_t *bytes() const { return static_cast<uint8_t *>(data); }
 };
+
+// A collective's list of tensors, lent for the call (core/util/span.hpp).
+using TensorSpan = Span<Tensor>;
 
 // `numel` elements of `dt` at `p`, 1-d, on the host.
 inline Tensor flat_tensor(void *p, DType dt, size_t numel) {
