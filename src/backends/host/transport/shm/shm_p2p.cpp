@@ -50,7 +50,9 @@ void ShmP2p::polling_stops(bool sleeps) {
     --pollers_;
     bool sending = std::any_of(out_.begin(), out_.end(), [](const Out &o) { return !o.queue.empty(); });
     if (!sleeps && !sending) {  // the thread looks again by itself, a while later
-        rest_until_ = Clock::now() + kRest;
+        // Off the coarse clock (a precise read costs a fair part of a small
+        // message's wait): at least kRest from now, at most a tick more.
+        rest_until_ = deadline_in(Millis(0)) + kRest;
         return;
     }
     look_now_ = true;
