@@ -9,6 +9,7 @@
  * receive; a receive that times out closes every pair): skipped there.
  */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,8 @@ static void wait_key(const char *key) {
 }
 
 static int32_t value(int tag, int64_t i) { return (int32_t)(tag * 100003 + i); }
-static int64_t count_for(int tag) { return (int64_t)((tag * 977) % 5000); } /* tag 0: an empty message */
+/* Tag 0: an empty message; tag 15: over a MiB, which the mailbox keeps in several chunks. */
+static int64_t count_for(int tag) { return tag == 15 ? 300007 : (int64_t)((tag * 977) % 5000); }
 
 /* Sixteen messages sent before any receive is posted, received in reverse order. */
 static void rank_early(distc_pg *pg, int rank, int size, void *arg) {
@@ -136,27 +138,58 @@ static void test_timed_out_receive_is_withdrawn(void **state) {
  * A send that times out before its receive is posted (1 MiB: more than a
  * shared-memory ring holds, or offered in place with DISTC_SHM_CMA_BYTES
  * set) still delivers what its buffer held when it was posted, though the
- * caller overwrites the buffer as soon as the send returns.
+ * caller overwrites the buffer as soon as the send returns. Sends are eager
+ * (a peer's thread takes what comes before its receive), so over shared
+ * memory only a peer that does not run at all leaves the send to time out:
+ * with ranks as processes, rank 0 stops rank 1 (SIGSTOP) for the send.
  */
+static int stopped_state(int pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the state follows the command's name */
+    return p && (p[2] == 'T' || p[2] == 't');
+}
+
 static void rank_send_withdrawn(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
     (void)size;
     enum { N = 1 << 18 };
     DLTensor *t = dt_tensor_1d(DT_I32, N);
     int32_t *p = t->data;
+    char pid[32];
+    if (rank == 1) {
+        snprintf(pid, sizeof pid, "%d", (int)getpid());
+        RK_OK(distc_store_set(dt_rank_store(), "withdrawn_send/pid", pid, strlen(pid)));
+    }
     if (rank == 0) {
+        distc_buf b = {0};
+        RK_OK(distc_store_get(&b, dt_rank_store(), "withdrawn_send/pid"));
+        snprintf(pid, sizeof pid, "%.*s", (int)b.size, (const char *)b.data);
+        distc_buf_dispose(&b);
+        const int peer = atoi(pid);
+        const char *via = NULL;
+        RK_OK(distc_pg_transport(&via, pg, 1));
+        const int shm = strncmp(via, "shm", 3) == 0;
+        int stopped = shm && peer > 0 && peer != (int)getpid() && kill(peer, SIGSTOP) == 0;
+        for (int i = 0; stopped && i < 1000 && !stopped_state(peer); ++i) usleep(1000);
+        if (stopped) RK_CHECKF(stopped_state(peer), "rank 1 (pid %d) did not stop", peer);
         for (int i = 0; i < N; ++i) p[i] = i * 3 + 1;
         distc_op_options o = DISTC_OP_OPTIONS_INIT;
         o.timeout_ms = 300;
         int rc = distc_send(NULL, pg, t, 1, 4, &o);
-        /* Over shared memory nothing reads it yet; TCP's kernel buffers may take it all. */
-        const char *via = NULL;
-        RK_OK(distc_pg_transport(&via, pg, 1));
-        if (strncmp(via, "shm", 3) == 0)
+        /* A stopped peer reads nothing; a running one (a thread of this
+         * process, or over TCP) may take it all. */
+        if (stopped)
             RK_CHECKF(rc == DISTC_ETIMEOUT, "send over %s gave %d (%s)", via, rc, distc_error_last());
         else
             RK_CHECKF(rc == 0 || rc == DISTC_ETIMEOUT, "send gave %d (%s)", rc, distc_error_last());
         memset(p, 0x5a, (size_t)N * sizeof *p);
+        if (stopped) kill(peer, SIGCONT);
         signal_key("withdrawn_send/returned");
     } else {
         wait_key("withdrawn_send/returned");

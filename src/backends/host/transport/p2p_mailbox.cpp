@@ -22,12 +22,22 @@ uint64_t machine_memory() {
 }
 }  // namespace
 
+// Its memory is taken as its bytes arrive, in chunks that double up to
+// kEarlyChunkMost: a peer that announces a huge message and sends little
+// of it holds little.
 struct P2pMailbox::Early {
     int peer;
     uint32_t tag;
-    std::unique_ptr<uint8_t[]> data;  // not zero-filled: memory is taken as the bytes arrive
     size_t size;
+    std::vector<std::pair<std::unique_ptr<uint8_t[]>, size_t>> chunks;  // not zero-filled
+    size_t have = 0;                                                    // the chunks' bytes together
     bool complete = false;
+    void copy_to(uint8_t *dst) const {
+        for (const auto &c : chunks) {
+            std::memcpy(dst, c.first.get(), c.second);
+            dst += c.second;
+        }
+    }
 };
 
 class MailboxPending final : public PendingP2p {
@@ -45,10 +55,24 @@ private:
     std::shared_ptr<P2pMailbox::Op> op_;
 };
 
-uint8_t *P2pMailbox::Arrival::dest() const {
+uint8_t *P2pMailbox::Arrival::dest(size_t &want) {
     if (into == Into::Op) return op->data + got;
-    if (into == Into::Early) return early->data.get() + got;
-    return nullptr;
+    if (into != Into::Early || want == 0) return nullptr;
+    Early &e = *early;
+    if (got == e.have) {
+        constexpr size_t kFirst = size_t(64) << 10, kMost = size_t(16) << 20;
+        const size_t n = std::min(e.size - e.have, std::clamp(e.have, kFirst, kMost));
+        try {
+            e.chunks.emplace_back(std::unique_ptr<uint8_t[]>(new uint8_t[n]), n);
+        } catch (const std::bad_alloc &) {
+            fail(DISTC_ENOMEM, "no memory to keep the " + std::to_string(e.size) + "-byte message that rank " +
+                                   std::to_string(peer) + " sent before its receive was posted");
+        }
+        e.have += n;
+    }
+    const auto &last = e.chunks.back();
+    want = std::min(want, e.have - got);
+    return last.first.get() + (got - (e.have - last.second));
 }
 
 P2pMailbox::P2pMailbox(int size) : route_(static_cast<size_t>(size)), gone_(static_cast<size_t>(size)) {}
@@ -130,7 +154,7 @@ std::unique_ptr<PendingP2p> P2pMailbox::post_recv(Tensor &t, int src, uint32_t t
             early_.erase(it);
             fail(DISTC_EINVAL, why);
         }
-        if (op->len) std::memcpy(op->data, it->data.get(), op->len);
+        it->copy_to(op->data);
         op->peer = it->peer;
         early_.erase(it);
         finish(*op, 0, "");
@@ -256,13 +280,7 @@ std::string P2pMailbox::begin(Arrival &a, int peer, uint32_t tag, uint64_t len) 
     if (len > DISTC_TENSOR_MAX_BYTES || len > machine_memory())
         return who(peer) + " sent a message of " + std::to_string(len) +
                " bytes before its receive was posted, more than this machine's memory";
-    try {
-        early_.push_back(
-            Early{peer, tag, std::unique_ptr<uint8_t[]>(new uint8_t[len ? len : 1]), static_cast<size_t>(len)});
-    } catch (const std::bad_alloc &) {
-        return "no memory to keep the " + std::to_string(len) + "-byte message " + who(peer) +
-               " sent before its receive was posted";
-    }
+    early_.push_back(Early{peer, tag, static_cast<size_t>(len), {}});
     a.into = Arrival::Into::Early;
     a.early = &early_.back();
     return "";
@@ -290,7 +308,7 @@ void P2pMailbox::deliver(Early &e) {
         if (op.len != e.size) {
             finish(op, DISTC_EINVAL, size_mismatch(e.peer, e.size, e.tag, op.len));
         } else {
-            if (op.len) std::memcpy(op.data, e.data.get(), op.len);
+            e.copy_to(op.data);
             op.peer = e.peer;
             finish(op, 0, "");
         }

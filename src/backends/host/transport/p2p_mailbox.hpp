@@ -93,8 +93,10 @@ public:
         enum class Into { Op, Early, Discard } into = Into::Discard;
         std::shared_ptr<Op> op;
         Early *early = nullptr;
-        // Where the next payload bytes go (nullptr: read and dropped).
-        uint8_t *dest() const;
+        // Where the next payload bytes go, at most `want` of them (cut to
+        // the room there); nullptr: read and dropped. Throws DISTC_ENOMEM
+        // where an early message's memory cannot grow: its link is lost.
+        uint8_t *dest(size_t &want);
     };
 
     explicit P2pMailbox(int size);

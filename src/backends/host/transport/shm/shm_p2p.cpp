@@ -44,6 +44,10 @@ void ShmP2p::route(std::chrono::microseconds spin, unsigned polls) {
     routed_ = true;
     for (size_t l = 0; l < ranks_.size(); ++l)
         if (static_cast<int>(l) != me_) box_.route(ranks_[l], this, spin, polls);
+    // From now on, not at the first receive: a peer's send larger than its
+    // ring's room completes only once this rank reads it (into memory, when
+    // no receive is posted for it yet), and sends are eager (distc_send).
+    start_locked();
 }
 
 void ShmP2p::polling_stops(bool sleeps) {
@@ -178,21 +182,21 @@ bool ShmP2p::read_some(int l, bool drain) {
     for (int rounds = 0; rounds < 64 && !in.gone; ++rounds) {
         if (in.held && !take_held(l, drain)) return moved;
         iovec iov;
-        if (!in.payload) {
-            iov = {reinterpret_cast<uint8_t *>(&in.hdr) + in.got, sizeof in.hdr - in.got};
-        } else {
-            size_t want = static_cast<size_t>(in.a.len - in.a.got);
-            uint8_t *dst = in.a.dest();
-            iov = dst ? iovec{dst, want} : iovec{discard, std::min(want, sizeof discard)};
-        }
         size_t r = 0;
-        if (iov.iov_len) {
-            try {
-                r = links_->read(l, &iov, 1);
-            } catch (const Error &e) {
-                lost_in(l, e.what());
-                return true;
+        try {
+            if (!in.payload) {
+                iov = {reinterpret_cast<uint8_t *>(&in.hdr) + in.got, sizeof in.hdr - in.got};
+            } else {
+                size_t want = static_cast<size_t>(in.a.len - in.a.got);
+                uint8_t *dst = in.a.dest(want);
+                iov = dst ? iovec{dst, want} : iovec{discard, std::min(want, sizeof discard)};
             }
+            if (iov.iov_len) r = links_->read(l, &iov, 1);
+        } catch (const Error &e) {
+            lost_in(l, e.what());
+            return true;
+        }
+        if (iov.iov_len) {
             if (r == 0) return moved;
             moved = true;
         }

@@ -3,8 +3,9 @@
 // a plane of the segment of their own (shm_links.hpp), apart from the
 // collectives', so a message never waits behind a collective or mixes with
 // one. A send writes what fits from the calling thread; one thread per
-// group, started on the first receive (or a send the ring cannot take at
-// once), reads every ring and writes the rest, sleeping on its doorbell.
+// group, started with it (a peer's send may need this rank to read before
+// any receive is posted), reads every ring and writes the rest, sleeping on
+// its doorbell.
 // A message whose receive is not posted yet stays in its ring, read once
 // straight into the receive when it comes, unless the ring is more than
 // half full (its sender may wait for room) or a receive waits for a later

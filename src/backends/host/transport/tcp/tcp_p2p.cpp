@@ -292,7 +292,11 @@ void TcpP2p::read_some(In &in) {
             want = sizeof in.hdr - in.got;
         } else {
             want = in.a.len - in.a.got;
-            dst = in.a.dest();
+            try {
+                dst = in.a.dest(want);
+            } catch (const Error &e) {
+                return lost(in, e.what());
+            }
             if (!dst) dst = discard, want = std::min(want, sizeof discard);
         }
         ssize_t r = want ? ::recv(in.fd.get(), dst, want, MSG_DONTWAIT) : 0;
