@@ -29,14 +29,10 @@ run_one() {
   # libFuzzer's per-input leak check would take for a leak and scan for on
   # nearly every input; LeakSanitizer still checks the whole run at exit.
   [ "$t" != fuzz_store_wire ] || extra+=(-detect_leaks=0)
-  # A peer may announce a message up to this machine's memory before its
-  # receive is posted. Its buffer is taken lazily, but ASan poisons the
-  # shadow of the whole allocation (an eighth of its size, resident, seconds
-  # to write), so this target runs without libFuzzer's malloc and RSS limits
-  # and with a longer per-input timeout.
-  local rss=2048 tmo=10
-  [ "$t" != fuzz_p2p_frames ] || { extra+=(-malloc_limit_mb=1048576); rss=0; tmo=60; }
-  build-fuzz/"$t" "$work/$t" -max_total_time="$secs" -max_len=8192 -timeout="$tmo" -rss_limit_mb="$rss" \
+  # Every target runs under libFuzzer's malloc and RSS limits: a peer that
+  # announces a huge message before its receive is posted gets memory only
+  # as its bytes arrive (p2p_mailbox), so no input needs more.
+  build-fuzz/"$t" "$work/$t" -max_total_time="$secs" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$out/$t-" "${extra[@]}" >"$work/$t.log" 2>&1
 }
 pids=()
