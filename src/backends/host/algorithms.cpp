@@ -398,7 +398,7 @@ void Algorithms::pass(Tensor &t, int from, int to, const Call &call, Millis time
     run(call, deadline);
 }
 
-uint64_t Algorithms::split_digest(const std::vector<size_t> &in_bytes, const std::vector<size_t> &out_bytes) const {
+uint64_t Algorithms::split_digest(Span<size_t> in_bytes, Span<size_t> out_bytes) const {
     // Pair (x, y) adds x's bytes to y times w(x, y) on x and takes y's bytes
     // from x times the same w on y: over the group the terms cancel exactly
     // when every pair agrees. Odd weights: one pair that disagrees never sums to 0.
@@ -414,8 +414,8 @@ uint64_t Algorithms::split_digest(const std::vector<size_t> &in_bytes, const std
     return d;
 }
 
-void Algorithms::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
-                           const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
+void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out, Span<size_t> out_counts,
+                           const Call &call, Millis timeout) {
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     const size_t esz = dtype_size(in.dtype);

@@ -46,8 +46,8 @@ public:
     void gather(const Tensor &in, Tensor *out, int root, const Call &call, Millis timeout);
     void scatter(const Tensor *in, Tensor &out, int root, const Call &call, Millis timeout);
     // Counts in elements, per peer in rank order; parts packed in that order in `in` and `out`.
-    void alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
-                   const std::vector<size_t> &out_counts, const Call &call, Millis timeout);
+    void alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out, Span<size_t> out_counts, const Call &call,
+                   Millis timeout);
     // `in` holds size parts, in rank order, and is only read; `out` (one
     // part, not inside `in`) gets this rank's part of their reduction.
     void reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout);
@@ -127,7 +127,7 @@ private:
     };
     // This rank's share of a digest of every pair's split sizes (Call::count
     // of an all-to-all): the shares sum to 0 when all pairs agree.
-    uint64_t split_digest(const std::vector<size_t> &in_bytes, const std::vector<size_t> &out_bytes) const;
+    uint64_t split_digest(Span<size_t> in_bytes, Span<size_t> out_bytes) const;
     void check_part(int peer, const Call &call) const;
     void read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call, Clock::time_point deadline);
 

@@ -246,8 +246,8 @@ void Hierarchy::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const
         std::memcpy(out.data, mine.t.data, n);
 }
 
-bool Hierarchy::alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
-                          const std::vector<size_t> &out_counts, const Call &call, Millis timeout) {
+bool Hierarchy::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out, Span<size_t> out_counts,
+                          const Call &call, Millis timeout) {
     auto deadline = deadline_in(timeout);
     const size_t size = host_.size(), hosts = members_.size(), esz = dtype_size(in.dtype);
     const std::vector<int> &here = members_[static_cast<size_t>(my_host_)];

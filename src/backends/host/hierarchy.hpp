@@ -39,8 +39,8 @@ public:
     // False: nothing was moved, and the caller runs the flat mesh's
     // all-to-all instead, as every rank's call does (the leaders decide, once
     // they know the counts between their hosts: see kHierAlltoallBytes).
-    bool alltoallv(const Tensor &in, const std::vector<size_t> &in_counts, Tensor &out,
-                   const std::vector<size_t> &out_counts, const Call &call, Millis timeout);
+    bool alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out, Span<size_t> out_counts, const Call &call,
+                   Millis timeout);
     // Above this many bytes between two hosts (both ways), an all-to-all
     // takes the flat mesh: sending every byte through the leaders then costs
     // more than the messages it saves (bench/compare --hosts 2 --ops

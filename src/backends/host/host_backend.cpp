@@ -315,8 +315,8 @@ void HostBackend::reduce_scatter(const WorkPtr &w, const Tensor &output, TensorS
     submit_with(w, a, body, inputs);
 }
 
-void HostBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out, const std::vector<size_t> &oc,
-                            bool mesh, const OpCtx &c) {
+void HostBackend::alltoallv(const Tensor &in, Span<size_t> ic, Tensor &out, Span<size_t> oc, bool mesh,
+                            const OpCtx &c) {
     if (mesh && hier_ && hier_->alltoallv(in, ic, out, oc, c.call, c.timeout)) return;
     if (mesh)
         algo_->alltoallv(in, ic, out, oc, c.call, c.timeout);
@@ -340,12 +340,19 @@ void HostBackend::alltoall(const WorkPtr &w, TensorSpan outputs, TensorSpan inpu
     submit_with(w, a, body, inputs, outputs);
 }
 
-void HostBackend::alltoall_single(const WorkPtr &w, const Tensor &output, const Tensor &input,
-                                  std::vector<size_t> out_counts, std::vector<size_t> in_counts, const AsyncArgs &a) {
+void HostBackend::alltoall_single(const WorkPtr &w, const Tensor &output, const Tensor &input, Span<size_t> out_counts,
+                                  Span<size_t> in_counts, const AsyncArgs &a) {
     OpCtx c = ctx(a);
     bool mesh = takes_every_size();  // as alltoall's
+    if (!w)
+        return submit(w, a, true, [&]() -> int32_t {
+            Tensor out = output;
+            alltoallv(input, in_counts, out, out_counts, mesh, c);
+            return -1;
+        });
+    // Queued: it runs after the call returned, so the counts are copied.
     submit(w, a, true,
-           [this, in = input, out = output, ic = std::move(in_counts), oc = std::move(out_counts), mesh,
+           [this, in = input, out = output, ic = in_counts.to_vector(), oc = out_counts.to_vector(), mesh,
             c]() mutable -> int32_t {
                alltoallv(in, ic, out, oc, mesh, c);
                return -1;

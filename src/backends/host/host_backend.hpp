@@ -47,8 +47,8 @@ public:
     void reduce_scatter(const WorkPtr &w, const Tensor &output, TensorSpan inputs, ReduceOp op,
                         const AsyncArgs &a) override;
     void alltoall(const WorkPtr &w, TensorSpan outputs, TensorSpan inputs, const AsyncArgs &a) override;
-    void alltoall_single(const WorkPtr &w, const Tensor &output, const Tensor &input, std::vector<size_t> out_counts,
-                         std::vector<size_t> in_counts, const AsyncArgs &a) override;
+    void alltoall_single(const WorkPtr &w, const Tensor &output, const Tensor &input, Span<size_t> out_counts,
+                         Span<size_t> in_counts, const AsyncArgs &a) override;
     void barrier(const WorkPtr &w, const AsyncArgs &a) override;
     void send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) override;
     void recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) override;
@@ -86,8 +86,7 @@ private:
     // take the transports only when every size does: ranks must agree on the path.
     bool takes_every_size() const { return algo_ && mesh_limit() == static_cast<size_t>(kEverySize); }
     void reduce_all(Tensor &t, ReduceOp op, double factor, const OpCtx &c);
-    void alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out, const std::vector<size_t> &oc,
-                   bool mesh, const OpCtx &c);
+    void alltoallv(const Tensor &in, Span<size_t> ic, Tensor &out, Span<size_t> oc, bool mesh, const OpCtx &c);
     void debug_check(const OpCtx &c);
     // Waits for a posted send or receive (now, or queued when `w`).
     void wait_posted(const WorkPtr &w, const AsyncArgs &a, std::unique_ptr<PendingP2p> p);

@@ -91,9 +91,9 @@ public:
     // One flat output and input with per-peer counts (elements, in rank
     // order): alltoall_single. By default alltoall over per-peer views; a
     // backend that moves flat buffers itself skips making them.
-    virtual void alltoall_single(const WorkPtr &w, const Tensor &output, const Tensor &input,
-                                 std::vector<size_t> out_counts, std::vector<size_t> in_counts, const AsyncArgs &a) {
-        auto views = [](const Tensor &t, const std::vector<size_t> &counts) {
+    virtual void alltoall_single(const WorkPtr &w, const Tensor &output, const Tensor &input, Span<size_t> out_counts,
+                                 Span<size_t> in_counts, const AsyncArgs &a) {
+        auto views = [](const Tensor &t, Span<size_t> counts) {
             std::vector<Tensor> v;
             v.reserve(counts.size());
             size_t off = 0;

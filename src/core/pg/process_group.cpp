@@ -191,14 +191,18 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
     if (input.dim0 > 0 && output.dim0 > 0 && input.row_numel() != output.row_numel())
         fail(DISTC_EINVAL, "input and output rows differ in size (" + std::to_string(input.row_numel()) + " vs " +
                                std::to_string(output.row_numel()) + " elements)");
-    auto counts = [&](const Tensor &t, std::vector<int64_t> &splits, const char *name) {
+    // Per peer, in elements: inline for groups of up to 16 (no allocation).
+    using Counts = InlineList<size_t, 16>;
+    auto counts = [&](const Tensor &t, std::vector<int64_t> &splits, const char *name) -> Counts {
         size_t row = t.row_numel();
         if (splits.empty()) {  // even splits: the counts straight away, no list of splits to make
             if (t.dim0 % size_ != 0)
                 fail(DISTC_EINVAL, std::string(name) + "'s first dimension (" + std::to_string(t.dim0) +
                                        ") does not divide by the group size " + std::to_string(size_) +
                                        "; pass split sizes");
-            return std::vector<size_t>(static_cast<size_t>(size_), static_cast<size_t>(t.dim0 / size_) * row);
+            Counts c(static_cast<size_t>(size_));
+            for (size_t i = 0; i < static_cast<size_t>(size_); ++i) c.set(i, static_cast<size_t>(t.dim0 / size_) * row);
+            return c;
         }
         if (splits.size() != static_cast<size_t>(size_))
             fail(DISTC_EINVAL, std::string(name) + "_splits has " + std::to_string(splits.size()) +
@@ -215,19 +219,18 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
         if (sum != t.dim0)
             fail(DISTC_EINVAL, std::string(name) + "_splits add up to " + std::to_string(sum) +
                                    " but the first dimension is " + std::to_string(t.dim0));
-        std::vector<size_t> c;
-        c.reserve(splits.size());
-        for (auto s : splits) c.push_back(static_cast<size_t>(s) * row);
+        Counts c(splits.size());
+        for (size_t i = 0; i < splits.size(); ++i) c.set(i, static_cast<size_t>(splits[i]) * row);
         return c;
     };
-    auto ic = counts(input, in_splits, "input");
-    auto oc = counts(output, out_splits, "output");
-    if (ic[rank_] != oc[rank_])
+    const auto ic = counts(input, in_splits, "input");
+    const auto oc = counts(output, out_splits, "output");
+    if (ic.span()[rank_] != oc.span()[rank_])
         fail(DISTC_EINVAL, "input_splits[" + std::to_string(rank_) + "] and output_splits[" + std::to_string(rank_) +
                                "] (this rank's own part) differ");
     OpInfo info{"alltoall_single", tensor_label(input), int(input.dtype), input.numel};
     return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) {
-        backend_->alltoall_single(w, output, input, std::move(oc), std::move(ic), a);
+        backend_->alltoall_single(w, output, input, oc, ic, a);
     });
 }
 

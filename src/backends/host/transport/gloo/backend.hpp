@@ -41,8 +41,8 @@ public:
     // `input` (root only) holds size x output.numel elements in rank order.
     virtual void scatter(const Tensor *input, Tensor &output, int root, const OpCtx &ctx) = 0;
     // Element counts per peer; inputs and outputs are packed in rank order.
-    virtual void alltoallv(const Tensor &input, const std::vector<size_t> &in_counts, Tensor &output,
-                           const std::vector<size_t> &out_counts, const OpCtx &ctx) = 0;
+    virtual void alltoallv(const Tensor &input, Span<size_t> in_counts, Tensor &output, Span<size_t> out_counts,
+                           const OpCtx &ctx) = 0;
     virtual void barrier(const OpCtx &ctx) = 0;
     // Point-to-point: P2pTransport's post_send and post_recv.
 

@@ -256,8 +256,7 @@ void GlooBackend::scatter(const Tensor *in, Tensor &out, int root, const OpCtx &
     if (!copy.empty()) std::memcpy(out.data, copy.data(), copy.size());
 }
 
-void GlooBackend::alltoallv(const Tensor &in, const std::vector<size_t> &ic, Tensor &out, const std::vector<size_t> &oc,
-                            const OpCtx &ctx) {
+void GlooBackend::alltoallv(const Tensor &in, Span<size_t> ic, Tensor &out, Span<size_t> oc, const OpCtx &ctx) {
     size_t es = dtype_size(in.dtype);
     if (size_ == 1) {
         if (ic[0] && out.data != in.data) std::memcpy(out.data, in.data, ic[0] * es);

@@ -28,8 +28,8 @@ public:
     void allgather(const Tensor &input, Tensor &output, const OpCtx &ctx) override;
     void gather(const Tensor &input, Tensor *output, int root, const OpCtx &ctx) override;
     void scatter(const Tensor *input, Tensor &output, int root, const OpCtx &ctx) override;
-    void alltoallv(const Tensor &input, const std::vector<size_t> &in_counts, Tensor &output,
-                   const std::vector<size_t> &out_counts, const OpCtx &ctx) override;
+    void alltoallv(const Tensor &input, Span<size_t> in_counts, Tensor &output, Span<size_t> out_counts,
+                   const OpCtx &ctx) override;
     void barrier(const OpCtx &ctx) override;
     std::unique_ptr<PendingP2p> post_send(const Tensor &tensor, int dst, uint32_t tag) override;
     std::unique_ptr<PendingP2p> post_recv(Tensor &tensor, int src, uint32_t tag) override;
