@@ -78,6 +78,8 @@ public:
     // AsyncArgs::op when the backend does not implement it). A blocking call
     // on a host backend (not stream_ordered) has no `w`: it returns once the
     // operation completed, or throws its failure, or BlockingCallTimedOut.
+    // Lists (Span) are lent for the call: one that queues the operation
+    // copies what it keeps.
     virtual void allreduce(const WorkPtr &w, const Tensor *ts, size_t n, ReduceOp op, const AsyncArgs &a) = 0;
     virtual void broadcast(const WorkPtr &w, const Tensor &t, int root, const AsyncArgs &a) = 0;
     virtual void reduce(const WorkPtr &w, const Tensor &t, int root, ReduceOp op, const AsyncArgs &a) = 0;

@@ -73,7 +73,7 @@ public:
 
     // Each returns a Work; with async=false the operation has already run on
     // the calling thread (and a failure was thrown, not stored), and what
-    // returns may be null.
+    // returns may be null. Lists (Span) are lent for the call only.
     using WorkPtr = std::shared_ptr<Work>;
     WorkPtr allreduce(TensorSpan tensors, ReduceOp op, const OpOptions &o, bool async);
     WorkPtr allreduce(const Tensor &t, ReduceOp op, const OpOptions &o, bool async);
