@@ -6,8 +6,8 @@
 #include <string>
 
 #include "core/pg/types.hpp"
-#include "core/util/span.hpp"
 #include "core/util/checked.hpp"
+#include "core/util/span.hpp"
 
 namespace distc {
 

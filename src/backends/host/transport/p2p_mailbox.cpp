@@ -22,9 +22,9 @@ uint64_t machine_memory() {
 }
 }  // namespace
 
-// Its memory is taken as its bytes arrive, in chunks that double up to
-// kEarlyChunkMost: a peer that announces a huge message and sends little
-// of it holds little.
+// Its memory is taken as its bytes arrive, in chunks (Arrival::dest: 64
+// KiB, then each as large as all before it, up to 16 MiB): a peer that
+// announces a huge message and sends little of it holds little.
 struct P2pMailbox::Early {
     int peer;
     uint32_t tag;
