@@ -23,6 +23,7 @@ def two_ranks(fn0, fn1, timeout=10.0):
 
 def test_async_keeps_buffers_alive_after_the_work_is_dropped():
     ref = {}
+    checked = threading.Event()  # rank 1 joins only after rank 0 looked: no race with a slow rank 0
 
     def rank0(pg):
         a = np.ones(1000, np.float64)
@@ -30,11 +31,13 @@ def test_async_keeps_buffers_alive_after_the_work_is_dropped():
         w = pg.all_reduce(a, async_op=True)
         del a, w
         gc.collect()
-        assert ref["a"]() is not None, "the array went while its allreduce was pending"
+        alive = ref["a"]() is not None
+        checked.set()
+        assert alive, "the array went while its allreduce was pending"
         pg.barrier()  # rank 1 joins the allreduce, then this barrier
 
     def rank1(pg):
-        time.sleep(0.3)
+        checked.wait(10)
         b = np.ones(1000, np.float64)
         pg.all_reduce(b)
         pg.barrier()
@@ -46,12 +49,17 @@ def test_async_keeps_buffers_alive_after_the_work_is_dropped():
 
 
 def test_wait_with_timeout_then_completion():
+    checked = threading.Event()
+
     def rank0(pg):
         a = np.ones(3)
         w = pg.all_reduce(a, async_op=True)
-        with pytest.raises(distc.DistcTimeoutError):
-            w.wait(timeout=0.05)
-        assert not w.is_completed() and w.exception() is None
+        try:
+            with pytest.raises(distc.DistcTimeoutError):
+                w.wait(timeout=0.05)
+            assert not w.is_completed() and w.exception() is None
+        finally:
+            checked.set()
         pg.barrier()
         w.wait_stream(None)  # a host backend: waits here
         assert w.wait() and w.is_success()
@@ -59,7 +67,7 @@ def test_wait_with_timeout_then_completion():
         assert a[0] == 2.0
 
     def rank1(pg):
-        time.sleep(0.3)
+        checked.wait(10)
         pg.all_reduce(np.ones(3))
         pg.barrier()
 
@@ -67,28 +75,38 @@ def test_wait_with_timeout_then_completion():
 
 
 def test_operation_timeout_names_the_operation():
-    def rank0(pg):
-        t0 = time.monotonic()
-        with pytest.raises(distc.DistcTimeoutError) as e:
-            pg.all_reduce(np.ones(2), timeout=0.3)
-        assert time.monotonic() - t0 < 5
-        assert "allreduce" in str(e.value)
+    done = threading.Event()  # rank 1 stays in the group until rank 0 has its error
 
-    two_ranks(rank0, lambda pg: time.sleep(0.5))
+    def rank0(pg):
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(distc.DistcTimeoutError) as e:
+                pg.all_reduce(np.ones(2), timeout=0.3)
+            assert time.monotonic() - t0 < 5
+            assert "allreduce" in str(e.value)
+        finally:
+            done.set()
+
+    two_ranks(rank0, lambda pg: done.wait(10))
 
 
 def test_abort_wakes_pending_work():
-    def rank0(pg):
-        w = pg.all_reduce(np.ones(2), async_op=True)
-        threading.Timer(0.1, pg.abort).start()
-        with pytest.raises(distc.DistcAborted):
-            w.wait()
-        assert w.is_completed() and not w.is_success()
-        assert isinstance(w.exception(), distc.DistcAborted)
-        with pytest.raises(distc.DistcAborted):
-            pg.barrier()
+    done = threading.Event()
 
-    two_ranks(rank0, lambda pg: time.sleep(0.3), timeout=3)
+    def rank0(pg):
+        try:
+            w = pg.all_reduce(np.ones(2), async_op=True)
+            threading.Timer(0.1, pg.abort).start()
+            with pytest.raises(distc.DistcAborted):
+                w.wait()
+            assert w.is_completed() and not w.is_success()
+            assert isinstance(w.exception(), distc.DistcAborted)
+            with pytest.raises(distc.DistcAborted):
+                pg.barrier()
+        finally:
+            done.set()
+
+    two_ranks(rank0, lambda pg: done.wait(10), timeout=3)
 
 
 def _dead_peer_main(port, rank, queue):
@@ -249,7 +267,15 @@ def test_close_while_another_thread_is_inside_a_call():
 
 
 def test_futures_resolve_with_results_and_errors():
+    done = threading.Event()
+
     def rank0(pg):
+        try:
+            body0(pg)
+        finally:
+            done.set()
+
+    def body0(pg):
         a = np.ones(3)
         w = pg.all_reduce(a, async_op=True)
         f = w.get_future()
@@ -265,6 +291,6 @@ def test_futures_resolve_with_results_and_errors():
 
     def rank1(pg):
         pg.all_reduce(np.ones(3))
-        time.sleep(0.5)
+        done.wait(10)
 
     two_ranks(rank0, rank1)
