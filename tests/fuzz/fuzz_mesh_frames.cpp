@@ -1,9 +1,11 @@
 // libFuzzer target: the TCP transport's frame parser
 // (backends/host/transport/exchange over tcp/socket_links). A peer
 // sends arbitrary bytes where this rank, running an allreduce of 16 uint8
-// elements, expects up to four messages of sizes the input also picks; the
-// exchange must end in success, DISTC_EPROTO, DISTC_EINVAL (another call,
-// other sizes) or DISTC_EREMOTE, never write past a message or crash.
+// elements, expects up to four messages of sizes the input also picks, and
+// where that succeeds runs the next allreduce with the same messages on the
+// same links (whose headers may repeat the last one: a first word alone);
+// each exchange must end in success, DISTC_EPROTO, DISTC_EINVAL (another
+// call, other sizes) or DISTC_EREMOTE, never write past a message or crash.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -43,18 +45,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     socks[1] = distc::Fd(sv[0]);
     distc::SocketLinks links(socks);
     distc::Exchange x;
-    for (size_t i = 0; i < bufs.size(); ++i) x.recv(1, bufs[i].data(), bufs[i].size() - 16, int(i));
     uint8_t reply[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    x.send(1, reply, sizeof reply);
-    int got = 0;
     try {
-        distc::Call call = distc::make_call("allreduce", 2 /* uint8 */, 0 /* SUM */, -1, 16, seq);
-        x.run(links, call, distc::Clock::now() + std::chrono::milliseconds(200), std::chrono::microseconds(0), 0,
-              [&](int peer, int id) {
-                  if (peer != 1 || id != got) std::abort();  // in order, each once
-                  ++got;
-              });
-        if (got != int(bufs.size())) std::abort();
+        for (uint32_t call_seq = seq; call_seq != seq + 2; ++call_seq) {
+            for (size_t i = 0; i < bufs.size(); ++i) x.recv(1, bufs[i].data(), bufs[i].size() - 16, int(i));
+            x.send(1, reply, sizeof reply);
+            int got = 0;
+            distc::Call call = distc::make_call("allreduce", 2 /* uint8 */, 0 /* SUM */, -1, 16, call_seq);
+            x.run(links, call, distc::Clock::now() + std::chrono::milliseconds(200), std::chrono::microseconds(0), 0,
+                  [&](int peer, int id) {
+                      if (peer != 1 || id != got) std::abort();  // in order, each once
+                      ++got;
+                  });
+            if (got != int(bufs.size())) std::abort();
+        }
     } catch (const distc::Error &e) {
         if (e.code() != DISTC_EPROTO && e.code() != DISTC_EINVAL && e.code() != DISTC_EREMOTE) std::abort();
     }

@@ -65,6 +65,20 @@ write("fuzz_mesh_frames", "wrong_seq", struct.pack("<IB", 9, 0) + struct.pack("<
 write("fuzz_mesh_frames", "wrong_len", struct.pack("<IB", 1, 0) + struct.pack("<H", 2) + frame(1, b"long!"))
 write("fuzz_mesh_frames", "wrong_call", struct.pack("<IB", 1, 0) + struct.pack("<H", 2) + frame(1, b"ab", kind=1, root=0))
 write("fuzz_mesh_frames", "wrong_expect", struct.pack("<IB", 1, 0) + struct.pack("<H", 2) + frame(1, b"ab", expect=3))
+# A repeated header: its first word alone (uint32 seq, kind 0xfe, 3 bytes), meaning the link's last
+# header with this sequence number. The fuzzer runs a second allreduce (seq + 1) after a first that succeeds.
+def repeat(seq, payload):
+    return struct.pack("<IBBBB", seq, 0xFE, 0, 0, 0) + payload
+
+write("fuzz_mesh_frames", "repeat_ok", struct.pack("<IB", 3, 1) + struct.pack("<HH", 2, 2) + frame(3, b"ab") +
+      repeat(3, b"cd") + repeat(4, b"ef") + repeat(4, b"gh"))
+write("fuzz_mesh_frames", "repeat_first", struct.pack("<IB", 3, 0) + struct.pack("<H", 2) + repeat(3, b"ab"))
+write("fuzz_mesh_frames", "repeat_then_new", struct.pack("<IB", 5, 1) + struct.pack("<HH", 2, 2) + frame(5, b"ab") +
+      frame(5, b"cd", expect=9) + frame(6, b"ef") + repeat(6, b"gh"))
+write("fuzz_mesh_frames", "repeat_wrong_len", struct.pack("<IB", 5, 1) + struct.pack("<HH", 2, 40) + frame(5, b"ab") +
+      repeat(5, b"x" * 40))
+write("fuzz_mesh_frames", "new_where_repeat", struct.pack("<IB", 5, 1) + struct.pack("<HH", 2, 2) + frame(5, b"ab") +
+      frame(5, b"cd", count=17))
 write("fuzz_mesh_frames", "short", struct.pack("<IB", 1, 0) + struct.pack("<H", 100) + frame(1, b"x" * 100)[:50])
 
 for i, url in enumerate([b"env://", b"tcp://127.0.0.1:29500?rank=0&world_size=2", b"file:///tmp/x?rank=1&world_size=4",

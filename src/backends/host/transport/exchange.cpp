@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/util/error.hpp"
 
@@ -58,12 +59,26 @@ void Exchange::recv(int p, void *data, size_t n, int id, const bool *gate) {
     } while (n);
 }
 
+static_assert(sizeof(Call) + 16 == 40, "Exchange::Header has no padding: repeats() compares its bytes");
+
+bool Exchange::repeats(const Header &last, const Header &h) {
+    Header a = last;
+    a.call.seq = h.call.seq;
+    return std::memcmp(&a, &h, sizeof h) == 0;
+}
+
 // The rest of the current message, header then payload, as an iovec list; returns its length.
 int Exchange::remaining(Lane &l, iovec *iov) {
     const Msg &m = l.msgs[l.next];
+    auto *h = reinterpret_cast<uint8_t *>(&l.hdr);
+    // A first word begun and not finished: only its rest, which says how long the header is.
+    if (l.done > 0 && l.done < kWord) {
+        iov[0] = {h + l.done, kWord - l.done};
+        return 1;
+    }
     int cnt = 0;
-    if (l.done < sizeof(Header)) iov[cnt++] = {reinterpret_cast<uint8_t *>(&l.hdr) + l.done, sizeof(Header) - l.done};
-    size_t off = l.done > sizeof(Header) ? l.done - sizeof(Header) : 0;
+    if (l.done < l.hl) iov[cnt++] = {h + l.done, l.hl - l.done};
+    size_t off = l.done > l.hl ? l.done - l.hl : 0;
     if (m.n > off) iov[cnt++] = {m.p + off, m.n - off};
     return cnt;
 }
@@ -73,19 +88,65 @@ bool Exchange::push(Links &links, Peer &pr, const Call &call, int p) {
     bool moved = false;
     while (l.ready()) {
         const Msg &m = l.msgs[l.next];
-        if (l.done == 0) l.hdr = Header{call, m.n, pr.in_total};
+        if (l.hl == 0) {  // once per message, however many writes it takes
+            const Header h{call, m.n, pr.in_total};
+            const bool again = pr.has_sent && repeats(pr.sent, h);
+            pr.sent = h;
+            pr.has_sent = true;
+            l.hdr = h;
+            l.hl = sizeof(Header);
+            if (again) {
+                l.hdr.call.kind = kRepeat;
+                l.hl = kWord;
+            }
+        }
         // Header and payload in one call: a small message is one segment on the wire.
         iovec iov[2];
         size_t w = links.write(p, iov, remaining(l, iov));
         if (w == 0) break;
         moved = true;
         l.done += w;
-        if (l.done == sizeof(Header) + m.n) {
+        if (l.done == l.hl + m.n) {
             ++l.next;
-            l.done = 0;
+            l.done = l.hl = 0;
         }
     }
     return moved;
+}
+
+bool Exchange::expects_repeat(const Peer &pr, const Lane &l, const Call &call) {
+    // Exactly what check_header() asks of a repeated header: a wrong guess
+    // of a full one is then always an error (settle_header()).
+    return pr.has_got && pr.got.call.same_as(call) && pr.got.len == l.msgs[l.next].n &&
+           (l.next != 0 || pr.got.expect == pr.out_total);
+}
+
+void Exchange::settle_header(Peer &pr, Lane &l, size_t extra, const Call &call, int p) {
+    const bool again = l.hdr.call.kind == kRepeat;
+    if (again) {
+        if (!pr.has_got)
+            fail(DISTC_EPROTO, rank_name(p) + " sent a repeated header as the first on its link (a broken stream)");
+        const uint32_t seq = l.hdr.call.seq;
+        l.hdr = pr.got;
+        l.hdr.call.seq = seq;
+    }
+    if (again && l.hl != kWord) {
+        // This rank's call expects another header than the last: that one
+        // disagrees, and the bytes read after its word (perhaps the next
+        // message's, on a stream) were read for nothing.
+        check_header(pr, l, call, p);
+        fail(DISTC_EINTERNAL, rank_name(p) + " repeated a header this rank did not expect it to");
+    }
+    if (!again && l.hl == kWord) {
+        // Guessed a repeat: the bytes after the word went to the payload,
+        // and the first of them are the header's.
+        constexpr size_t kRest = sizeof(Header) - kWord;
+        uint8_t *payload = l.msgs[l.next].p;
+        const size_t k = std::min(extra, kRest);
+        std::memcpy(reinterpret_cast<uint8_t *>(&l.hdr) + kWord, payload, k);
+        if (extra > k) std::memmove(payload, payload + k, extra - k);
+        l.hl = sizeof(Header);
+    }
 }
 
 bool Exchange::pull(Links &links, Peer &pr, const Call &call, int p, FnRef<void(int, int)> on_recv) {
@@ -93,20 +154,26 @@ bool Exchange::pull(Links &links, Peer &pr, const Call &call, int p, FnRef<void(
     bool moved = false;
     while (l.ready()) {
         const Msg &m = l.msgs[l.next];
+        // A guess at the header's length, so that a small message is one
+        // read: settle_header() corrects it once the first word is in.
+        if (l.hl == 0) l.hl = expects_repeat(pr, l, call) ? kWord : sizeof(Header);
         iovec iov[2];
         size_t r = links.read(p, iov, remaining(l, iov));
         if (r == 0) break;
         moved = true;
         size_t before = l.done;
         l.done += r;
-        if (before < sizeof(Header) && l.done >= sizeof(Header)) {
+        if (before < kWord && l.done >= kWord) settle_header(pr, l, l.done - kWord, call, p);
+        if (before < l.hl && l.done >= l.hl) {
             check_header(pr, l, call, p);
+            pr.got = l.hdr;
+            pr.has_got = true;
             if (l.next == 0 && call.all_to_all()) digest_ += l.hdr.call.count;
         }
-        if (l.done == sizeof(Header) + m.n) {
+        if (l.done == l.hl + m.n) {
             int id = m.id;
             ++l.next;
-            l.done = 0;
+            l.done = l.hl = 0;
             if (id != -2) on_recv(p, id);
         }
     }
@@ -139,11 +206,21 @@ void Exchange::disagree(const Call &theirs, const Call &call, int p) const {
 
 void Exchange::look_at_others(Links &links, const Call &call) const {
     for (int p = 0; p < links.count(); ++p) {
-        if (static_cast<size_t>(p) < peers_.size() && !peers_[static_cast<size_t>(p)].in.msgs.empty()) continue;
+        const Peer *pr = static_cast<size_t>(p) < peers_.size() ? &peers_[static_cast<size_t>(p)] : nullptr;
+        if (pr && !pr->in.msgs.empty()) continue;
         Header h;
+        if (!links.peek(p, &h, kWord)) continue;
+        if (h.call.kind == kRepeat) {  // the last header read from that peer, but for its sequence number
+            if (!pr || !pr->has_got) continue;
+            const uint32_t seq = h.call.seq;
+            h = pr->got;
+            h.call.seq = seq;
+        } else if (!links.peek(p, &h, sizeof h)) {
+            continue;
+        }
         // The next call's messages may be there already (a later sequence
         // number); a rank's own phases of one call all call alike.
-        if (links.peek(p, &h, sizeof h) && h.call.seq == call.seq && !h.call.same_as(call)) disagree(h.call, call, p);
+        if (h.call.seq == call.seq && !h.call.same_as(call)) disagree(h.call, call, p);
     }
 }
 

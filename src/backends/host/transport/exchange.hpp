@@ -5,7 +5,11 @@
 // their buffers (a rank that only sent before reading would deadlock once
 // both sides' buffers fill), and a receive can trigger work (a reduction)
 // while other transfers are still moving. Every message carries a header
-// that lets the receiver catch a peer running another call.
+// that lets the receiver catch a peer running another call: in full, or,
+// where it repeats the link's last header but for the sequence number (a
+// loop of the same collective), as its first word alone, which the receiver
+// expands from the last header it read there. A small message then takes a
+// few dozen bytes of a ring, not a whole cache line.
 #pragma once
 
 #include <sys/uio.h>
@@ -83,6 +87,11 @@ private:
         uint64_t len;     // this message's payload
         uint64_t expect;  // what the sender receives from this peer in this call, all messages together
     };
+    // A repeated header on the wire: its first word (the call's sequence
+    // number, then this kind), which no call has.
+    static constexpr size_t kWord = 8;
+    static constexpr uint8_t kRepeat = 0xfe;
+    static bool repeats(const Header &last, const Header &h);
     struct Msg {
         uint8_t *p;
         size_t n;
@@ -95,21 +104,35 @@ private:
         std::vector<Msg> msgs;
         size_t next = 0;
         size_t done = 0;
+        // The current message's header on the wire: kWord or sizeof(Header).
+        // A receiver's is a guess until the first word is in (pull()).
+        size_t hl = 0;
         Header hdr{};
         bool idle() const { return next == msgs.size(); }
         void reset() {
             msgs.clear();
-            next = done = 0;
+            next = done = hl = 0;
         }
         bool ready() const { return !idle() && (!msgs[next].gate || *msgs[next].gate); }
     };
     struct Peer {
         Lane out, in;
         uint64_t out_total = 0, in_total = 0;  // this call's bytes each way, as queued
+        // The last header sent and read on this link, kept from call to
+        // call: a repeated header means the same on both ends.
+        Header sent{}, got{};
+        bool has_sent = false, has_got = false;
     };
 
     Peer &peer(int p);
     static int remaining(Lane &l, ::iovec *iov);  // the rest of the current message
+    // Whether `pr`'s next header, as this rank's call expects it, repeats
+    // the last one read: what a receiver guesses before the first word is in.
+    static bool expects_repeat(const Peer &pr, const Lane &l, const Call &call);
+    // The first word of `l`'s header is in, `extra` bytes after it in the
+    // places the guess gave them: reads what kind of header it is, and puts
+    // the bytes where they belong if the guess was wrong.
+    void settle_header(Peer &pr, Lane &l, size_t extra, const Call &call, int peer);
     // Moves what the link takes now; true if any byte moved.
     bool push(Links &links, Peer &pr, const Call &call, int peer);
     bool pull(Links &links, Peer &pr, const Call &call, int peer, FnRef<void(int, int)> on_recv);

@@ -23,7 +23,7 @@ namespace distc {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x64697374632d7333ULL;  // "distc-s3": stamped chunks on cache lines
+constexpr uint64_t kMagic = 0x64697374632d7334ULL;  // "distc-s4": stamped chunks on half lines
 // An in-place offer's states (Ring::offer).
 // kOffered: nobody copied from it yet; kTaken: the reader began (and will
 // finish) it; kReading: it copies now; kMoving: the writer relocates it;
@@ -250,6 +250,8 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n) {
         return 0;
     }
     k = std::min(k, room - sizeof(ChunkHeader));
+    // The room is whole half lines, and a larger chunk ends on a line.
+    if (chunk_end(h, k) - h > room) k = std::max<size_t>(room - kLine / 2, kLine / 2) - sizeof(ChunkHeader);
     if (k == 0) return 0;
     o.inline_left -= std::min(o.inline_left, k);
     publish(peer, h, ChunkHeader{0, k}, iov, m, k);
@@ -264,11 +266,17 @@ std::chrono::microseconds ShmLinks::inline_wait(size_t len) const {
 }
 
 uint64_t ShmLinks::chunk_end(uint64_t pos, size_t bytes) {
-    return (pos + sizeof(ChunkHeader) + bytes + kLine - 1) & ~(kLine - 1);
+    // A chunk of half a line ends there: two small messages (a repeated
+    // exchange header and a few bytes) share a line, so a reader that runs
+    // behind its writer takes in two with each line it fetches. A larger
+    // one ends on a line, so that the next does not share its last line
+    // with a reader still copying it out.
+    const uint64_t end = pos + sizeof(ChunkHeader) + bytes;
+    return end - pos <= kLine / 2 ? pos + kLine / 2 : (end + kLine - 1) & ~(kLine - 1);
 }
 
 void ShmLinks::publish(int peer, uint64_t pos, const ChunkHeader &c, const iovec *iov, int n, size_t k) {
-    // The header's first word is on a line, inside the ring: the rest of the
+    // The header's first word is on a half line, inside the ring: the rest of the
     // header and the bytes, then the stamp that says they are there, then the
     // head for ready() and a sleeper.
     uint8_t *d = data(me_, peer);

@@ -20,7 +20,8 @@
 // towards a rank that cannot, or from one, keep their fence.
 // DISTC_SHM_MEMBARRIER=0 keeps it everywhere.
 //
-// A ring carries chunks, each on its own cache lines: a 16-byte header, then
+// A ring carries chunks, each from a half cache line (two small ones share
+// a line, a larger one ends on one): a 16-byte header, then
 // its bytes inline, or (single copy, for pieces of at least cma_min bytes)
 // only a mark that the bytes are offered in place. The header's first word,
 // stored last, stamps the chunk's place in the stream, so a reader polls the
@@ -177,7 +178,7 @@ private:
     uint64_t stamp(uint64_t pos) const { return pos ^ salt_; }
     // How long an in-place piece of `len` bytes waits for its reader before it goes inline.
     std::chrono::microseconds inline_wait(size_t len) const;
-    // Where a chunk of `bytes` after its header ends (chunks start on lines).
+    // Where a chunk of `bytes` after its header ends (chunks start on half lines).
     static uint64_t chunk_end(uint64_t pos, size_t bytes);
     void publish(int peer, uint64_t pos, const ChunkHeader &c, const iovec *iov, int n, size_t k);
     // Whether the chunk at `t` in the ring from `peer` is complete; if so its header, into `h`.
