@@ -183,11 +183,16 @@ std::string shape_text(const DLTensor *t) {
 // `t` checked against `devices` (the group's, when g is given); `name()`
 // names it, called only for the error: a call that passes builds no string.
 template <typename Name>
-Tensor checked(uint64_t devices, const ProcessGroup *g, const DLTensor *t, Name name) {
-    Tensor out;
+void check_into(uint64_t devices, const ProcessGroup *g, const DLTensor *t, Tensor &out, Name name) {
     int dim = 0;
     Fault f = check_tensor(devices, t, out, dim);
     if (f != Fault::None) fail_tensor(g, t, name().c_str(), f, dim);
+}
+
+template <typename Name>
+Tensor checked(uint64_t devices, const ProcessGroup *g, const DLTensor *t, Name name) {
+    Tensor out;
+    check_into(devices, g, t, out, name);
     return out;
 }
 
@@ -209,7 +214,7 @@ TensorList tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, siz
     if (!ts) fail(DISTC_EINVAL, name + " is NULL");
     TensorList out(n);
     for (size_t i = 0; i < n; ++i)
-        out.set(i, checked(g.device_types(), &g, ts[i], [&] { return name + "[" + std::to_string(i) + "]"; }));
+        check_into(g.device_types(), &g, ts[i], out.emplace(i), [&] { return name + "[" + std::to_string(i) + "]"; });
     return out;
 }
 

@@ -43,6 +43,10 @@ public:
     InlineList() = default;
     explicit InlineList(size_t n) : n_(n), heap_(n > N ? new T[n] : nullptr) {}
     void set(size_t i, const T &v) { new (slot(i)) T(v); }
+    // Element `i`, value-initialized, for the caller to fill in place: a
+    // value built elsewhere and copied in is read back wider than it was
+    // written (a stall that waits for every store before it).
+    T &emplace(size_t i) { return *new (slot(i)) T(); }
     Span<T> span() const { return Span<T>(n_ ? slot(0) : nullptr, n_); }
     operator Span<T>() const { return span(); }  // NOLINT: passed on as the view it is
 
