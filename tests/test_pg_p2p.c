@@ -4,13 +4,15 @@
  * messages that arrive before their receive, a receive of another size, a
  * receive that times out (its buffer is never written afterwards), large
  * messages both ways at once, batches (one that fails gives up the rest),
- * and a peer that gives up. Gloo's pairs
+ * a peer that gives up, and a message before its receive that is larger
+ * than the receiver's memory. Gloo's pairs
  * (DISTC_MESH_BYTES=0) behave differently on these (their sends wait for the
  * receive; a receive that times out closes every pair): skipped there.
  */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +207,73 @@ static void test_timed_out_send_keeps_its_bytes(void **state) {
     (void)state;
     if (gloo_only()) skip();
     dt_run_ranks(2, rank_send_withdrawn, NULL);
+}
+
+/*
+ * A message sent before its receive takes the receiver's memory as it
+ * arrives; one larger than the memory the receiver may have (RLIMIT_AS)
+ * fails both sides instead of crashing the receiver: its receive says why
+ * (no memory), the send fails within its timeout. Only with ranks as
+ * processes (the limit is the process's) and without a sanitizer (whose
+ * shadow memory an address-space limit breaks).
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DT_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DT_SANITIZED 1
+#endif
+#endif
+
+static void rank_early_too_large(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    (void)size;
+    char mine[32], theirs[32];
+    snprintf(mine, sizeof mine, "%d", (int)getpid());
+    RK_OK(distc_store_set(dt_rank_store(), rank == 0 ? "nomem/pid0" : "nomem/pid1", mine, strlen(mine)));
+    distc_buf b = {0};
+    RK_OK(distc_store_get(&b, dt_rank_store(), rank == 0 ? "nomem/pid1" : "nomem/pid0"));
+    snprintf(theirs, sizeof theirs, "%.*s", (int)b.size, (const char *)b.data);
+    distc_buf_dispose(&b);
+    if (atoi(theirs) == (int)getpid()) return; /* threads of one process: the limit would be everyone's */
+    /* 256 MiB, never touched (the zero page), against 64 MiB more than the receiver has mapped */
+    const int64_t n = (int64_t)1 << 26;
+    DLTensor *t = dt_tensor_1d(DT_I32, n);
+    distc_op_options o = DISTC_OP_OPTIONS_INIT;
+    o.timeout_ms = 30000; /* what ends the send is the receiver's failure, long before */
+    /* A first message: over TCP the receiver's point-to-point thread runs from its first call on. */
+    DLTensor *small = dt_tensor_1d(DT_I32, 4);
+    RK_OK(rank == 0 ? distc_send(NULL, pg, small, 1, 8, NULL) : distc_recv(NULL, pg, small, 0, 8, NULL));
+    dt_tensor_free(small);
+    if (rank == 1) {
+        struct rlimit old, rl;
+        RK_CHECK(getrlimit(RLIMIT_AS, &old) == 0);
+        rl = old;
+        rl.rlim_cur = dt_vm_size() + (64u << 20); /* the hard limit stays: raised again below */
+        RK_CHECK(setrlimit(RLIMIT_AS, &rl) == 0);
+        signal_key("nomem/limited");
+        wait_key("nomem/sent");
+        int rc = distc_recv(NULL, pg, t, 0, 9, &o);
+        RK_CHECKF(rc != 0 && strstr(distc_error_last(), "no memory") != NULL,
+                  "the receive of a message larger than this rank's memory gave %d (%s)", rc, distc_error_last());
+        RK_CHECK(setrlimit(RLIMIT_AS, &old) == 0);
+    } else {
+        wait_key("nomem/limited");
+        /* The receiver stops reading this rank's messages: over shared memory it says so in the ring, over TCP it
+         * closes the connection. */
+        RK_ERR(distc_send(NULL, pg, t, 1, 9, &o), DISTC_EREMOTE, "rank 1");
+        signal_key("nomem/sent");
+    }
+    dt_tensor_free(t);
+}
+
+static void test_early_message_beyond_memory(void **state) {
+    (void)state;
+#ifdef DT_SANITIZED
+    skip();
+#endif
+    if (gloo_only()) skip();
+    dt_run_ranks(2, rank_early_too_large, NULL);
 }
 
 /* Every rank sends 16 MB to the next with a blocking send, then receives from the previous. */
@@ -407,6 +476,7 @@ int main(void) {
         cmocka_unit_test(test_timed_out_receive_is_withdrawn), cmocka_unit_test(test_timed_out_send_keeps_its_bytes),
         cmocka_unit_test(test_large_messages_both_ways),       cmocka_unit_test(test_batch_with_every_peer),
         cmocka_unit_test(test_failed_batch_is_withdrawn),      cmocka_unit_test(test_peer_that_gives_up),
+        cmocka_unit_test(test_early_message_beyond_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

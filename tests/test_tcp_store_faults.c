@@ -73,22 +73,11 @@ static int stop_child_server(child_server cs) {
     return alive;
 }
 
-/* This process's address space in bytes (VmSize). */
-static uint64_t vm_size(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    uint64_t kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %lu kB", &kb) == 1) break;
-    if (f) fclose(f);
-    return kb * 1024;
-}
-
 /* The child may map what it has now plus this much: enough to serve 1 MiB
  * values, not enough for a reply of hundreds of MiB. */
 static void limit_memory(void) {
     struct rlimit rl;
-    rl.rlim_cur = rl.rlim_max = vm_size() + (320u << 20);
+    rl.rlim_cur = rl.rlim_max = dt_vm_size() + (320u << 20);
     if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
 }
 

@@ -59,6 +59,16 @@ int64_t dt_now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+uint64_t dt_vm_size(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    uint64_t kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %lu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
 int dt_run_procs(int n, dt_child_fn fn, void *arg, int timeout_s) {
     pid_t *pids = calloc((size_t)n, sizeof *pids);
     fflush(stdout);

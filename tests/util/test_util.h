@@ -49,6 +49,9 @@ distc_store *dt_tcp_client(int32_t port, int64_t timeout_ms);
 /* Monotonic milliseconds. */
 int64_t dt_now_ms(void);
 
+/* This process's address space in bytes (VmSize), for an RLIMIT_AS above it. */
+uint64_t dt_vm_size(void);
+
 /* Sets DISTC_SHM_CORES to `cores` for the ranks started after it (a host
  * with a core per rank takes the collectives' rounds and trees), saving
  * what it was in `saved` (at least 32 bytes; "" when unset), and puts that

@@ -207,6 +207,8 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n) {
     check_self();
     if (bells_[peer].closed.load(std::memory_order_acquire)) peer_gone(peer, false);
     Ring &r = ring(me_, peer);
+    if (r.stopped.load(std::memory_order_acquire))
+        fail(DISTC_EREMOTE, name(peer) + " stopped reading what this rank sends it (it failed on a message)");
     Out &o = out_[size_t(peer)];
     if (o.pending.load(std::memory_order_relaxed)) {  // done once the reader moved past it
         if (r.tail.load(std::memory_order_acquire) >= o.until.load(std::memory_order_relaxed)) {
@@ -490,6 +492,7 @@ bool ShmLinks::ready(const Want &w) const {
     if (bells_[w.peer].closed.load(std::memory_order_seq_cst)) return true;  // the next move throws
     if (w.write) {
         const Ring &r = ring(me_, w.peer);
+        if (r.stopped.load(std::memory_order_seq_cst)) return true;  // so does the next write
         const Out &o = out_[size_t(w.peer)];
         uint64_t t = r.tail.load(std::memory_order_seq_cst);
         if (o.pending.load(std::memory_order_relaxed)
@@ -499,6 +502,11 @@ bool ShmLinks::ready(const Want &w) const {
     }
     if (w.read && ring(w.peer, me_).head.load(std::memory_order_seq_cst) != read_pos(w.peer)) return true;
     return false;
+}
+
+void ShmLinks::stop_reading(int peer) noexcept {
+    ring(peer, me_).stopped.store(1, std::memory_order_seq_cst);
+    ring_bell(peer);
 }
 
 bool ShmLinks::alive(int peer) const {

@@ -129,6 +129,11 @@ public:
     // buffers behind them from now on (a reader that tries fails).
     void abandon() noexcept;
 
+    // This rank reads nothing more from `peer` (a stream it cannot follow:
+    // a message it had no memory for, or a malformed one): the peer's
+    // writes to it throw DISTC_EREMOTE from now on, and a wait for room wakes.
+    void stop_reading(int peer) noexcept;
+
     // Marks this rank's end closed and wakes every rank, this one's waiter too:
     // peers fail at once, and a wait here returns and throws. Returns once
     // no peer reads or writes this rank's buffers (read_from, write_to), at
@@ -163,7 +168,9 @@ private:
         // write_to): the reader's close() waits until it is done.
         std::atomic<uint32_t> poking;
         std::atomic<uint64_t> offer_addr;
-        char pad2[48];
+        // The reader gave up on this ring (stop_reading): the writer's next move throws.
+        std::atomic<uint32_t> stopped;
+        char pad2[44];
     };
     struct ChunkHeader {
         uint64_t stamp;  // stamp(position): the chunk is complete (written last)

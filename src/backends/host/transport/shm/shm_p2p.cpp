@@ -225,6 +225,8 @@ void ShmP2p::lost_in(int l, const std::string &why) {
     if (in.gone) return;
     in.gone = true;
     box_.lost(in.a, why);
+    // Its writer must not wait for room that never comes, nor send more.
+    links_->stop_reading(l);
 }
 
 void ShmP2p::lost_out(int l, const std::string &why) {
