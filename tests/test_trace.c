@@ -384,8 +384,8 @@ static int64_t field_at(const char *path, const char *key, int n) {
 
 /* Records carry the wall clock: an operation after a pause is stamped
  * after it, both within the time around them. Also in a forked child,
- * which has no ticker thread of its parent's, and whose records name its
- * own thread, not the one that forked it (the main thread's id is the pid). */
+ * whose records name its own thread, not the one that forked it (the main
+ * thread's id is the pid). */
 static int clock_check(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/store-%d", dir, (int)getpid());
@@ -409,7 +409,7 @@ static int clock_check(const char *dir) {
     distc_pg_free(pg);
     distc_store_free(st);
     if (rc || a < 0 || b < 0) return 1;
-    /* The recorder's clock may lag the real one by a few ms: allow 20 ms. */
+    /* The recorder's clock lags the real one by up to a kernel tick: allow 20 ms. */
     if (a < before - 20000 || b > after || b - a < 200 * 1000 - 20000) {
         fprintf(stderr, "clock: before %lld, %lld, %lld, after %lld\n", (long long)before, (long long)a, (long long)b,
                 (long long)after);
@@ -431,7 +431,7 @@ static void test_clock(void **state) {
     char *dir = make_dir("trace-clock");
     assert_int_equal(clock_check(dir), 0);
 #ifndef __SANITIZE_THREAD__ /* TSan: no threads in a multi-threaded process's fork */
-    assert_int_equal(dt_run_procs(1, clock_child, dir, 30), 0); /* a fork of a process whose ticker runs */
+    assert_int_equal(dt_run_procs(1, clock_child, dir, 30), 0); /* a fork of a process that recorded */
 #endif
     remove_dir(dir);
 }

@@ -1,32 +1,24 @@
-// A wall clock that costs one load: a thread of its own reads the real clock
-// every 2 ms while someone asks the time, and sleeps when nobody
-// has asked for a whole tick. For the flight recorder, which stamps every
-// operation twice: a real clock read there would cost more than the rest of
-// the record together.
+// A wall clock at the kernel's tick: CLOCK_REALTIME_COARSE, which the vDSO
+// serves from the time the kernel kept at its last tick, with no system
+// call and no counter read. For the flight recorder, which stamps every
+// operation twice: a precise clock read there would cost more than the rest
+// of the record together. It needs no thread of ours either: a thread that
+// woke every few milliseconds to refresh a clock of its own took cores
+// from ranks busy copying (more context switches than the ranks made).
 #pragma once
 
-#include <atomic>
+#include <time.h>
+
 #include <cstdint>
 
 namespace distc {
 
-namespace tick {
-// Readers load `now`; while `ticking`, the ticker refreshes it each tick and
-// stops after a tick in which nobody read it (`used` stayed false).
-extern std::atomic<int64_t> now;
-extern std::atomic<bool> ticking, used;
-int64_t wake();  // the real clock, and the ticker started again
-}  // namespace tick
-
-// Microseconds since the epoch (CLOCK_REALTIME), a few milliseconds behind
-// at most while the ticker runs (more if the machine is too busy to run it); the first call after a pause reads the real clock.
+// Microseconds since the epoch, behind the real clock by at most a tick of
+// the kernel (1/HZ: 1 to 10 ms).
 inline int64_t tick_now_us() {
-    if (tick::ticking.load(std::memory_order_relaxed)) {
-        // Stored only when it changes: readers on many cores share the line.
-        if (!tick::used.load(std::memory_order_relaxed)) tick::used.store(true, std::memory_order_relaxed);
-        return tick::now.load(std::memory_order_relaxed);
-    }
-    return tick::wake();
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
 // The real clock, read now (CLOCK_REALTIME).
