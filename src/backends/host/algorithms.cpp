@@ -316,7 +316,7 @@ void Algorithms::gather(const Tensor &in, Tensor *out, int root, const Call &cal
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     size_t n = in.nbytes();
-    if (size_ > 1 && in_place(n, kInPlacePartBytes)) return gather_in_place(in, out, n, root, call, deadline);
+    if (size_ > 1 && in_place(n, in_place_part_bytes())) return gather_in_place(in, out, n, root, call, deadline);
     if (rank_ != root) {
         t_.send(root, in.data, n);
     } else {
@@ -332,7 +332,7 @@ void Algorithms::scatter(const Tensor *in, Tensor &out, int root, const Call &ca
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     size_t n = out.nbytes();
-    if (size_ > 1 && in_place(n, kInPlacePartBytes)) return scatter_in_place(in, out, n, root, call, deadline);
+    if (size_ > 1 && in_place(n, in_place_part_bytes())) return scatter_in_place(in, out, n, root, call, deadline);
     if (size_ >= kTreeRanks && n * static_cast<size_t>(size_) <= kTreeScatterBytes && t_.cheap_rounds())
         return scatter_tree(in, out, n, root, call, deadline);
     if (rank_ != root) {

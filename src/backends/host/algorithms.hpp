@@ -87,10 +87,15 @@ private:
     // broadcast of 2 ranks, where both copy at once, gains from less; one of
     // more ranks only from 4 MiB, where it gained on both VMs measured
     // (bench/results/shm_broadcast_ab.txt; not with more ranks than cores).
+    // Gather's and scatter's parts from 32 KiB where the kernel copies fast
+    // and every rank has a core (bench/results/shm_gather_parts_ab.txt):
+    // with more ranks than cores the two rounds wait for ranks to be
+    // scheduled, and the rings' copies were faster up to 128 KiB.
     static constexpr size_t kInPlaceBytes = 64 * 1024, kInPlaceReduceBytes = 128 * 1024,
                             kInPlaceBroadcastBytes = 4096 * 1024, kInPlaceBroadcastPairBytes = 128 * 1024,
-                            kInPlacePartBytes = 128 * 1024;
+                            kInPlacePartBytes = 128 * 1024, kInPlaceCheapPartBytes = 32 * 1024;
     bool in_place(size_t bytes, size_t from = kInPlaceBytes) const;
+    size_t in_place_part_bytes() const;
     // Where every rank copies anyway: only where the transport copies in
     // place cheaply (Transport::copies_in_place_cheaply).
     bool in_place_everyone(size_t bytes, size_t from = kInPlaceBytes) const;

@@ -38,6 +38,9 @@ bool Algorithms::in_place(size_t bytes, size_t from) const { return bytes >= fro
 bool Algorithms::in_place_everyone(size_t bytes, size_t from) const {
     return bytes >= from && t_.copies_in_place_cheaply();
 }
+size_t Algorithms::in_place_part_bytes() const {
+    return t_.copies_in_place_cheaply() && t_.cheap_rounds() ? kInPlaceCheapPartBytes : kInPlacePartBytes;
+}
 
 void Algorithms::swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call,
                       Clock::time_point deadline) {
