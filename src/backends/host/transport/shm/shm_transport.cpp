@@ -70,7 +70,7 @@ size_t ShmTransport::single_copy_bytes(bool p2p, bool fast) {
     const char *e = std::getenv("DISTC_SHM_CMA_BYTES");
     if (e && *e) return static_cast<size_t>(std::atoll(e));
     if (!p2p) return size_t(4) << 20;
-    return fast ? size_t(64) << 10 : size_t(256) << 10;
+    return fast ? size_t(32) << 10 : size_t(256) << 10;
 }
 
 size_t ShmTransport::ring_bytes(int n) {

@@ -41,8 +41,10 @@ public:
     // by default 4 MiB (their large calls copy in place by themselves; below
     // that, the ring's two copies, writer and reader at once, finish sooner,
     // as in place the writer waits for the reader's copy). Point-to-point:
-    // 64 KiB, since a send and its receive are often both waiting, and each
-    // rank of an exchange then copies once instead of twice; 256 KiB where
+    // 32 KiB, since a send and its receive are often both waiting, and each
+    // rank of an exchange then copies once instead of twice (from 64 KiB
+    // before: 32-128 KiB exchanges took 0.79-0.95 of that time,
+    // bench/results/shm_p2p_single_copy_ab.txt); 256 KiB where
     // the kernel copies slowly (`fast`: more of the host's ranks measured it
     // fast than slow), as below that the ring's two copies finished sooner.
     static size_t single_copy_bytes(bool p2p, bool fast = true);
