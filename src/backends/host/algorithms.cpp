@@ -235,7 +235,7 @@ void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Mil
 void Algorithms::broadcast(Tensor &t, int root, const Call &call, Millis timeout) {
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
-    if (in_place(t.nbytes(), size_ == 2 ? kInPlaceBroadcastPairBytes : kInPlaceBroadcastBytes))
+    if (in_place(t.nbytes(), size_ == 2 ? from(kInPlaceBroadcastPairBytes) : kInPlaceBroadcastBytes))
         return broadcast_in_place(t, root, call, deadline);
     if (size_ > 2 && t.nbytes() > kDirectBroadcastBytes) return broadcast_chunked(t, root, call, deadline);
     if (size_ >= kTreeRanks && t_.cheap_rounds()) return broadcast_tree(t, root, call, deadline);
@@ -299,7 +299,8 @@ void Algorithms::allgather(const Tensor &in, Tensor &out, const Call &call, Mill
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     size_t n = in.nbytes();
-    if (in_place_everyone(n * static_cast<size_t>(size_ - 1))) return allgather_in_place(in, out, n, call, deadline);
+    if (in_place_everyone(n * static_cast<size_t>(size_ - 1), kInPlaceBytes))
+        return allgather_in_place(in, out, n, call, deadline);
     // Our own part first, and sent from there: `in` may alias a slot of `out`
     // that a receive fills while our sends are still going.
     uint8_t *own = out.bytes() + n * static_cast<size_t>(rank_);
@@ -316,7 +317,7 @@ void Algorithms::gather(const Tensor &in, Tensor *out, int root, const Call &cal
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     size_t n = in.nbytes();
-    if (size_ > 1 && in_place(n, in_place_part_bytes())) return gather_in_place(in, out, n, root, call, deadline);
+    if (size_ > 1 && in_place(n, from(kInPlacePartBytes))) return gather_in_place(in, out, n, root, call, deadline);
     if (rank_ != root) {
         t_.send(root, in.data, n);
     } else {
@@ -332,7 +333,7 @@ void Algorithms::scatter(const Tensor *in, Tensor &out, int root, const Call &ca
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
     size_t n = out.nbytes();
-    if (size_ > 1 && in_place(n, in_place_part_bytes())) return scatter_in_place(in, out, n, root, call, deadline);
+    if (size_ > 1 && in_place(n, from(kInPlacePartBytes))) return scatter_in_place(in, out, n, root, call, deadline);
     if (size_ >= kTreeRanks && n * static_cast<size_t>(size_) <= kTreeScatterBytes && t_.cheap_rounds())
         return scatter_tree(in, out, n, root, call, deadline);
     if (rank_ != root) {
@@ -435,6 +436,7 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
     // pair see the same two sizes (or their split check fails), so decide alike.
     const size_t P = static_cast<size_t>(size_);
     const bool reads = t_.copies_in_place_cheaply();
+    const size_t pair_from = from(kInPlaceBytes);
     bool any = false;
     reads_.assign(P, false);
     parts_out_.resize(P);
@@ -449,7 +451,7 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
         in_bytes[size_t(p)] = ni;
         if (p == rank_) {
             if (ni && out.bytes() + ooff != src + ioff) std::memmove(out.bytes() + ooff, src + ioff, ni);
-        } else if (reads && ni + no >= kInPlaceBytes) {
+        } else if (reads && ni + no >= pair_from) {
             reads_[size_t(p)] = any = true;
             parts_out_[size_t(p)] = {reinterpret_cast<uintptr_t>(src + ioff), ni, no};
             t_.send(p, &parts_out_[size_t(p)], sizeof(Part));

@@ -87,18 +87,22 @@ private:
     // broadcast of 2 ranks, where both copy at once, gains from less; one of
     // more ranks only from 4 MiB, where it gained on both VMs measured
     // (bench/results/shm_broadcast_ab.txt; not with more ranks than cores).
-    // Gather's and scatter's parts from 32 KiB where the kernel copies fast
-    // and every rank has a core (bench/results/shm_gather_parts_ab.txt):
-    // with more ranks than cores the two rounds wait for ranks to be
-    // scheduled, and the rings' copies were faster up to 128 KiB.
-    static constexpr size_t kInPlaceBytes = 64 * 1024, kInPlaceReduceBytes = 128 * 1024,
-                            kInPlaceBroadcastBytes = 4096 * 1024, kInPlaceBroadcastPairBytes = 128 * 1024,
-                            kInPlacePartBytes = 128 * 1024, kInPlaceCheapPartBytes = 32 * 1024;
-    bool in_place(size_t bytes, size_t from = kInPlaceBytes) const;
-    size_t in_place_part_bytes() const;
+    struct From {
+        size_t cheap, otherwise;
+    };
+    // Where every rank has a core and the kernel copies fast (`cheap`), the
+    // rounds cost less and single copy wins from smaller sizes: measured with
+    // 2 ranks (bench/results/shm_in_place_cheap_ab.txt, shm_gather_parts_ab.txt). With more ranks than
+    // cores the rounds wait for ranks to be scheduled, and the rings' copies
+    // were faster up to the larger sizes.
+    static constexpr From kInPlaceBytes{16 * 1024, 64 * 1024}, kInPlaceReduceBytes{32 * 1024, 128 * 1024},
+        kInPlaceBroadcastPairBytes{32 * 1024, 128 * 1024}, kInPlacePartBytes{32 * 1024, 128 * 1024};
+    static constexpr size_t kInPlaceBroadcastBytes = 4096 * 1024;
+    size_t from(From f) const;
+    bool in_place(size_t bytes, size_t from) const;
     // Where every rank copies anyway: only where the transport copies in
     // place cheaply (Transport::copies_in_place_cheaply).
-    bool in_place_everyone(size_t bytes, size_t from = kInPlaceBytes) const;
+    bool in_place_everyone(size_t bytes, From f) const;
     // Sends every peer `n` bytes at mine + p * stride and receives each
     // peer's at theirs + p * n, in one run.
     void swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call, Clock::time_point deadline);

@@ -34,12 +34,12 @@ uint64_t address_of(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 
 }  // namespace
 
-bool Algorithms::in_place(size_t bytes, size_t from) const { return bytes >= from && t_.reads_peers(); }
-bool Algorithms::in_place_everyone(size_t bytes, size_t from) const {
-    return bytes >= from && t_.copies_in_place_cheaply();
+size_t Algorithms::from(From f) const {
+    return t_.copies_in_place_cheaply() && t_.cheap_rounds() ? f.cheap : f.otherwise;
 }
-size_t Algorithms::in_place_part_bytes() const {
-    return t_.copies_in_place_cheaply() && t_.cheap_rounds() ? kInPlaceCheapPartBytes : kInPlacePartBytes;
+bool Algorithms::in_place(size_t bytes, size_t from) const { return bytes >= from && t_.reads_peers(); }
+bool Algorithms::in_place_everyone(size_t bytes, From f) const {
+    return t_.copies_in_place_cheaply() && bytes >= from(f);
 }
 
 void Algorithms::swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call,
