@@ -235,7 +235,9 @@ void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Mil
 void Algorithms::broadcast(Tensor &t, int root, const Call &call, Millis timeout) {
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
-    if (in_place(t.nbytes(), size_ == 2 ? from(kInPlaceBroadcastPairBytes) : kInPlaceBroadcastBytes))
+    if (in_place(t.nbytes(), size_ == 2                     ? from(kInPlaceBroadcastPairBytes)
+                             : t_.copies_in_place_cheaply() ? kInPlaceBroadcastBytes.cheap
+                                                            : kInPlaceBroadcastBytes.otherwise))
         return broadcast_in_place(t, root, call, deadline);
     if (size_ > 2 && t.nbytes() > kDirectBroadcastBytes) return broadcast_chunked(t, root, call, deadline);
     if (size_ >= kTreeRanks && t_.cheap_rounds()) return broadcast_tree(t, root, call, deadline);

@@ -97,7 +97,11 @@ private:
     // were faster up to the larger sizes.
     static constexpr From kInPlaceBytes{16 * 1024, 64 * 1024}, kInPlaceReduceBytes{32 * 1024, 128 * 1024},
         kInPlaceBroadcastPairBytes{32 * 1024, 128 * 1024}, kInPlacePartBytes{32 * 1024, 128 * 1024};
-    static constexpr size_t kInPlaceBroadcastBytes = 4096 * 1024;
+    // A broadcast of more ranks from 256 KiB wherever the kernel copies
+    // fast, even with more ranks than cores: there its non-roots' reads
+    // took 0.41-0.85 of the chunked rings' time for 256 KiB-2 MiB (3 and 4
+    // ranks on 2 cores, bench/results/shm_broadcast_from_ab.txt).
+    static constexpr From kInPlaceBroadcastBytes{256 * 1024, 4096 * 1024};
     size_t from(From f) const;
     bool in_place(size_t bytes, size_t from) const;
     // Where every rank copies anyway: only where the transport copies in
