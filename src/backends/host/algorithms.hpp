@@ -84,23 +84,22 @@ private:
     // from their input's size; gather and scatter from each rank's part.
     // Below these, the paths through the rings measured as fast or faster
     // (the two rounds of messages cost more than the copy they save). A
-    // broadcast of 2 ranks, where both copy at once, gains from less; one of
-    // more ranks only from 4 MiB, where it gained on both VMs measured
-    // (bench/results/shm_broadcast_ab.txt; not with more ranks than cores).
+    // broadcast of 2 ranks, where both copy at once, gains from less.
     struct From {
         size_t cheap, otherwise;
     };
-    // Where every rank has a core and the kernel copies fast (`cheap`), the
-    // rounds cost less and single copy wins from smaller sizes: measured with
-    // 2 ranks (bench/results/shm_in_place_cheap_ab.txt, shm_gather_parts_ab.txt). With more ranks than
-    // cores the rounds wait for ranks to be scheduled, and the rings' copies
-    // were faster up to the larger sizes.
+    // `cheap` where every rank has a core and the kernel copies fast: the
+    // rounds cost less there, and single copy won from the smaller sizes
+    // (measured with 2 ranks: bench/results/shm_in_place_cheap_ab.txt and
+    // shm_gather_parts_ab.txt). With more ranks than cores the rounds wait
+    // for ranks to be scheduled, and the rings were faster up to the larger.
     static constexpr From kInPlaceBytes{16 * 1024, 64 * 1024}, kInPlaceReduceBytes{32 * 1024, 128 * 1024},
         kInPlaceBroadcastPairBytes{32 * 1024, 128 * 1024}, kInPlacePartBytes{32 * 1024, 128 * 1024};
-    // A broadcast of more ranks from 256 KiB wherever the kernel copies
-    // fast, even with more ranks than cores: there its non-roots' reads
-    // took 0.41-0.85 of the chunked rings' time for 256 KiB-2 MiB (3 and 4
-    // ranks on 2 cores, bench/results/shm_broadcast_from_ab.txt).
+    // A broadcast of more ranks: `cheap` wherever the kernel copies fast,
+    // even with more ranks than cores, where its non-roots' reads took
+    // 0.48-0.89 of the chunked rings' time for 256 KiB-2 MiB (3 and 4 ranks
+    // on 2 cores, bench/results/shm_broadcast_from_ab.txt); where it copies
+    // slowly only from 4 MiB (shm_broadcast_ab.txt).
     static constexpr From kInPlaceBroadcastBytes{256 * 1024, 4096 * 1024};
     size_t from(From f) const;
     bool in_place(size_t bytes, size_t from) const;
