@@ -254,8 +254,8 @@ DISTC_EXTERN(int) distc_pg_abort(distc_pg *pg);
  * first ({"type":"op","group","rank","id","seq","op","dtype","numel",
  * "root","reduce","peer","tag","blocking","thread","state","queued_us",
  * "ended_us","duration_us","code","error"}; times in microseconds since the
- * epoch, to a few milliseconds: a thread of the library reads the clock
- * while operations run, so that recording costs no clock read). "id" is a
+ * epoch, to a kernel tick of a few milliseconds: the coarse clock, which
+ * costs no system call and needs no thread). "id" is a
  * collective's sequence number, and numbers point-to-point operations (seq
  * 0) apart; a point-to-point operation is listed after the collectives
  * begun before it. The file is written aside and renamed, so a reader sees
