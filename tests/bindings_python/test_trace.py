@@ -52,3 +52,34 @@ def test_dump_all(tmp_path):
         assert "cannot write" in str(e)
     else:
         raise AssertionError("dump_trace into a missing directory did not fail")
+
+
+def _write_trace(path, rank, ops, now=2_000_000):
+    """A rank's trace file as the recorder writes it: header, group, ops."""
+    lines = [{"type": "distc-trace", "version": 1, "host": "h", "pid": 100 + rank, "rank": rank, "time_us": now,
+              "groups": 1},
+             {"type": "group", "group": "g", "rank": rank, "size": 3, "global_rank": rank, "backend": "mpi",
+              "ranks": [0, 1, 2], "capacity": 1000, "recorded": len(ops)}]
+    for seq, state in ops:
+        lines.append({"type": "op", "group": "g", "rank": rank, "id": seq, "seq": seq, "op": "allreduce",
+                      "dtype": "float32", "numel": 16, "reduce": "SUM", "blocking": True, "thread": 100 + rank,
+                      "state": state, "queued_us": 1_000_000 + seq, "duration_us": 5 if state == "completed" else 0})
+    with open(path, "w") as f:
+        f.write("\n".join(json.dumps(ln) for ln in lines) + "\n")
+
+
+def test_analyse_with_a_rank_that_left_no_trace(tmp_path):
+    # Rank 1 skipped #3; rank 2 waits in it; rank 0 was killed before it
+    # could write (as when the job ends on the other's watchdog). The rank
+    # that never called is still named, at #3, not the first operation.
+    _write_trace(tmp_path / "r1.jsonl", 1, [(1, "completed"), (2, "completed")])
+    _write_trace(tmp_path / "r2.jsonl", 2, [(1, "completed"), (2, "completed"), (3, "started")])
+    r = subprocess.run([sys.executable, TOOL, str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "rank 1 never called allreduce #3 of group g" in r.stdout, r.stdout
+    assert "rank 0 left no trace" in r.stdout, r.stdout
+    # Where the ranks that wrote agree on everything, the missing one is named alone.
+    _write_trace(tmp_path / "r1.jsonl", 1, [(1, "completed"), (2, "completed"), (3, "completed")])
+    _write_trace(tmp_path / "r2.jsonl", 2, [(1, "completed"), (2, "completed"), (3, "completed")])
+    r = subprocess.run([sys.executable, TOOL, str(tmp_path)], capture_output=True, text=True)
+    assert "rank 0 left no trace" in r.stdout and "never called" not in r.stdout, r.stdout
