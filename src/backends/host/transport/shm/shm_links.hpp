@@ -141,6 +141,13 @@ public:
     void close() noexcept;
 
 private:
+    // An in-place offer's states (Ring::offer).
+    // kOffered: nobody copied from it yet; kTaken: the reader began (and will
+    // finish) it; kReading: it copies now; kMoving: the writer relocates it;
+    // kWithdrawn: gone; kInline: the writer sends the bytes inline after the
+    // offer's chunk instead (only from kOffered: a reader that began finishes).
+    static constexpr uint32_t kNoOffer = 0, kOffered = 1, kReading = 2, kMoving = 3, kWithdrawn = 4, kInline = 5,
+                              kTaken = 6;
     struct alignas(64) Bell {
         // The futex word. Its owner takes a value of its own for each sleep,
         // and a mover that wakes it the next.
