@@ -102,7 +102,7 @@ private:
     // slowly only from 4 MiB (shm_broadcast_ab.txt).
     static constexpr From kInPlaceBroadcastBytes{256 * 1024, 4096 * 1024};
     size_t from(From f) const;
-    bool in_place(size_t bytes, size_t from) const;
+    bool in_place(size_t bytes, size_t least) const;
     // Where every rank copies anyway: only where the transport copies in
     // place cheaply (Transport::copies_in_place_cheaply).
     bool in_place_everyone(size_t bytes, From f) const;

@@ -37,7 +37,7 @@ uint64_t address_of(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 size_t Algorithms::from(From f) const {
     return t_.copies_in_place_cheaply() && t_.cheap_rounds() ? f.cheap : f.otherwise;
 }
-bool Algorithms::in_place(size_t bytes, size_t from) const { return bytes >= from && t_.reads_peers(); }
+bool Algorithms::in_place(size_t bytes, size_t least) const { return bytes >= least && t_.reads_peers(); }
 bool Algorithms::in_place_everyone(size_t bytes, From f) const {
     return t_.copies_in_place_cheaply() && bytes >= from(f);
 }
