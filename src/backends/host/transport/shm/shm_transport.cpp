@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "core/util/debug.hpp"
 #include "core/util/error.hpp"
 
 namespace distc {
@@ -42,9 +45,10 @@ unsigned polls_for(int local_ranks) {
 
 }  // namespace
 
-bool ShmTransport::kernel_copy_fast() {
-    if (const char *e = std::getenv("DISTC_SHM_KERNEL_COPY"); e && *e) return std::strcmp(e, "slow") != 0;
-    static const bool fast = [] {
+double ShmTransport::kernel_copy_ratio() {
+    if (const char *e = std::getenv("DISTC_SHM_KERNEL_COPY"); e && *e)
+        return std::strcmp(e, "slow") == 0 ? kSlowRatio * 2 : 1.0;
+    static const double ratio = [] {
         // Beyond the caches, as the large collectives copy; the fastest of a
         // few rounds each. Our own memory serves: the kernel pins and copies
         // it as it would a peer's.
@@ -56,14 +60,20 @@ bool ShmTransport::kernel_copy_fast() {
             std::memcpy(b.data(), a.data(), n);
             auto t1 = Clock::now();
             iovec local{b.data(), n}, remote{a.data(), n};
-            if (::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(n)) return true;
+            if (::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(n)) return 1.0;
             auto t2 = Clock::now();
             mem = std::min(mem, std::chrono::duration<double>(t1 - t0).count());
             kernel = std::min(kernel, std::chrono::duration<double>(t2 - t1).count());
         }
-        return kernel < 2 * mem;
+        return kernel / std::max(mem, 1e-9);
     }();
-    return fast;
+    return ratio;
+}
+
+bool ShmTransport::copies_fast(std::vector<double> ratios) {
+    if (ratios.empty()) return false;
+    std::sort(ratios.begin(), ratios.end());
+    return ratios[(ratios.size() - 1) / 2] < kSlowRatio;
 }
 
 size_t ShmTransport::single_copy_bytes(bool p2p, bool fast) {
@@ -123,10 +133,10 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
                                   P2pMailbox &box, std::unique_ptr<ShmTransport> &out, std::string &why_not) {
     std::unique_ptr<ShmTransport> t;
     // '1' made ('-': alone on its host, no segment), then 'c' when this rank
-    // can read the memory of every rank on its host ('n' if not), 'f' or 's'
-    // for how fast its kernel copies (kernel_copy_fast; '-' after 'n': not
-    // measured), and 'o' or 'd' for whether its host's ranks outnumber its
-    // cores; '0' and why, if not made.
+    // can read the memory of every rank on its host ('n' if not), 'o' or 'd'
+    // for whether its host's ranks outnumber its cores, then how much longer
+    // than memcpy its kernel takes to copy (kernel_copy_ratio, in hundredths;
+    // nothing after 'n': not measured); '0' and why, if not made.
     std::string mine = "1-";
     if (loc.peers_of(rank).size() > 1) {
         try {
@@ -137,8 +147,9 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
             for (int r : loc.peers_of(rank))
                 readable = readable && ShmLinks::can_read(loc.pid[size_t(r)],
                                                           reinterpret_cast<const void *>(loc.probe[size_t(r)]), kProbe);
-            mine = readable ? (kernel_copy_fast() ? "1cf" : "1cs") : "1n-";
+            mine = readable ? "1c" : "1n";
             mine += oversubscribed(static_cast<int>(loc.peers_of(rank).size())) ? 'o' : 'd';
+            if (readable) mine += std::to_string(std::lround(std::min(kernel_copy_ratio(), 1e6) * 100));
         } catch (const Error &e) {
             mine = std::string("0rank ") + std::to_string(rank) + ": " + e.what();
         }
@@ -147,15 +158,19 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back("shm/ok/" + std::to_string(r));
     // How fast the kernel copies, and whether ranks outnumber cores, are
-    // the verdicts of most of this host's ranks (those that measured): a
-    // rank that measured while its peers were starting beside it may have
-    // read a fast kernel as slow (seen with 8 ranks on 16 cores). The host's
-    // ranks count the same votes, so all choose the same algorithms among
-    // themselves; other hosts' ranks do not run those.
+    // the host's verdicts, from what its ranks measured. Ranks measure side
+    // by side as they start, and copying at once slows the kernel's copy
+    // more than memcpy: a fast kernel can read as slow (seen with 8 ranks
+    // on 16 cores, and with 2 on 2), a slow one hardly reads as fast. So
+    // the host takes the lower median of its ratios: fast where at least
+    // half of its ranks measured fast. The host's ranks see the same
+    // numbers, so all choose the same algorithms among themselves; other
+    // hosts' ranks do not run those.
     std::vector<bool> here(static_cast<size_t>(size), false);
     for (int r : loc.peers_of(rank)) here[static_cast<size_t>(r)] = true;
     bool single_copy = single_copy_bytes(false) > 0;
-    int fast_votes = 0, slow_votes = 0, over_votes = 0, under_votes = 0, r = 0;
+    int over_votes = 0, under_votes = 0, r = 0;
+    std::vector<double> ratios;
     for (const Bytes &b : store.multi_get(keys, timeout)) {
         if (b.size() < 2 || b[0] != '1') {
             why_not = b.empty() ? "a rank said nothing" : std::string(b.begin() + 1, b.end());
@@ -163,10 +178,16 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         }
         single_copy = single_copy && b[1] != 'n';
         if (!here[static_cast<size_t>(r++)]) continue;
-        if (b.size() > 2 && b[2] != '-') ++(b[2] == 's' ? slow_votes : fast_votes);
-        if (b.size() > 3) ++(b[3] == 'o' ? over_votes : under_votes);
+        if (b.size() > 2) ++(b[2] == 'o' ? over_votes : under_votes);
+        if (b.size() > 3) ratios.push_back(std::atof(std::string(b.begin() + 3, b.end()).c_str()) / 100);
     }
-    const bool fast = fast_votes > slow_votes;  // a tie keeps the rings, as one slow vote did before
+    const bool fast = copies_fast(ratios);
+    if (t && debug_level() != DebugLevel::Off)
+        std::fprintf(stderr,
+                     "distc: rank %d: shared memory with %zu ranks on its host; single copy %s; its kernel copies "
+                     "between processes in %.2f times a memcpy's time, so the host takes it as %s; ranks %s cores\n",
+                     rank, loc.peers_of(rank).size(), single_copy ? "on" : "off", kernel_copy_ratio(),
+                     fast ? "fast" : "slow", under_votes >= over_votes ? "do not outnumber" : "outnumber");
     if (t) {
         t->reads_ = single_copy;
         t->cheap_ = fast;

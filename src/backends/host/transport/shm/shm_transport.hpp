@@ -45,8 +45,8 @@ public:
     // rank of an exchange then copies once instead of twice (from 64 KiB
     // before: 32-128 KiB exchanges took 0.79-0.95 of that time,
     // bench/results/shm_p2p_single_copy_ab.txt); 256 KiB where
-    // the kernel copies slowly (`fast`: more of the host's ranks measured it
-    // fast than slow), as below that the ring's two copies finished sooner.
+    // the kernel copies slowly (`fast`: the host's lower median of
+    // kernel_copy_ratio is below kSlowRatio), as below that the ring's two copies finished sooner.
     static size_t single_copy_bytes(bool p2p, bool fast = true);
     // Bytes of each ring: DISTC_SHM_RING_BYTES, else by the number of ranks
     // (1 MiB for up to 8, less beyond, at least 64 KiB); a power of two.
@@ -62,13 +62,18 @@ public:
     // Not where the host's ranks outnumber the cores (most of them say so):
     // a round then waits for peers to be scheduled.
     bool cheap_rounds() const override { return cheap_rounds_; }
-    // Whether this process's kernel copies between processes at least half
-    // as fast as memcpy: DISTC_SHM_KERNEL_COPY (fast, slow), else measured
-    // once per process (4 MiB, process_vm_readv against memcpy). Where it is
-    // slower, the collectives in which every rank copies go through the
-    // rings, and so do their large pieces; broadcast, gather, scatter and
-    // point-to-point, where one side would wait idle, still copy once.
-    static bool kernel_copy_fast();
+    // How many times a memcpy's time this process's kernel takes to copy
+    // between processes: measured once per process (4 MiB, process_vm_readv
+    // against memcpy), unless DISTC_SHM_KERNEL_COPY (fast, slow) says. Where
+    // the host finds it kSlowRatio or more (make_for_group), the collectives
+    // in which every rank copies go through the rings, and so do their large
+    // pieces; broadcast, gather, scatter and point-to-point, where one side
+    // would wait idle, still copy once.
+    static double kernel_copy_ratio();
+    static constexpr double kSlowRatio = 2;
+    // A host's verdict from its ranks' kernel_copy_ratio: fast where the
+    // lower median is below kSlowRatio (at least half of them measured fast).
+    static bool copies_fast(std::vector<double> ratios);
     void read_peer(int peer, uint64_t addr, void *to, size_t n) override { links_->read_from(peer, addr, to, n); }
     void write_peer(int peer, uint64_t addr, const void *from, size_t n) override {
         links_->write_to(peer, addr, from, n);
