@@ -193,23 +193,27 @@ static void test_broadcast(void **state) {
 
 static void rank_allgather(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
-    const int64_t n = 300007; /* int32: 1.2 MB per rank */
-    DLTensor *in = filled(DT_I32, n, rank);
-    DLTensor *out = dt_tensor_1d(DT_I32, n * size);
-    if (RK_OK(distc_allgather_into_tensor(NULL, pg, out, in, NULL)))
-        CHECK_ALL("allgather", out, n * size, val((int)(i / n), i % n));
-    /* In place: the input is this rank's slot of the output. */
-    DLTensor *fresh = dt_tensor_1d(DT_I32, n * size);
-    for (int64_t i = 0; i < n; ++i) dt_set(fresh, rank * n + i, (double)val(rank, i));
-    int64_t shape[1] = {n};
-    DLTensor slot = *fresh;
-    slot.shape = shape;
-    slot.byte_offset = (uint64_t)(rank * n) * sizeof(int32_t);
-    if (RK_OK(distc_allgather_into_tensor(NULL, pg, fresh, &slot, NULL)))
-        CHECK_ALL("allgather in place", fresh, n * size, val((int)(i / n), i % n));
-    dt_tensor_free(fresh);
-    dt_tensor_free(in);
-    dt_tensor_free(out);
+    /* int32: 1.2 MB per rank, and 4.4 MB (a rank's own part streamed, copy_streaming) */
+    const int64_t sizes[] = {300007, 1100003};
+    for (int k = 0; k < 2; ++k) {
+        const int64_t n = sizes[k];
+        DLTensor *in = filled(DT_I32, n, rank);
+        DLTensor *out = dt_tensor_1d(DT_I32, n * size);
+        if (RK_OK(distc_allgather_into_tensor(NULL, pg, out, in, NULL)))
+            CHECK_ALL("allgather", out, n * size, val((int)(i / n), i % n));
+        /* In place: the input is this rank's slot of the output. */
+        DLTensor *fresh = dt_tensor_1d(DT_I32, n * size);
+        for (int64_t i = 0; i < n; ++i) dt_set(fresh, rank * n + i, (double)val(rank, i));
+        int64_t shape[1] = {n};
+        DLTensor slot = *fresh;
+        slot.shape = shape;
+        slot.byte_offset = (uint64_t)(rank * n) * sizeof(int32_t);
+        if (RK_OK(distc_allgather_into_tensor(NULL, pg, fresh, &slot, NULL)))
+            CHECK_ALL("allgather in place", fresh, n * size, val((int)(i / n), i % n));
+        dt_tensor_free(fresh);
+        dt_tensor_free(in);
+        dt_tensor_free(out);
+    }
 }
 
 static void test_allgather(void **state) {
@@ -219,8 +223,10 @@ static void test_allgather(void **state) {
 
 static void rank_gather_scatter(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
-    const int64_t n = 250001; /* float32: 1 MB per rank */
-    for (int root = 0; root < size; ++root) {
+    /* float32: 1 MB per rank, then 4.4 MB (the root's own part streamed) with the last rank as root */
+    for (int step = 0; step <= size; ++step) {
+        const int root = step < size ? step : size - 1;
+        const int64_t n = step < size ? 250001 : 1100003;
         DLTensor *in = filled(DT_F32, n, rank);
         DLTensor *outs[MAX_SIZE] = {0};
         for (int r = 0; r < size; ++r) outs[r] = dt_tensor_1d(DT_F32, n);
@@ -289,7 +295,8 @@ static void test_gather_scatter_aliased(void **state) {
 }
 
 /* Rank r sends count(r, q) int32 elements to rank q: sizes differ per pair and rank. */
-static int64_t count(int r, int q) { return 100000 + 37 * r + 1001 * q; }
+/* (Its part for itself is over 4 MiB: copied streaming, copy_streaming.) */
+static int64_t count(int r, int q) { return 100000 + 37 * r + 1001 * q + (r == q ? 1000003 : 0); }
 
 static void rank_alltoall_uneven(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;

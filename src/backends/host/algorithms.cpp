@@ -1,4 +1,5 @@
 #include "backends/host/algorithms.hpp"
+#include "backends/host/copy_streaming.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -452,7 +453,7 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
         out_bytes[size_t(p)] = no;
         in_bytes[size_t(p)] = ni;
         if (p == rank_) {
-            if (ni && out.bytes() + ooff != src + ioff) std::memmove(out.bytes() + ooff, src + ioff, ni);
+            if (ni && out.bytes() + ooff != src + ioff) copy_streaming(out.bytes() + ooff, src + ioff, ni);
         } else if (reads && ni + no >= pair_from) {
             reads_[size_t(p)] = any = true;
             parts_out_[size_t(p)] = {reinterpret_cast<uintptr_t>(src + ioff), ni, no};

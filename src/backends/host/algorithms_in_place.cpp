@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "backends/host/algorithms.hpp"
+#include "backends/host/copy_streaming.hpp"
 #include "core/util/error.hpp"
 
 namespace distc {
@@ -155,7 +156,7 @@ void Algorithms::allgather_in_place(const Tensor &in, Tensor &out, size_t n, con
     const bool inside = overlaps(in.data, n, out.data, out.nbytes());
     if (inside && own != in.data && n) std::memmove(own, in.data, n);
     publish(inside ? own : in.data, call, deadline);
-    if (!inside && n) std::memcpy(own, in.data, n);
+    if (!inside && n) copy_streaming(own, in.data, n);
     for (int k = 1; k < size_; ++k) {
         int p = (rank_ + k) % size_;
         t_.read_peer(p, peer_addr_[size_t(p)], out.bytes() + n * static_cast<size_t>(p), n);
@@ -172,7 +173,7 @@ void Algorithms::gather_in_place(const Tensor &in, Tensor *out, size_t n, int ro
     const bool first = own && overlaps(in.data, n, out->data, out->nbytes());
     if (first && own != in.data) std::memmove(own, in.data, n);
     publish(own ? out->data : in.data, call, deadline);
-    if (own && !first) std::memcpy(own, in.data, n);
+    if (own && !first) copy_streaming(own, in.data, n);
     if (!own) t_.write_peer(root, peer_addr_[size_t(root)] + n * me, in.data, n);
     sync(call, deadline, n);  // every part is in; no peer writes the root's buffer any more
 }
@@ -185,7 +186,7 @@ void Algorithms::scatter_in_place(const Tensor *in, Tensor &out, size_t n, int r
     // lies in `in`, where they may still read: then last.
     const bool last = own && overlaps(in->data, in->nbytes(), out.data, n);
     publish(own ? in->data : out.data, call, deadline);
-    if (own && !last) std::memcpy(out.data, own, n);
+    if (own && !last) copy_streaming(out.data, own, n);
     if (!own) t_.read_peer(root, peer_addr_[size_t(root)] + n * me, out.data, n);
     sync(call, deadline, n);  // no peer reads the root's buffer any more
     if (last && own != out.data) std::memmove(out.data, own, n);
