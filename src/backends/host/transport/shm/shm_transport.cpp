@@ -182,12 +182,21 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         if (b.size() > 3) ratios.push_back(std::atof(std::string(b.begin() + 3, b.end()).c_str()) / 100);
     }
     const bool fast = copies_fast(ratios);
-    if (t && debug_level() != DebugLevel::Off)
-        std::fprintf(stderr,
-                     "distc: rank %d: shared memory with %zu ranks on its host; single copy %s; its kernel copies "
-                     "between processes in %.2f times a memcpy's time, so the host takes it as %s; ranks %s cores\n",
-                     rank, loc.peers_of(rank).size(), single_copy ? "on" : "off", kernel_copy_ratio(),
-                     fast ? "fast" : "slow", under_votes >= over_votes ? "do not outnumber" : "outnumber");
+    if (t && debug_level() != DebugLevel::Off) {
+        std::string copy = single_copy_bytes(false) > 0 ? "single copy off (a rank may not read its peers' memory)"
+                                                        : "single copy off (DISTC_SHM_CMA_BYTES=0)";
+        if (single_copy) {
+            char b[160];
+            std::snprintf(b, sizeof b,
+                          "single copy on; this rank's kernel copies between processes in %.2f times a memcpy's "
+                          "time, and the host takes it as %s",
+                          kernel_copy_ratio(), fast ? "fast" : "slow");
+            copy = b;
+        }
+        std::fprintf(stderr, "distc: rank %d: shared memory with %zu ranks on its host; %s; ranks %s cores\n", rank,
+                     loc.peers_of(rank).size(), copy.c_str(),
+                     under_votes >= over_votes ? "do not outnumber" : "outnumber");
+    }
     if (t) {
         t->reads_ = single_copy;
         t->cheap_ = fast;
