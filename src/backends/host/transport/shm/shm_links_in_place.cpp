@@ -20,8 +20,10 @@ namespace {
 
 // Reads and writes of a peer's buffer go a piece of this size at a time, each
 // after a look whether the peer closed its end, so that its close() waits for
-// one piece at most (kPokeWait in shm_links.cpp).
-constexpr size_t kPokeBytes = size_t(1) << 20;
+// one piece at most (kPokeWait in shm_links.cpp). Each piece is a system call
+// that looks up the peer and its memory map: fewer of them took less time
+// for large broadcasts and gathers (bench/results/shm_poke_pieces_ab.txt).
+constexpr size_t kPokeBytes = size_t(8) << 20;
 
 }  // namespace
 
