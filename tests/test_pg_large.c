@@ -294,8 +294,8 @@ static void test_gather_scatter_aliased(void **state) {
     for_sizes(rank_gather_scatter_aliased);
 }
 
-/* Rank r sends count(r, q) int32 elements to rank q: sizes differ per pair and rank. */
-/* (Its part for itself is over 4 MiB: copied streaming, copy_streaming.) */
+/* Rank r sends count(r, q) int32 elements to rank q: sizes differ per pair
+ * and rank, and its part for itself is over 4 MiB (copied streaming). */
 static int64_t count(int r, int q) { return 100000 + 37 * r + 1001 * q + (r == q ? 1000003 : 0); }
 
 static void rank_alltoall_uneven(distc_pg *pg, int rank, int size, void *arg) {

@@ -44,9 +44,9 @@ public:
     // 32 KiB, since a send and its receive are often both waiting, and each
     // rank of an exchange then copies once instead of twice (from 64 KiB
     // before: 32-128 KiB exchanges took 0.79-0.95 of that time,
-    // bench/results/shm_p2p_single_copy_ab.txt); 256 KiB where
-    // the kernel copies slowly (`fast`: the host's lower median of
-    // kernel_copy_ratio is below kSlowRatio), as below that the ring's two copies finished sooner.
+    // bench/results/shm_p2p_single_copy_ab.txt); 256 KiB where the kernel
+    // copies slowly (`fast`: copies_fast() of the host's ratios), as below
+    // that the ring's two copies finished sooner.
     static size_t single_copy_bytes(bool p2p, bool fast = true);
     // Bytes of each ring: DISTC_SHM_RING_BYTES, else by the number of ranks
     // (1 MiB for up to 8, less beyond, at least 64 KiB); a power of two.
