@@ -372,53 +372,36 @@ void HostBackend::barrier(const WorkPtr &w, const AsyncArgs &a) {
     });
 }
 
-void HostBackend::wait_posted(const WorkPtr &w, const AsyncArgs &a, std::unique_ptr<PendingP2p> p) {
-    Millis timeout = a.timeout;
-    if (!w) return submit(w, a, false, [&]() -> int32_t { return p->wait(timeout); });
-    std::shared_ptr<PendingP2p> kept = std::move(p);  // a queued wait outlives this call
-    submit(w, a, false, [kept, timeout]() -> int32_t { return kept->wait(timeout); });
-}
-
 void HostBackend::send(const WorkPtr &w, const Tensor &t, int dst, int tag, const AsyncArgs &a) {
-    exec_.check_open();
-    // Posted now, in the caller's order: messages with one peer and tag never overtake each other.
-    wait_posted(w, a, p2p_->post_send(t, dst, static_cast<uint32_t>(tag)));
+    P2p op{true, t, dst, tag};
+    p2p(w, Span<P2p>(&op, 1), a);
 }
 
 void HostBackend::recv(const WorkPtr &w, const Tensor &t, int src, int tag, const AsyncArgs &a) {
-    exec_.check_open();
-    Tensor dst = t;
-    wait_posted(w, a, p2p_->post_recv(dst, src, static_cast<uint32_t>(tag)));
+    P2p op{false, t, src, tag};
+    p2p(w, Span<P2p>(&op, 1), a);
 }
 
-void HostBackend::batch_p2p(const WorkPtr &w, Span<P2p> ops, const AsyncArgs &a) {
+void HostBackend::batch_p2p(const WorkPtr &w, Span<P2p> ops, const AsyncArgs &a) { p2p(w, ops, a); }
+
+void HostBackend::p2p(const WorkPtr &w, Span<P2p> ops, const AsyncArgs &a) {
     exec_.check_open();
-    // Everything is posted before anything is waited for: the batch cannot deadlock on its own order.
-    // A blocking batch of a few (a send and a receive, most often) keeps
-    // them on the stack; a queued wait outlives this call and owns them.
-    using Pending = std::unique_ptr<PendingP2p>;
-    constexpr size_t kFew = 4;
-    Pending few[kFew];
-    std::vector<Pending> many;
-    const bool inline_ = !w && ops.size() <= kFew;
-    if (!inline_) many.resize(ops.size());
-    Pending *posted = inline_ ? few : many.data();
-    for (size_t i = 0; i < ops.size(); ++i) {
-        Tensor t = ops[i].tensor;
-        const auto tag = static_cast<uint32_t>(ops[i].tag);
-        posted[i] = ops[i].send ? p2p_->post_send(t, ops[i].peer, tag) : p2p_->post_recv(t, ops[i].peer, tag);
-    }
-    Millis timeout = a.timeout;
-    auto wait_all = [timeout](const Pending *ps, size_t n) -> int32_t {
-        // One deadline for the batch: each wait gets what is left of it.
-        auto deadline = n > 1 ? deadline_in(timeout) : Clock::time_point{};
-        for (size_t i = 0; i < n; ++i) ps[i]->wait(i == 0 ? timeout : left_of(deadline));
-        return -1;
-    };
-    const size_t n = ops.size();
-    if (!w) return submit(w, a, false, [&]() -> int32_t { return wait_all(posted, n); });
-    auto kept = std::make_shared<std::vector<Pending>>(std::move(many));
-    submit(w, a, false, [kept, wait_all]() -> int32_t { return wait_all(kept->data(), kept->size()); });
+    // A send or a receive completes with its peer (a receive from any
+    // source: who sent it); a batch with -1.
+    const bool one = ops.size() == 1;
+    const Millis timeout = a.timeout;
+    if (!w)
+        return submit(w, a, false, [&]() -> int32_t {
+            int peer = p2p_->post_wait(ops, timeout);
+            return one ? peer : -1;
+        });
+    // Posted now, in the caller's order (messages with one peer and tag
+    // never overtake each other); the wait, queued, outlives this call.
+    auto kept = std::make_shared<std::vector<std::unique_ptr<PendingP2p>>>(post_all(*p2p_, ops));
+    submit(w, a, false, [kept, timeout, one]() -> int32_t {
+        int peer = wait_all(*kept, timeout);
+        return one ? peer : -1;
+    });
 }
 
 void HostBackend::debug_check(const OpCtx &c) {

@@ -88,8 +88,8 @@ private:
     void reduce_all(Tensor &t, ReduceOp op, double factor, const OpCtx &c);
     void alltoallv(const Tensor &in, Span<size_t> ic, Tensor &out, Span<size_t> oc, bool mesh, const OpCtx &c);
     void debug_check(const OpCtx &c);
-    // Waits for a posted send or receive (now, or queued when `w`).
-    void wait_posted(const WorkPtr &w, const AsyncArgs &a, std::unique_ptr<PendingP2p> p);
+    // Sends and receives, in the caller's order: waited for now, or queued when `w`.
+    void p2p(const WorkPtr &w, Span<P2p> ops, const AsyncArgs &a);
 
     const int rank_, size_;
     const bool debug_;

@@ -128,19 +128,54 @@ void P2pMailbox::peer_ended(int peer, const std::string &why) {
 }
 
 std::unique_ptr<PendingP2p> P2pMailbox::post_send(const Tensor &t, int dst, uint32_t tag) {
-    auto op = std::make_shared<Op>(true, dst, tag, t.bytes(), t.nbytes());
-    Carrier &c = *route_[static_cast<size_t>(dst)];
-    c.connect(dst);
+    route_[static_cast<size_t>(dst)]->connect(dst);
     std::lock_guard<std::mutex> lk(mu_);
-    if (closed_) fail(DISTC_EABORTED, closed_why_);
-    c.queue(op);
-    return std::make_unique<MailboxPending>(*this, std::move(op));
+    return std::make_unique<MailboxPending>(*this, send_locked(t, dst, tag));
 }
 
 std::unique_ptr<PendingP2p> P2pMailbox::post_recv(Tensor &t, int src, uint32_t tag) {
-    auto op = std::make_shared<Op>(false, src, tag, t.bytes(), t.nbytes());
     std::lock_guard<std::mutex> lk(mu_);
+    return std::make_unique<MailboxPending>(*this, recv_locked(t, src, tag));
+}
+
+int P2pMailbox::post_wait(Span<AsyncBackend::P2p> ops, Millis timeout) {
+    for (const auto &o : ops)
+        if (o.send) route_[static_cast<size_t>(o.peer)]->connect(o.peer);
+    // A batch of a few (a send and a receive, most often) keeps its
+    // operations on the stack; the carriers share them while they move.
+    constexpr size_t kFew = 4;
+    std::shared_ptr<Op> few[kFew];
+    std::vector<std::shared_ptr<Op>> many(ops.size() > kFew ? ops.size() : 0);
+    std::shared_ptr<Op> *posted = ops.size() > kFew ? many.data() : few;
+    std::unique_lock<std::mutex> lk(mu_);
+    size_t n = 0;
+    int last = -1;
+    try {
+        for (; n < ops.size(); ++n) {
+            const auto &o = ops[n];
+            const auto tag = static_cast<uint32_t>(o.tag);
+            posted[n] = o.send ? send_locked(o.tensor, o.peer, tag) : recv_locked(o.tensor, o.peer, tag);
+        }
+        const auto deadline = deadline_in(timeout);
+        for (size_t i = 0; i < n; ++i) last = wait_locked(lk, *posted[i], deadline, timeout);
+    } catch (...) {
+        if (!lk.owns_lock()) lk.lock();
+        for (size_t i = 0; i < n; ++i) withdraw(*posted[i]);
+        throw;
+    }
+    return last;
+}
+
+std::shared_ptr<P2pMailbox::Op> P2pMailbox::send_locked(const Tensor &t, int dst, uint32_t tag) {
     if (closed_) fail(DISTC_EABORTED, closed_why_);
+    auto op = std::make_shared<Op>(true, dst, tag, t.bytes(), t.nbytes());
+    route_[static_cast<size_t>(dst)]->queue(op);
+    return op;
+}
+
+std::shared_ptr<P2pMailbox::Op> P2pMailbox::recv_locked(const Tensor &t, int src, uint32_t tag) {
+    if (closed_) fail(DISTC_EABORTED, closed_why_);
+    auto op = std::make_shared<Op>(false, src, tag, t.bytes(), t.nbytes());
     // A message that came first, in arrival order. From one peer, an earlier
     // message still arriving goes first: it takes this receive when complete.
     for (auto it = early_.begin(); it != early_.end(); ++it) {
@@ -158,7 +193,7 @@ std::unique_ptr<PendingP2p> P2pMailbox::post_recv(Tensor &t, int src, uint32_t t
         op->peer = it->peer;
         early_.erase(it);
         finish(*op, 0, "");
-        return std::make_unique<MailboxPending>(*this, std::move(op));
+        return op;
     }
     if (src >= 0 && !gone_[static_cast<size_t>(src)].empty()) fail(DISTC_EREMOTE, gone_[static_cast<size_t>(src)]);
     posted_.push_back(op);
@@ -166,7 +201,7 @@ std::unique_ptr<PendingP2p> P2pMailbox::post_recv(Tensor &t, int src, uint32_t t
         route_[static_cast<size_t>(src)]->start();
     else
         for (Carrier *c : carriers_) c->start();
-    return std::make_unique<MailboxPending>(*this, std::move(op));
+    return op;
 }
 
 int P2pMailbox::wait(Op &op, Millis timeout) {
@@ -175,7 +210,10 @@ int P2pMailbox::wait(Op &op, Millis timeout) {
         return op.peer;
     }
     std::unique_lock<std::mutex> lk(mu_);
-    const auto deadline = deadline_in(timeout);
+    return wait_locked(lk, op, deadline_in(timeout), timeout);
+}
+
+int P2pMailbox::wait_locked(std::unique_lock<std::mutex> &lk, Op &op, Clock::time_point deadline, Millis timeout) {
     // A message on its way is here sooner than a carrier's thread could
     // wake this one: poll, `polls_` times, then yielding until `spin_`
     // passed without progress (the clock is read only then).

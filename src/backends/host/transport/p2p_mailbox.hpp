@@ -113,6 +113,10 @@ public:
 
     std::unique_ptr<PendingP2p> post_send(const Tensor &tensor, int dst, uint32_t tag) override;
     std::unique_ptr<PendingP2p> post_recv(Tensor &tensor, int src, uint32_t tag) override;
+    // Under one hold of mu() (let go only while it yields or sleeps): a
+    // small message's round trip is short enough that each take and release
+    // of the lock, and a handle allocated per operation, showed in it.
+    int post_wait(Span<AsyncBackend::P2p> ops, Millis timeout) override;
 
     std::mutex &mu() { return mu_; }
     // What carriers call, mu() held. A message's header came: `a` now says
@@ -145,6 +149,12 @@ private:
     std::string size_mismatch(int peer, uint64_t sent, uint32_t tag, size_t takes) const;
     void deliver(Early &e);  // a completed early message to a receive posted since
     int wait(Op &op, Millis timeout);
+    // The parts of posting and waiting, mu() held (`lk`: a wait lets go of
+    // it while it yields or sleeps). A wait that gives up withdraws `op` and
+    // throws, naming `timeout`.
+    std::shared_ptr<Op> send_locked(const Tensor &t, int dst, uint32_t tag);
+    std::shared_ptr<Op> recv_locked(const Tensor &t, int src, uint32_t tag);
+    int wait_locked(std::unique_lock<std::mutex> &lk, Op &op, Clock::time_point deadline, Millis timeout);
     void withdraw(Op &op);  // a wait gave up on it
 
     std::mutex mu_;

@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "core/pg/async_backend.hpp"
 #include "core/pg/call.hpp"
 #include "core/pg/tensor.hpp"
 #include "core/util/clock.hpp"
@@ -89,6 +91,17 @@ public:
     virtual std::unique_ptr<PendingP2p> post_send(const Tensor &tensor, int dst, uint32_t tag) = 0;
     // src < 0: any source.
     virtual std::unique_ptr<PendingP2p> post_recv(Tensor &tensor, int src, uint32_t tag) = 0;
+    // A blocking batch: posts every operation in order, then waits for all
+    // of them within `timeout`; returns what the last one's wait returned.
+    // Where a post or a wait fails, what did not complete is withdrawn (its
+    // buffer never touched again), and it throws.
+    virtual int post_wait(Span<AsyncBackend::P2p> ops, Millis timeout);
 };
+
+// Posts `ops` on `t`, in order, for a wait later (wait_all).
+std::vector<std::unique_ptr<PendingP2p>> post_all(P2pTransport &t, Span<AsyncBackend::P2p> ops);
+// Waits for every posted operation within one `timeout` (each gets what is
+// left of it): what the last one's wait returned.
+int wait_all(const std::vector<std::unique_ptr<PendingP2p>> &posted, Millis timeout);
 
 }  // namespace distc

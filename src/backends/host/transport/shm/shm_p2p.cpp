@@ -213,8 +213,11 @@ bool ShmP2p::read_some(int l, bool drain) {
         }
         in.a.got += r;
         if (in.a.got == in.a.len) {
+            const bool into_op = in.a.into == P2pMailbox::Arrival::Into::Op;
             box_.end(in.a);
             in.payload = false;
+            // Its waiter goes on at once; what follows waits for the next poll.
+            if (into_op) return true;
         }
     }
     return moved;
