@@ -156,10 +156,17 @@ void Algorithms::allgather_in_place(const Tensor &in, Tensor &out, size_t n, con
     const bool inside = overlaps(in.data, n, out.data, out.nbytes());
     if (inside && own != in.data && n) std::memmove(own, in.data, n);
     publish(inside ? own : in.data, call, deadline);
-    if (!inside && n) copy_streaming(own, in.data, n);
-    for (int k = 1; k < size_; ++k) {
-        int p = (rank_ + k) % size_;
-        t_.read_peer(p, peer_addr_[size_t(p)], out.bytes() + n * static_cast<size_t>(p), n);
+    // Two ranks take the parts in rank order: both read one input at a time
+    // (its owner with memcpy, the peer through the kernel), so its lines
+    // come from memory once for the two. With more ranks every peer would
+    // pin the same pages at once: each starts at its own part instead.
+    const int first = size_ == 2 ? 0 : rank_;
+    for (int k = 0; k < size_; ++k) {
+        const int p = (first + k) % size_;
+        if (p != rank_)
+            t_.read_peer(p, peer_addr_[size_t(p)], out.bytes() + n * static_cast<size_t>(p), n);
+        else if (!inside && n)
+            copy_streaming(own, in.data, n);
     }
     sync(call, deadline, n * static_cast<size_t>(size_ - 1));  // no peer reads our buffer any more
 }
