@@ -144,6 +144,9 @@ static void test_timed_out_receive_is_withdrawn(void **state) {
  * (a peer's thread takes what comes before its receive), so over shared
  * memory only a peer that does not run at all leaves the send to time out:
  * with ranks as processes, rank 0 stops rank 1 (SIGSTOP) for the send.
+ * With `arg` set the send goes in a batch with a receive from rank 1, which
+ * times out with it: the message rank 1 sends for it afterwards goes to
+ * the next receive, never into the withdrawn one's buffer.
  */
 static int stopped_state(int pid) {
     char path[64], buf[512];
@@ -158,11 +161,12 @@ static int stopped_state(int pid) {
 }
 
 static void rank_send_withdrawn(distc_pg *pg, int rank, int size, void *arg) {
-    (void)arg;
     (void)size;
-    enum { N = 1 << 18 };
-    DLTensor *t = dt_tensor_1d(DT_I32, N);
-    int32_t *p = t->data;
+    enum { N = 1 << 18, M = 100 };
+    const int batch = arg != NULL;
+    DLTensor *t = dt_tensor_1d(DT_I32, N), *r = dt_tensor_1d(DT_I32, M), *r2 = dt_tensor_1d(DT_I32, M);
+    int32_t *p = t->data, *pr = r->data, *pr2 = r2->data;
+    for (int i = 0; i < M; ++i) pr[i] = pr2[i] = -1;
     char pid[32];
     if (rank == 1) {
         snprintf(pid, sizeof pid, "%d", (int)getpid());
@@ -183,30 +187,47 @@ static void rank_send_withdrawn(distc_pg *pg, int rank, int size, void *arg) {
         for (int i = 0; i < N; ++i) p[i] = i * 3 + 1;
         distc_op_options o = DISTC_OP_OPTIONS_INIT;
         o.timeout_ms = 300;
-        int rc = distc_send(NULL, pg, t, 1, 4, &o);
+        distc_p2p_op ops[2] = {{DISTC_P2P_SEND, t, 1, 4}, {DISTC_P2P_RECV, r, 1, 9}};
+        int rc = batch ? distc_batch_isend_irecv(NULL, pg, ops, 2, &o) : distc_send(NULL, pg, t, 1, 4, &o);
         /* A stopped peer reads nothing; a running one (a thread of this
          * process, or over TCP) may take it all. */
-        if (stopped)
+        if (stopped || batch) /* nobody sends the batch's receive its message in time */
             RK_CHECKF(rc == DISTC_ETIMEOUT, "send over %s gave %d (%s)", via, rc, distc_error_last());
         else
             RK_CHECKF(rc == 0 || rc == DISTC_ETIMEOUT, "send gave %d (%s)", rc, distc_error_last());
         memset(p, 0x5a, (size_t)N * sizeof *p);
         if (stopped) kill(peer, SIGCONT);
         signal_key("withdrawn_send/returned");
+        if (batch && RK_OK(distc_recv(NULL, pg, r2, 1, 9, NULL)))
+            for (int i = 0; i < M; ++i)
+                if (!RK_EQ_INT(pr2[i], 7 * i) || !RK_EQ_INT(pr[i], -1)) break;
     } else {
         wait_key("withdrawn_send/returned");
         if (RK_OK(distc_recv(NULL, pg, t, 0, 4, NULL)))
             for (int i = 0; i < N; ++i)
                 if (!RK_EQ_INT(p[i], i * 3 + 1)) break;
+        if (batch) {
+            for (int i = 0; i < M; ++i) pr[i] = 7 * i;
+            RK_OK(distc_send(NULL, pg, r, 0, 9, NULL));
+        }
     }
     RK_OK(distc_barrier(NULL, pg, NULL));
     dt_tensor_free(t);
+    dt_tensor_free(r);
+    dt_tensor_free(r2);
 }
 
 static void test_timed_out_send_keeps_its_bytes(void **state) {
     (void)state;
     if (gloo_only()) skip();
     dt_run_ranks(2, rank_send_withdrawn, NULL);
+}
+
+static void test_timed_out_batch_keeps_its_bytes(void **state) {
+    (void)state;
+    if (gloo_only()) skip();
+    static int batch = 1;
+    dt_run_ranks(2, rank_send_withdrawn, &batch);
 }
 
 /*
@@ -472,10 +493,15 @@ static void test_peer_that_gives_up(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_messages_before_their_receives), cmocka_unit_test(test_receive_of_another_size),
-        cmocka_unit_test(test_timed_out_receive_is_withdrawn), cmocka_unit_test(test_timed_out_send_keeps_its_bytes),
-        cmocka_unit_test(test_large_messages_both_ways),       cmocka_unit_test(test_batch_with_every_peer),
-        cmocka_unit_test(test_failed_batch_is_withdrawn),      cmocka_unit_test(test_peer_that_gives_up),
+        cmocka_unit_test(test_messages_before_their_receives),
+        cmocka_unit_test(test_receive_of_another_size),
+        cmocka_unit_test(test_timed_out_receive_is_withdrawn),
+        cmocka_unit_test(test_timed_out_send_keeps_its_bytes),
+        cmocka_unit_test(test_timed_out_batch_keeps_its_bytes),
+        cmocka_unit_test(test_large_messages_both_ways),
+        cmocka_unit_test(test_batch_with_every_peer),
+        cmocka_unit_test(test_failed_batch_is_withdrawn),
+        cmocka_unit_test(test_peer_that_gives_up),
         cmocka_unit_test(test_early_message_beyond_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
