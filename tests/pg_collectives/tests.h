@@ -1,5 +1,5 @@
 /* test_pg_collectives' tests, by the part of tests/pg_collectives/ that holds
- * them; main (tests/test_pg_collectives.c) runs them in this order. */
+ * them; main (tests/test_pg_collectives.c) runs them in its own order. */
 #ifndef DISTC_TEST_PG_COLLECTIVES_TESTS_H
 #define DISTC_TEST_PG_COLLECTIVES_TESTS_H
 

@@ -1,5 +1,5 @@
 // test_reduce_kernels' tests, by the part of tests/reduce_kernels/ that holds
-// them; main (tests/test_reduce_kernels.cpp) runs them in this order.
+// them; main (tests/test_reduce_kernels.cpp) runs them in its own order.
 #ifndef DISTC_TEST_REDUCE_KERNELS_TESTS_HPP
 #define DISTC_TEST_REDUCE_KERNELS_TESTS_HPP
 
