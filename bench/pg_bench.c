@@ -52,7 +52,7 @@
  * result).
  *
  * --backend NAME runs distc over another backend ("mpi": start it with
- * mpirun; the ranks come from mpi://). Built with PG_BENCH_MPI this file is
+ * mpirun; the ranks come from mpi://). Built with PG_BENCH_MPI these files are
  * mpi-raw-bench instead: the same procedure on plain MPI calls, the anchor
  * for distc's mpi backend.
  *
