@@ -210,11 +210,12 @@ Tensor described_tensor_arg(const DLTensor *t, const char *name) {
     return checked(~uint64_t{0}, nullptr, t, [name] { return std::string(name); });
 }
 
-TensorList tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const std::string &name) {
-    if (!ts) fail(DISTC_EINVAL, name + " is NULL");
+TensorList tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const char *name) {
+    if (!ts) fail(DISTC_EINVAL, std::string(name) + " is NULL");
     TensorList out(n);
     for (size_t i = 0; i < n; ++i)
-        check_into(g.device_types(), &g, ts[i], out.emplace(i), [&] { return name + "[" + std::to_string(i) + "]"; });
+        check_into(g.device_types(), &g, ts[i], out.emplace(i),
+                   [&] { return std::string(name) + "[" + std::to_string(i) + "]"; });
     return out;
 }
 

@@ -23,7 +23,8 @@ Tensor tensor_arg(const ProcessGroup &g, const DLTensor *t, FnRef<std::string()>
 using TensorList = InlineList<Tensor, 16>;
 
 // `n` tensors from an array; the array and every entry must be non-NULL.
-TensorList tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const std::string &name);
+// `name` becomes a string only for an error: a call that passes builds none.
+TensorList tensor_list_arg(const ProcessGroup &g, const DLTensor *const *ts, size_t n, const char *name);
 // A tensor whose sizes and dtype are planned with (buckets) but whose data is
 // not read: any device, the same checks otherwise (NULL data is refused too).
 Tensor described_tensor_arg(const DLTensor *t, const char *name);
