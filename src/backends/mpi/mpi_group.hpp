@@ -2,8 +2,8 @@
 // MPI requests that a progress thread tests and completes. Blocking
 // point-to-point calls post requests and test them on the caller's thread,
 // so timeouts and aborts end them with an error. Blocking collectives run
-// MPI's blocking collective (its tuned algorithms: the non-blocking ones are
-// up to 2.4x slower here), which nothing can interrupt: past the timeout the
+// MPI's blocking collective (its tuned algorithms: the non-blocking ones were
+// slower when measured), which nothing can interrupt: past the timeout the
 // job is aborted with a message. DISTC_MPI_BLOCKING_COLLECTIVES=interruptible
 // drives them like point-to-point instead (errors, not a killed job; slower).
 #pragma once

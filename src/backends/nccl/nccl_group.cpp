@@ -130,7 +130,7 @@ void Group::init_comm(const distc_backend_group_info &info) {
         if (!ok) raise(DISTC_EPROTO, "the ncclUniqueId in the store has the wrong size");
     }
     // A blocking communicator: a non-blocking one hands every launch to a
-    // thread of NCCL's (about 10 us a call). A rank that never comes is caught
+    // thread of NCCL's, a cost on every call. A rank that never comes is caught
     // by the store first, as c10d does; the watchdog covers later hangs.
     store_barrier("nccl/init", "creating the NCCL communicator");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;

@@ -54,7 +54,8 @@ void set_nodelay(int fd);
 void set_nonblocking(int fd);
 
 // Blocking-socket I/O bounded by a deadline. `spin` is how long to busy-poll
-// before sleeping in poll(2): on loopback a sleeping thread takes ~30 us to wake.
+// before sleeping in poll(2): on loopback, waking a sleeping thread costs more
+// than a reply that comes within a short spin.
 void send_all(int fd, const void *p, size_t n, Clock::time_point deadline, const std::string &peer);
 void recv_all(int fd, void *p, size_t n, Clock::time_point deadline, const std::string &peer,
               std::chrono::microseconds spin);
