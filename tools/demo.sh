@@ -10,4 +10,4 @@ cmake --preset default >/dev/null
 cmake --build --preset default -j "$(nproc)" >/dev/null
 n=${1:-4}
 echo "distc-run -n $n distc-perf -o all -b 8 -e 4M -f 8: every collective, gloo backend, every result checked"
-exec build/distc-run -n "$n" --no-prefix build/distc-perf -o all -b 8 -e 4M -f 8 -n 10 -w 2
+exec build/distc-run -n "$n" --no-prefix build/distc-perf -o all -b 8 -e 4M -f 8 -n 100 -w 10
