@@ -79,14 +79,12 @@ P2pMailbox::P2pMailbox(int size) : route_(static_cast<size_t>(size)), gone_(stat
 
 P2pMailbox::~P2pMailbox() = default;
 
-void P2pMailbox::route(int peer, Carrier *c, std::chrono::microseconds spin, unsigned polls) {
+void P2pMailbox::route(int peer, Carrier *c, std::chrono::microseconds spin, unsigned polls, size_t up_to) {
     route_[static_cast<size_t>(peer)] = c;
     if (std::find(carriers_.begin(), carriers_.end(), c) == carriers_.end()) carriers_.push_back(c);
-    if ((spin.count() > 0 || polls > 0) && std::find(pollers_.begin(), pollers_.end(), c) == pollers_.end()) {
-        pollers_.push_back(c);
-        spin_ = std::max(spin_, spin);
-        polls_ = std::max(polls_, polls);
-    }
+    if ((spin.count() > 0 || polls > 0) &&
+        std::none_of(pollers_.begin(), pollers_.end(), [&](const Poller &x) { return x.c == c; }))
+        pollers_.push_back(Poller{c, spin, polls, up_to});
 }
 
 std::string P2pMailbox::who(int peer) const {
@@ -215,18 +213,33 @@ int P2pMailbox::wait(Op &op, Millis timeout) {
 
 int P2pMailbox::wait_locked(std::unique_lock<std::mutex> &lk, Op &op, Clock::time_point deadline, Millis timeout) {
     // A message on its way is here sooner than a carrier's thread could
-    // wake this one: poll, `polls_` times, then yielding until `spin_`
-    // passed without progress (the clock is read only then).
-    if (!pollers_.empty() && !op.finished) {
-        for (Carrier *c : pollers_) c->polling_starts();
-        unsigned left = polls_, rounds = 0;
+    // wake this one: poll, `polls` times, then yielding until `spin` passed
+    // without progress (the clock is read only then). Only the carrier of
+    // op's peer, or every one for any source: another's poll (a system
+    // call, for TCP) only slows this wait.
+    Carrier *only = op.peer >= 0 ? route_[static_cast<size_t>(op.peer)] : nullptr;
+    auto mine = [&](const Poller &x) { return (!only || x.c == only) && op.len <= x.up_to; };
+    std::chrono::microseconds spin{0};
+    unsigned polls = 0;
+    bool any = false;
+    for (const Poller &x : pollers_)
+        if (mine(x)) {
+            spin = std::max(spin, x.spin);
+            polls = std::max(polls, x.polls);
+            any = true;
+        }
+    if (any && !op.finished) {
+        for (const Poller &x : pollers_)
+            if (mine(x)) x.c->polling_starts();
+        unsigned left = polls, rounds = 0;
         Clock::time_point until{};
         while (!op.finished && !closed_) {
             bool moved = false;
-            for (Carrier *c : pollers_) moved = c->poll() || moved;
+            for (const Poller &x : pollers_)
+                if (mine(x)) moved = x.c->poll() || moved;
             if (op.finished) break;
             if (moved) {
-                left = polls_;
+                left = polls;
                 until = {};
                 // Others' messages keep coming: the deadline still holds.
                 if (++rounds % 64 == 0 && Clock::now() >= deadline) break;
@@ -241,13 +254,14 @@ int P2pMailbox::wait_locked(std::unique_lock<std::mutex> &lk, Op &op, Clock::tim
                 continue;
             }
             auto now = Clock::now();
-            if (until == Clock::time_point{}) until = now + spin_;
+            if (until == Clock::time_point{}) until = now + spin;
             if (now >= until || now >= deadline) break;
             lk.unlock();
             std::this_thread::yield();
             lk.lock();
         }
-        for (Carrier *c : pollers_) c->polling_stops(!op.finished);
+        for (const Poller &x : pollers_)
+            if (mine(x)) x.c->polling_stops(!op.finished);
     }
     if (!cv_.wait_until(lk, deadline, [&] { return op.finished.load(std::memory_order_relaxed); })) {
         withdraw(op);

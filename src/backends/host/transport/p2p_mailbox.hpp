@@ -104,10 +104,13 @@ public:
     P2pMailbox(const P2pMailbox &) = delete;
     P2pMailbox &operator=(const P2pMailbox &) = delete;
     // Messages to and from `peer` go through `c` (set before any is posted;
-    // a later route replaces an earlier one). A waiter polls the carriers
-    // that poll: `polls` times, then yielding between polls, until `spin`
-    // passed without progress; then it sleeps.
-    void route(int peer, Carrier *c, std::chrono::microseconds spin = {}, unsigned polls = 0);
+    // a later route replaces an earlier one). A waiter polls its peer's
+    // carrier (every one, for any source) if that carrier polls: `polls`
+    // times, then yielding between polls, until `spin` passed without
+    // progress; then it sleeps. Only for messages of up to `up_to` bytes:
+    // a larger one's carrier thread may move it better. A carrier's first
+    // route sets these.
+    void route(int peer, Carrier *c, std::chrono::microseconds spin = {}, unsigned polls = 0, size_t up_to = SIZE_MAX);
     // Whether `c` carries `peer`'s messages (mu() held, or before any is posted).
     bool carries(const Carrier *c, int peer) const { return route_[static_cast<size_t>(peer)] == c; }
 
@@ -163,9 +166,13 @@ private:
     std::string closed_why_;
     std::vector<Carrier *> route_;     // by peer rank
     std::vector<Carrier *> carriers_;  // each once
-    std::vector<Carrier *> pollers_;   // the carriers that a waiter polls
-    std::chrono::microseconds spin_{0};
-    unsigned polls_ = 0;
+    struct Poller {                    // a carrier that a waiter polls, and how long
+        Carrier *c;
+        std::chrono::microseconds spin;
+        unsigned polls;
+        size_t up_to;
+    };
+    std::vector<Poller> pollers_;
     // Receives not yet matched, in posting order: few at a time, and a
     // vector keeps its memory (a list would allocate for every receive).
     std::vector<std::shared_ptr<Op>> posted_;

@@ -19,8 +19,9 @@ namespace {
 constexpr uint32_t kHello = 0x50324344;    // "DC2P": the first bytes on a connection, then the sender's rank
 constexpr uint32_t kMessage = 0x4d324344;  // "DC2M": before every message
 // Epoll tags: 0 the listener, 2 the wake-up, an In's address (aligned), an
-// Out's address | 1, a watched mesh connection (peer << 3) | 4.
-constexpr uint64_t kListener = 0, kWake = 2, kMesh = 4;
+// Out's address | 1, a watched mesh connection (peer << 3) | 4, the epoll of
+// the connections (Ins, and Outs with bytes to send) 6.
+constexpr uint64_t kListener = 0, kWake = 2, kMesh = 4, kConns = 6;
 }  // namespace
 
 struct TcpP2p::Out {
@@ -45,8 +46,9 @@ TcpP2p::TcpP2p(P2pMailbox &box, int rank, std::vector<std::string> addrs, Fd lis
     box_(box), rank_(rank), addrs_(std::move(addrs)), listener_(std::move(listener)), connect_timeout_(connect_timeout),
     mu_(box.mu()), out_(addrs_.size()), mesh_gone_(addrs_.size()), mesh_fd_(addrs_.size(), -1) {
     epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+    conns_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    if (!epoll_.valid() || !wake_.valid()) fail_errno(DISTC_EIO, "epoll/eventfd", errno);
+    if (!epoll_.valid() || !conns_.valid() || !wake_.valid()) fail_errno(DISTC_EIO, "epoll/eventfd", errno);
     set_nonblocking(listener_.get());
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -54,6 +56,14 @@ TcpP2p::TcpP2p(P2pMailbox &box, int rank, std::vector<std::string> addrs, Fd lis
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &ev);
     ev.data.u64 = kWake;
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+    watch_conns(true);
+}
+
+void TcpP2p::watch_conns(bool on) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kConns;
+    ::epoll_ctl(epoll_.get(), on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, conns_.get(), &ev);
 }
 
 TcpP2p::~TcpP2p() {
@@ -67,6 +77,10 @@ std::string TcpP2p::who(int peer) const {
 
 void TcpP2p::close() noexcept {
     std::lock_guard<std::mutex> lk(mu_);
+    close_locked();
+}
+
+void TcpP2p::close_locked() {
     if (closed_) return;
     closed_ = true;
     const std::string why = "the group was aborted (its connections were closed)";
@@ -171,7 +185,7 @@ void TcpP2p::queue(std::shared_ptr<Op> op) {
         epoll_event ev{};
         ev.events = EPOLLOUT;
         ev.data.u64 = reinterpret_cast<uint64_t>(&o) | 1;
-        ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, o.fd.get(), &ev);
+        ::epoll_ctl(conns_.get(), EPOLL_CTL_ADD, o.fd.get(), &ev);
         o.armed = true;
         start_thread_locked();
     }
@@ -228,11 +242,33 @@ void TcpP2p::loop() {
         } catch (const std::exception &) {
             // Out of memory for a message or a name: nothing here can go on
             // safely, so everything posted fails rather than waits.
-            lk.unlock();
-            close();
+            close_locked();
             return;
         }
+        // Connections that ended are removed once no event names them.
+        in_.remove_if([](const std::unique_ptr<In> &c) { return !c->fd.valid(); });
     }
+}
+
+void TcpP2p::polling_starts() {
+    if (pollers_++ == 0) watch_conns(false);
+}
+
+void TcpP2p::polling_stops(bool) {
+    if (--pollers_ == 0) watch_conns(true);  // what came meanwhile wakes the thread at once
+}
+
+bool TcpP2p::poll() {
+    if (closed_) return false;
+    epoll_event evs[32];
+    int n = ::epoll_wait(conns_.get(), evs, 32, 0);
+    if (n <= 0) return false;
+    try {
+        handle(evs, n);
+    } catch (const std::exception &) {
+        close_locked();  // as the thread does; the waiter's operation fails with the rest
+    }
+    return true;
 }
 
 void TcpP2p::handle(const epoll_event *evs, int n) {
@@ -243,6 +279,10 @@ void TcpP2p::handle(const epoll_event *evs, int n) {
             (void)!::read(wake_.get(), &v, sizeof v);
         } else if (tag == kListener) {
             accept_all();
+        } else if (tag == kConns) {
+            epoll_event ins[32];
+            int k = ::epoll_wait(conns_.get(), ins, 32, 0);
+            if (k > 0) handle(ins, k);
         } else if ((tag & 7) == kMesh) {
             auto peer = static_cast<size_t>(tag >> 3);
             if (mesh_fd_[peer] < 0) continue;
@@ -253,15 +293,13 @@ void TcpP2p::handle(const epoll_event *evs, int n) {
             Out &o = *reinterpret_cast<Out *>(tag & ~uint64_t{1});
             write_some(o);
             if (o.queue.empty() && o.armed) {
-                ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o.fd.get(), nullptr);
+                ::epoll_ctl(conns_.get(), EPOLL_CTL_DEL, o.fd.get(), nullptr);
                 o.armed = false;
             }
         } else {
             read_some(*reinterpret_cast<In *>(tag));
         }
     }
-    // Connections that ended are removed once no event names them.
-    in_.remove_if([](const std::unique_ptr<In> &c) { return !c->fd.valid(); });
 }
 
 void TcpP2p::accept_all() {
@@ -273,7 +311,7 @@ void TcpP2p::accept_all() {
         epoll_event ev{};
         ev.events = EPOLLIN;
         ev.data.u64 = reinterpret_cast<uint64_t>(in.get());
-        ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+        ::epoll_ctl(conns_.get(), EPOLL_CTL_ADD, fd, &ev);
         in_.push_back(std::move(in));
     }
 }
@@ -340,7 +378,7 @@ void TcpP2p::read_some(In &in) {
 
 void TcpP2p::lost(In &in, const std::string &why) {
     box_.lost(in.a, why + " (it gave up on the group after a failure there, or died)");
-    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, in.fd.get(), nullptr);
+    ::epoll_ctl(conns_.get(), EPOLL_CTL_DEL, in.fd.get(), nullptr);
     in.fd.reset();
     check_gone();
 }

@@ -4,7 +4,8 @@
 // already advertised), and each direction has its own connection, so nobody
 // waits for the other side to choose. Messages are eager: a send completes
 // once its bytes are in the kernel's hands. One thread per group, started
-// on the first send or receive, reads every incoming connection.
+// on the first send or receive, reads every incoming connection, except
+// while a waiter polls them itself (a small message: P2pMailbox::route).
 #pragma once
 
 #include <deque>
@@ -35,6 +36,14 @@ public:
     void queue(std::shared_ptr<P2pMailbox::Op> op) override;
     void unqueue(P2pMailbox::Op &op) override;
     std::string who(int peer) const override;
+    // A waiter reads what its incoming connections hold and sends what the
+    // outgoing ones take now, as the thread would: it need not wait for the
+    // thread's wake-up and then its own. Meanwhile the thread does not watch
+    // them, so that they do not wake it too (it would take the core and the
+    // lock from the waiter).
+    bool poll() override;
+    void polling_starts() override;
+    void polling_stops(bool sleeps) override;
     // Breaks every connection; what is posted fails at once (any thread).
     void close() noexcept;
     // Watches the group's other connection to `peer` (the mesh's) for its
@@ -52,7 +61,12 @@ private:
     Out *out_to(int dst);     // mu_ held: the connection, once connect() made it
     void write_some(Out &o);  // mu_ held
     void loop();
-    void handle(const ::epoll_event *evs, int n);  // mu_ held: one batch of events
+    // mu_ held: one batch of events, from the thread or a waiter's poll().
+    // Only the thread frees the connections that ended: its batch, taken
+    // before it got the lock, may name one that a waiter's batch ended.
+    void handle(const ::epoll_event *evs, int n);
+    void close_locked();
+    void watch_conns(bool on);  // whether the thread's epoll watches conns_
     void accept_all();
     void read_some(In &in);                     // mu_ held
     void lost(In &in, const std::string &why);  // mu_ held
@@ -65,9 +79,11 @@ private:
     Fd listener_;
     const Millis connect_timeout_;
     Fd epoll_, wake_;
+    Fd conns_;               // the connections' epoll (Ins, Outs with bytes to send): in epoll_ while no waiter polls
     std::mutex connect_mu_;  // one connection attempt at a time
     std::mutex &mu_;         // the mailbox's: everything below
     bool closed_ = false;
+    int pollers_ = 0;  // waiters polling now
     std::thread thread_;
     std::vector<std::unique_ptr<Out>> out_;  // by peer rank
     std::list<std::unique_ptr<In>> in_;

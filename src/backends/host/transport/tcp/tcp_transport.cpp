@@ -27,6 +27,12 @@ Fd accept_one(int listener, Clock::time_point deadline, const std::string &missi
     }
 }
 
+// A waiter on a message of up to this size moves its connections' bytes
+// itself for as long as the mesh spins (TcpP2p::poll); a larger one is
+// left to the thread, whose blocking waits take the socket's bytes in
+// larger reads and writes (waiters that polled took longer from 2 MiB).
+constexpr size_t kPollBytes = size_t(256) << 10;
+
 std::chrono::microseconds spin_from_env() {
     const char *e = std::getenv("DISTC_SPIN_US");
     return std::chrono::microseconds(e && *e ? std::atoll(e) : 10);
@@ -81,7 +87,7 @@ TcpTransport::TcpTransport(Store &store, int rank, int size, const std::string &
     for (int p = 0; p < size; ++p)
         if (p != rank) {
             p2p_->watch(p, socks_[static_cast<size_t>(p)].get());
-            box.route(p, p2p_.get());
+            box.route(p, p2p_.get(), spin_, 0, kPollBytes);
         }
 }
 
