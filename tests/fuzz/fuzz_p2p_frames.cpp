@@ -25,8 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::vector<std::string> addrs = {"127.0.0.1:" + std::to_string(port), "127.0.0.1:1", "127.0.0.1:1"};
     auto box = std::make_unique<distc::P2pMailbox>(3);
     auto p2p = std::make_unique<distc::TcpP2p>(*box, 0, addrs, std::move(listener), std::chrono::milliseconds(1000));
-    box->route(1, p2p.get());
-    box->route(2, p2p.get());
+    box->route(1, p2p.get(), distc::P2pMailbox::Polling{});  // no polling: the carrier's thread reads every frame
+    box->route(2, p2p.get(), distc::P2pMailbox::Polling{});
     std::vector<uint8_t> a(16 + 16, 0xA5), b(16, 0xA5), c(64 + 16, 0xA5);  // 16 guard bytes each
     distc::Tensor ta, tb, tc;
     ta.data = a.data(), ta.numel = 16, ta.dtype = distc::DType::UInt8;

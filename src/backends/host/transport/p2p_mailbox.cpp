@@ -79,12 +79,12 @@ P2pMailbox::P2pMailbox(int size) : route_(static_cast<size_t>(size)), gone_(stat
 
 P2pMailbox::~P2pMailbox() = default;
 
-void P2pMailbox::route(int peer, Carrier *c, std::chrono::microseconds spin, unsigned polls, size_t up_to) {
+void P2pMailbox::route(int peer, Carrier *c, Polling p) {
     route_[static_cast<size_t>(peer)] = c;
     if (std::find(carriers_.begin(), carriers_.end(), c) == carriers_.end()) carriers_.push_back(c);
-    if ((spin.count() > 0 || polls > 0) &&
+    if ((p.spin.count() > 0 || p.polls > 0) &&
         std::none_of(pollers_.begin(), pollers_.end(), [&](const Poller &x) { return x.c == c; }))
-        pollers_.push_back(Poller{c, spin, polls, up_to});
+        pollers_.push_back(Poller{c, p});
 }
 
 std::string P2pMailbox::who(int peer) const {
@@ -218,14 +218,16 @@ int P2pMailbox::wait_locked(std::unique_lock<std::mutex> &lk, Op &op, Clock::tim
     // op's peer, or every one for any source: another's poll (a system
     // call, for TCP) only slows this wait.
     Carrier *only = op.peer >= 0 ? route_[static_cast<size_t>(op.peer)] : nullptr;
-    auto mine = [&](const Poller &x) { return (!only || x.c == only) && op.len <= x.up_to; };
+    auto mine = [&](const Poller &x) { return (!only || x.c == only) && op.len <= x.p.up_to; };
     std::chrono::microseconds spin{0};
     unsigned polls = 0;
     bool any = false;
     for (const Poller &x : pollers_)
         if (mine(x)) {
-            spin = std::max(spin, x.spin);
-            polls = std::max(polls, x.polls);
+            spin = std::max(spin, x.p.spin);
+            if (x.p.bytes_per_us)
+                spin = std::max(spin, std::chrono::microseconds(static_cast<int64_t>(op.len / x.p.bytes_per_us)));
+            polls = std::max(polls, x.p.polls);
             any = true;
         }
     if (any && !op.finished) {

@@ -103,14 +103,23 @@ public:
     ~P2pMailbox() override;
     P2pMailbox(const P2pMailbox &) = delete;
     P2pMailbox &operator=(const P2pMailbox &) = delete;
+    // How a waiter polls a carrier before it sleeps: `polls` times, then
+    // yielding between polls, until `spin` passed without progress, or as
+    // long as a message of its size takes at `bytes_per_us` (0: no such
+    // bound). Only for messages of up to `up_to` bytes: a larger one's
+    // carrier thread may move it better. No spin and no polls: it sleeps
+    // at once, and the carrier's thread moves everything.
+    struct Polling {
+        std::chrono::microseconds spin{0};
+        unsigned polls = 0;
+        size_t up_to = SIZE_MAX;
+        size_t bytes_per_us = 0;
+    };
     // Messages to and from `peer` go through `c` (set before any is posted;
     // a later route replaces an earlier one). A waiter polls its peer's
-    // carrier (every one, for any source) if that carrier polls: `polls`
-    // times, then yielding between polls, until `spin` passed without
-    // progress; then it sleeps. Only for messages of up to `up_to` bytes:
-    // a larger one's carrier thread may move it better. A carrier's first
-    // route sets these.
-    void route(int peer, Carrier *c, std::chrono::microseconds spin = {}, unsigned polls = 0, size_t up_to = SIZE_MAX);
+    // carrier (every one, for any source) as `p` says; a carrier's first
+    // route sets it.
+    void route(int peer, Carrier *c, Polling p);
     // Whether `c` carries `peer`'s messages (mu() held, or before any is posted).
     bool carries(const Carrier *c, int peer) const { return route_[static_cast<size_t>(peer)] == c; }
 
@@ -166,11 +175,9 @@ private:
     std::string closed_why_;
     std::vector<Carrier *> route_;     // by peer rank
     std::vector<Carrier *> carriers_;  // each once
-    struct Poller {                    // a carrier that a waiter polls, and how long
+    struct Poller {                    // a carrier that a waiter polls, and how
         Carrier *c;
-        std::chrono::microseconds spin;
-        unsigned polls;
-        size_t up_to;
+        Polling p;
     };
     std::vector<Poller> pollers_;
     // Receives not yet matched, in posting order: few at a time, and a

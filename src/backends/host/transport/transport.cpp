@@ -1,6 +1,13 @@
 #include "backends/host/transport/transport.hpp"
 
+#include <cstdlib>
+
 namespace distc {
+
+std::chrono::microseconds spin_from_env(const char *name, long long dflt) {
+    const char *e = std::getenv(name);
+    return std::chrono::microseconds(e && *e ? std::atoll(e) : dflt);
+}
 
 std::vector<std::unique_ptr<PendingP2p>> post_all(P2pTransport &t, Span<AsyncBackend::P2p> ops) {
     std::vector<std::unique_ptr<PendingP2p>> posted;

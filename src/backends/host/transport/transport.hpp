@@ -9,6 +9,7 @@
 // matched by peer and tag, posted in the caller's order and waited for later.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -97,6 +98,9 @@ public:
     // buffer never touched again), and it throws.
     virtual int post_wait(Span<AsyncBackend::P2p> ops, Millis timeout);
 };
+
+// A spin's length in microseconds from environment variable `name`, else `dflt`.
+std::chrono::microseconds spin_from_env(const char *name, long long dflt);
 
 // Posts `ops` on `t`, in order, for a wait later (wait_all).
 std::vector<std::unique_ptr<PendingP2p>> post_all(P2pTransport &t, Span<AsyncBackend::P2p> ops);

@@ -43,7 +43,7 @@ void ShmP2p::route(std::chrono::microseconds spin, unsigned polls) {
     std::lock_guard<std::mutex> lk(mu_);
     routed_ = true;
     for (size_t l = 0; l < ranks_.size(); ++l)
-        if (static_cast<int>(l) != me_) box_.route(ranks_[l], this, spin, polls);
+        if (static_cast<int>(l) != me_) box_.route(ranks_[l], this, P2pMailbox::Polling{spin, polls});
     // From now on, not at the first receive: a peer's send larger than its
     // ring's room completes only once this rank reads it (into memory, when
     // no receive is posted for it yet), and sends are eager (distc_send).

@@ -20,11 +20,6 @@ namespace distc {
 
 namespace {
 
-std::chrono::microseconds spin_from_env(const char *name, long long dflt) {
-    const char *e = std::getenv(name);
-    return std::chrono::microseconds(e && *e ? std::atoll(e) : dflt);
-}
-
 // Whether the host's ranks outnumber the cores they share: DISTC_SHM_CORES,
 // else those this process may run on.
 bool oversubscribed(int local_ranks) {

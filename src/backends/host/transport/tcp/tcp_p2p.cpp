@@ -279,10 +279,10 @@ void TcpP2p::handle(const epoll_event *evs, int n) {
             (void)!::read(wake_.get(), &v, sizeof v);
         } else if (tag == kListener) {
             accept_all();
-        } else if (tag == kConns) {
-            epoll_event ins[32];
-            int k = ::epoll_wait(conns_.get(), ins, 32, 0);
-            if (k > 0) handle(ins, k);
+        } else if (tag == kConns) {  // no waiter polls the connections: they are the thread's
+            epoll_event conns[32];
+            int k = ::epoll_wait(conns_.get(), conns, 32, 0);
+            if (k > 0) handle(conns, k);
         } else if ((tag & 7) == kMesh) {
             auto peer = static_cast<size_t>(tag >> 3);
             if (mesh_fd_[peer] < 0) continue;

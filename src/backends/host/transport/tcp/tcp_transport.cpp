@@ -27,21 +27,21 @@ Fd accept_one(int listener, Clock::time_point deadline, const std::string &missi
     }
 }
 
-// A waiter on a message of up to this size moves its connections' bytes
-// itself for as long as the mesh spins (TcpP2p::poll); a larger one is
+// A waiter on a point-to-point message of up to this size moves its
+// connections' bytes itself (TcpP2p::poll) for DISTC_TCP_P2P_SPIN_US, or as
+// long as its message takes at the rate below, if longer; a larger one is
 // left to the thread, whose blocking waits take the socket's bytes in
-// larger reads and writes (waiters that polled took longer from 2 MiB).
-constexpr size_t kPollBytes = size_t(256) << 10;
-
-std::chrono::microseconds spin_from_env() {
-    const char *e = std::getenv("DISTC_SPIN_US");
-    return std::chrono::microseconds(e && *e ? std::atoll(e) : 10);
-}
+// larger reads and writes (waiters that polled took longer from 2 MiB). A
+// waiter that gives up on a message still coming sleeps, and then the
+// thread and the waiter must both wake: the spin is longer than the mesh's,
+// whose peers are in the same call, and the rate one that links between
+// hosts reach.
+constexpr size_t kPollBytes = size_t(256) << 10, kPollBytesPerUs = 1000;
 
 }  // namespace
 
 TcpTransport::TcpTransport(Store &store, int rank, int size, const std::string &host, Millis timeout, P2pMailbox &box) :
-    socks_(static_cast<size_t>(size)), where_(static_cast<size_t>(size)), spin_(spin_from_env()) {
+    socks_(static_cast<size_t>(size)), where_(static_cast<size_t>(size)), spin_(spin_from_env("DISTC_SPIN_US", 10)) {
     auto deadline = Clock::now() + timeout;
     Fd listener = tcp_listen("", 0, size + 8);
     std::string me = host_port(host, local_port(listener.get()));
@@ -84,10 +84,11 @@ TcpTransport::TcpTransport(Store &store, int rank, int size, const std::string &
         socks_[static_cast<size_t>(who)] = std::move(fd);
     }
     p2p_ = std::make_unique<TcpP2p>(box, rank, where_, std::move(listener), timeout);
+    const auto p2p_spin = spin_from_env("DISTC_TCP_P2P_SPIN_US", 200);
     for (int p = 0; p < size; ++p)
         if (p != rank) {
             p2p_->watch(p, socks_[static_cast<size_t>(p)].get());
-            box.route(p, p2p_.get(), spin_, 0, kPollBytes);
+            box.route(p, p2p_.get(), P2pMailbox::Polling{p2p_spin, 0, kPollBytes, kPollBytesPerUs});
         }
 }
 
