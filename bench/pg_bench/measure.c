@@ -112,12 +112,8 @@ static int barrier(bench *b) {
 #endif
 }
 
-/* Every rank gets rank 0's `*v`. */
-static int agree(bench *b, double *v) {
-#ifdef PG_BENCH_MPI
-    return MPI_Bcast(v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
-#endif
-    int64_t one_ = 1;
+/* A 1-d float64 tensor of *n elements at v (the timings the ranks agree on). */
+static DLTensor f64_tensor(double *v, int64_t *n) {
     DLTensor t;
     memset(&t, 0, sizeof t);
     t.data = v;
@@ -126,7 +122,17 @@ static int agree(bench *b, double *v) {
     t.dtype.code = kDLFloat;
     t.dtype.bits = 64;
     t.dtype.lanes = 1;
-    t.shape = &one_;
+    t.shape = n;
+    return t;
+}
+
+/* Every rank gets rank 0's `*v`. */
+static int agree(bench *b, double *v) {
+#ifdef PG_BENCH_MPI
+    return MPI_Bcast(v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
+#endif
+    int64_t one_ = 1;
+    DLTensor t = f64_tensor(v, &one_);
     CHECK(distc_broadcast(NULL, b->pg, &t, 0, NULL));
     return 0;
 }
@@ -142,15 +148,7 @@ static int max_min(bench *b, double v[2]) {
     v[1] = -w[1];
     return 0;
 #endif
-    DLTensor t;
-    memset(&t, 0, sizeof t);
-    t.data = w;
-    t.device.device_type = kDLCPU;
-    t.ndim = 1;
-    t.dtype.code = kDLFloat;
-    t.dtype.bits = 64;
-    t.dtype.lanes = 1;
-    t.shape = &two;
+    DLTensor t = f64_tensor(w, &two);
     CHECK(distc_allreduce(NULL, b->pg, &t, DISTC_MAX, NULL));
     v[0] = w[0];
     v[1] = -w[1];
