@@ -112,6 +112,46 @@ static void split_body(distc_pg *pg, int rank, int size, void *arg) {
     distc_pg_free(g);
 }
 
+/* Subgroups the caller gives one name: every color of a split, and
+ * new_group on disjoint rank sets. Each must still meet only its own ranks
+ * (the name once was their key space too, and the colors' ranks paired up
+ * by arrival), and keep the name it was given. */
+static void named_split_body(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    distc_pg_options o;
+    RK_OK(distc_pg_options_init(&o, DISTC_PG_OPTIONS_VERSION));
+    o.group_name = "named";
+    for (int round = 0; round < 8; ++round) {
+        /* Uneven colors too: rank 0 alone, the rest together. */
+        int color = round % 2 ? rank % 2 : rank > 0;
+        distc_pg *g = NULL;
+        RK_OK(distc_pg_split(&g, pg, color, 0, &o));
+        if (!RK_CHECK(g != NULL)) return;
+        const char *name = NULL;
+        RK_OK(distc_pg_name(&name, g));
+        RK_CHECKF(name && strcmp(name, "named") == 0, "split's name %s", name ? name : "(null)");
+        int64_t expect = 0;
+        for (int r = 0; r < size; ++r)
+            if ((round % 2 ? r % 2 : r > 0) == color) expect += r;
+        RK_EQ_INT(group_sum(g, rank), expect);
+        distc_pg_free(g);
+    }
+    /* Two subgroups of one name, one after the other, of disjoint ranks. */
+    int32_t low[2] = {0, 1}, high[2] = {2, 3};
+    distc_pg *a = NULL, *b = NULL;
+    RK_OK(distc_pg_new_subgroup(&a, pg, low, 2, &o));
+    RK_OK(distc_pg_new_subgroup(&b, pg, high, (size_t)(size - 2), &o));
+    distc_pg *mine = rank < 2 ? a : b;
+    if (RK_CHECK(mine != NULL)) RK_EQ_INT(group_sum(mine, rank), rank < 2 ? 1 : (size == 4 ? 5 : 2));
+    distc_pg_free(a);
+    distc_pg_free(b);
+}
+
+static void test_named_subgroups(void **state) {
+    (void)state;
+    for (int size = 3; size <= 4; ++size) dt_run_ranks(size, named_split_body, NULL);
+}
+
 /* Bad arguments of the group-level calls: an error, and the parent still works. */
 static void group_args_body(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
@@ -178,6 +218,62 @@ static void free_in_callback_body(distc_pg *pg, int rank, int size, void *arg) {
 static void test_free_group_in_callback(void **state) {
     (void)state;
     dt_run_ranks(2, free_in_callback_body, NULL);
+}
+
+/* A completion callback runs on the group's thread, before the group's next
+ * collective: a blocking collective there, or a wait for an asynchronous
+ * one, would wait for the callback itself. Both are refused at once. */
+struct blocking_cb {
+    distc_pg *pg;
+    DLTensor *t;    /* what the callback's asynchronous allreduce reduces, after it */
+    distc_work *w2; /* that allreduce */
+    int blocking_rc, wait_rc;
+    char blocking_msg[512], wait_msg[512];
+    volatile int done;
+};
+
+static void blocking_cb(distc_work *w, void *payload) {
+    (void)w;
+    struct blocking_cb *b = payload;
+    b->blocking_rc = distc_allreduce(NULL, b->pg, b->t, DISTC_SUM, NULL);
+    snprintf(b->blocking_msg, sizeof b->blocking_msg, "%s", distc_error_last());
+    b->wait_rc = distc_allreduce(&b->w2, b->pg, b->t, DISTC_SUM, NULL);
+    if (b->wait_rc == 0) b->wait_rc = distc_work_wait(b->w2, -1);
+    snprintf(b->wait_msg, sizeof b->wait_msg, "%s", distc_error_last());
+    __atomic_store_n(&b->done, 1, __ATOMIC_SEQ_CST);
+}
+
+static void blocking_in_callback_body(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg, (void)rank;
+    DLTensor *t = dt_tensor_1d(DT_F32, 3);
+    struct blocking_cb b = {pg, dt_tensor_1d(DT_F32, 1), NULL, 0, 0, "", "", 0};
+    dt_set(b.t, 0, 1);
+    distc_work *w = NULL;
+    if (RK_OK(distc_allreduce(&w, pg, t, DISTC_SUM, NULL))) {
+        RK_OK(distc_work_on_complete(w, blocking_cb, &b));
+        RK_OK(distc_work_wait(w, -1));
+        while (!__atomic_load_n(&b.done, __ATOMIC_SEQ_CST)) usleep(1000);
+        RK_EQ_INT(b.blocking_rc, DISTC_ESTATE);
+        RK_CHECKF(strstr(b.blocking_msg, "completion callback"), "blocking: %s", b.blocking_msg);
+        RK_EQ_INT(b.wait_rc, DISTC_ESTATE);
+        RK_CHECKF(strstr(b.wait_msg, "cannot be waited for from a completion callback"), "wait: %s", b.wait_msg);
+        /* The asynchronous one the callback issued runs once it returned, on
+         * every rank: waited for here, and the ranks still agree on what comes next. */
+        if (RK_CHECK(b.w2 != NULL)) {
+            RK_OK(distc_work_wait(b.w2, -1));
+            RK_EQ_DBL(dt_get(b.t, 0), size);
+        }
+        distc_work_free(b.w2);
+        distc_work_free(w);
+    }
+    dt_tensor_free(t);
+    dt_tensor_free(b.t);
+    RK_EQ_INT(group_sum(pg, 1), size);
+}
+
+static void test_blocking_in_callback(void **state) {
+    (void)state;
+    dt_run_ranks(2, blocking_in_callback_body, NULL);
 }
 
 static void test_split(void **state) {
@@ -396,12 +492,14 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_subgroups),
         cmocka_unit_test(test_split),
+        cmocka_unit_test(test_named_subgroups),
         cmocka_unit_test(test_monitored_barrier),
         cmocka_unit_test(test_bytes_collectives),
         cmocka_unit_test(test_batch_isend_irecv),
         cmocka_unit_test(test_debug_mode),
         cmocka_unit_test(test_group_call_args),
         cmocka_unit_test(test_free_group_in_callback),
+        cmocka_unit_test(test_blocking_in_callback),
         cmocka_unit_test(test_freed_groups_leave_no_keys),
         cmocka_unit_test(test_missing_interface_is_an_error),
     };

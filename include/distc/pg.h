@@ -89,8 +89,12 @@ typedef struct distc_pg_options {
     unsigned int version;   /**< DISTC_PG_OPTIONS_VERSION */
     const char *backend;    /**< NULL: "gloo" */
     int64_t timeout_ms;     /**< default timeout of every operation; -1: 30 min */
-    const char *group_name; /**< keys of this group live under "<name>/<instance>/" in the store;
-                                  NULL: "default_pg" (subgroups: derived from the parent's) */
+    const char *group_name; /**< the group's name; a root group's keys live under
+                                  "<name>/<instance>/" in the store. NULL: "default_pg"
+                                  (subgroups: derived from the parent's). A subgroup's keys
+                                  live under a prefix derived from its parent's whatever its
+                                  name, so groups given one name (each color of a split) never
+                                  meet: distc_pg_store_prefix tells where. */
     int32_t debug;          /**< 1: before each collective, the ranks check that they all
                                   call the same operation with the same dtype, count, root and
                                   op (one small allgather), and a mismatch is DISTC_EINVAL on
@@ -371,7 +375,8 @@ DISTC_EXTERN(int) distc_send(distc_work **out, distc_pg *pg, const DLTensor *ten
 /**
  * Receives into `tensor` from rank `src` (or DISTC_ANY_SOURCE) with `tag`.
  * To learn which rank an any-source message came from, pass `out` and read
- * distc_work_source_rank() once it completed.
+ * distc_work_source_rank() once it completed. DISTC_ANY_SOURCE in a group
+ * of one rank is DISTC_EINVAL: nobody can send.
  */
 DISTC_EXTERN(int) distc_recv(distc_work **out, distc_pg *pg, DLTensor *tensor, int32_t src, int32_t tag,
                              const distc_op_options *opts);

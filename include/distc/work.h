@@ -73,6 +73,9 @@ DISTC_EXTERN(int) distc_work_seq(uint64_t *out, const distc_work *work);
  * may be freed: it is then torn down once the callback has returned). One
  * callback per operation; a second call gives DISTC_ESTATE. The
  * callback should be short: the group's next queued operation waits for it.
+ * A blocking collective of the callback's group, or a wait for one it
+ * issued asynchronously, would wait for the callback itself: both give
+ * DISTC_ESTATE there (issue it asynchronously and leave the callback).
  */
 DISTC_EXTERN(int) distc_work_on_complete(distc_work *work, distc_work_callback cb, void *payload);
 

@@ -15,7 +15,8 @@ namespace distc {
 ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, const PgOptions &opts,
                            std::vector<int> global_ranks, const MakeAsync &make) :
     root_store_(std::move(store)),
-    rank_(rank), size_(size), name_(opts.name.empty() ? "default_pg" : opts.name), timeout_(opts.timeout),
+    rank_(rank), size_(size), name_(opts.name.empty() ? "default_pg" : opts.name),
+    key_space_(opts.key_space.empty() ? name_ : opts.key_space), timeout_(opts.timeout),
     global_ranks_(std::move(global_ranks)), private_store_(opts.private_store) {
     if (size < 1) fail(DISTC_EINVAL, "size is " + std::to_string(size) + ", must be >= 1");
     if (rank < 0 || rank >= size)
@@ -31,8 +32,8 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, con
     // not their first try (a shared counter would pair attempts by arrival).
     // A failure on any rank fails the attempt on all (below), so every rank
     // has made the same number of attempts when it tries again.
-    int64_t n = root_store_->add(name_ + "/attempts/" + std::to_string(rank), 1);
-    std::string instance = name_ + "/" + std::to_string(n - 1);
+    int64_t n = root_store_->add(key_space_ + "/attempts/" + std::to_string(rank), 1);
+    std::string instance = key_space_ + "/" + std::to_string(n - 1);
     prefix_ = instance + "/";
     store_ = std::make_shared<PrefixStore>(instance, root_store_);
     // Backends rendezvous through a store that gives up when a peer announces

@@ -22,6 +22,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int> 
     uint64_t n = ++subgroups_;
     opts.private_store = private_store_;
     if (opts.name.empty()) opts.name = name_ + "/sub" + std::to_string(n);
+    opts.key_space = key_space_ + "/sub" + std::to_string(n);
     auto it = std::find(ranks.begin(), ranks.end(), rank_);
     int index = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
     opts.backend = backend_->name();
@@ -85,8 +86,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split_members(int color, int key, Pg
         if (members[i].second == rank_) my_rank = static_cast<int>(i);
         global.push_back(global_rank(members[i].second));
     }
-    if (opts.name.empty() || opts.name == "default_pg")
-        opts.name = name_ + "/split" + std::to_string(n) + "/color" + std::to_string(color);
+    const std::string derived = "/split" + std::to_string(n) + "/color" + std::to_string(color);
+    if (opts.name.empty() || opts.name == "default_pg") opts.name = name_ + derived;
+    opts.key_space = key_space_ + derived;
     return std::make_shared<ProcessGroup>(root_store_, my_rank, static_cast<int>(members.size()), opts,
                                           std::move(global), engine_split(color, key, opts));
 }

@@ -26,6 +26,13 @@ void ProcessGroup::trace_dump(const std::string &path) const {
 
 void ProcessGroup::fail_aborted() const { fail(DISTC_EABORTED, "the group was aborted"); }
 
+void ProcessGroup::fail_in_callback() const {
+    // The group's collectives before this one wait for the callback to return.
+    fail(DISTC_ESTATE,
+         "a blocking collective cannot run in the completion callback of one of its group's collectives: issue "
+         "it asynchronously and leave the callback, or call it from another thread");
+}
+
 void ProcessGroup::wait_outstanding(Millis timeout) {
     // Results come in issue order: earlier asynchronous collectives finish first.
     std::vector<std::weak_ptr<Work>> earlier;
@@ -49,6 +56,7 @@ void ProcessGroup::abort_timed_out(const OpInfo &info, const AsyncArgs &a) {
 ProcessGroup::WorkPtr ProcessGroup::launch_work(const OpInfo &info, const AsyncArgs &a, bool host_ordered, Start start,
                                                 uint64_t traced) {
     auto w = std::make_shared<Work>(a.seq, info.kind, info.label);
+    if (!info.p2p) w->set_runner(this);
     if (traced) w->trace_to(trace_, traced);
     if (!a.blocking) w->start();  // a blocking call's duration is nobody's to read
     start(w, a);

@@ -254,6 +254,7 @@ ProcessGroup::WorkPtr ProcessGroup::recv(Tensor t, int src, int tag, const OpOpt
         if (src == rank_) fail(DISTC_EINVAL, "src is this rank (" + std::to_string(rank_) + ")");
     }
     if (tag < 0) fail(DISTC_EINVAL, "tag is negative (" + std::to_string(tag) + ")");
+    if (src == -1 && size_ == 1) fail(DISTC_EINVAL, "src is any rank (-1), but this group has no other rank to send");
     OpInfo info{"recv", tensor_label(t, OpLabel::Form::Recv, src, tag)};
     info.p2p = true;
     return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) { backend_->recv(w, t, src, tag, a); });

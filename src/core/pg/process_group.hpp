@@ -24,8 +24,12 @@ struct PgOptions {
     std::string backend = "gloo";
     Millis timeout{1800000};
     std::string name;  // empty: "default_pg" for a root group, derived for subgroups
-    int debug = -1;    // -1: from DISTC_DEBUG ("detail" turns it on); 0 off; 1 on
-    int device = -1;   // device backends: the accelerator; -1: the backend's choice
+    // Where the group's ranks meet in the store (empty: `name`). Subgroups
+    // derive theirs from the parent's, so that groups the caller gave one
+    // name (every color of a split, say) never share keys.
+    std::string key_space;
+    int debug = -1;   // -1: from DISTC_DEBUG ("detail" turns it on); 0 off; 1 on
+    int device = -1;  // device backends: the accelerator; -1: the backend's choice
     // The store is this process's alone (an engine's world: mpi://). Ranks
     // then cannot meet in it; the engine's own creation is collective.
     bool private_store = false;
@@ -122,6 +126,7 @@ private:
     template <typename F>
     WorkPtr launch(const OpInfo &info, const OpOptions &o, bool async, F &&start) {
         if (aborted_) fail_aborted();
+        if (!async && !info.p2p && in_callback_of(this)) fail_in_callback();
         // Point-to-point operations are paired by tag, not by the group's
         // sequence, so only collectives advance it.
         uint64_t seq = info.p2p ? 0 : seq_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -158,6 +163,7 @@ private:
         return nullptr;
     }
     [[noreturn, gnu::cold]] void fail_aborted() const;
+    [[noreturn, gnu::cold]] void fail_in_callback() const;
     // Its parts off the blocking fast path: an asynchronous or stream-ordered
     // call's Work; waiting for earlier asynchronous collectives; a blocking
     // call the backend did not complete in time (aborts the group, throws).
@@ -194,6 +200,7 @@ private:
     std::string prefix_;                 // its keys' prefix in root_store_
     const int rank_, size_;
     const std::string name_;
+    const std::string key_space_;  // PgOptions::key_space, or the name
     const Millis timeout_;
     const std::vector<int> global_ranks_;
     const bool private_store_;               // PgOptions::private_store; subgroups inherit it

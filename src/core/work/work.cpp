@@ -1,5 +1,6 @@
 #include "core/work/work.hpp"
 
+#include "core/util/error.hpp"
 #include "distc/errors.h"
 
 namespace distc {
@@ -36,10 +37,12 @@ const std::string &Work::what() const {
 
 namespace {
 thread_local bool t_group_thread = false;
+thread_local const void *t_runner = nullptr;
 }  // namespace
 
 void mark_group_thread() { t_group_thread = true; }
 bool on_group_thread() { return t_group_thread; }
+bool in_callback_of(const void *runner) { return runner && t_runner == runner; }
 
 void Work::start() {
     std::lock_guard<std::mutex> lk(mu_);
@@ -62,7 +65,12 @@ bool Work::complete(int code, const std::string &message, int32_t source_rank) {
     }
     if (trace_) trace_->finished(trace_id_, code, message);
     cv_.notify_all();
-    if (cb) cb();
+    if (cb) {
+        const void *outer = t_runner;
+        t_runner = runner_;
+        cb();
+        t_runner = outer;
+    }
     // Continuations come after the callback, also those added while it ran (a
     // binding's callback records the outcome that its continuations read).
     std::vector<std::function<void(Work &)>> continuations;
@@ -107,6 +115,10 @@ int64_t Work::duration_ns() const {
 
 bool Work::wait(std::chrono::milliseconds timeout) const {
     if (done_.load(std::memory_order_acquire)) return true;  // no lock, and no clock read by wait_for
+    if (in_callback_of(runner_))
+        fail(DISTC_ESTATE, what() +
+                               " cannot be waited for from a completion callback of its group: it may run "
+                               "only once the callback has returned");
     std::unique_lock<std::mutex> lk(mu_);
     if (timeout.count() < 0) {
         cv_.wait(lk, [&] { return done_.load(std::memory_order_relaxed); });

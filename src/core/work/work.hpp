@@ -39,6 +39,11 @@ std::string describe_op(const char *kind, uint64_t seq, const OpLabel &label);
 // destroy the group whose thread it is (distc_pg_free defers that).
 void mark_group_thread();
 bool on_group_thread();
+// Whether this thread is running the completion callback of a collective of
+// group `runner` (Work::set_runner), where that group's next collectives
+// wait for the callback to return: a blocking one, or a wait for one, there
+// would wait for itself.
+bool in_callback_of(const void *runner);
 
 // Who hears of an operation's outcome besides its waiters: the group's
 // flight recorder (core/pg/trace_recorder.hpp), under the id it gave.
@@ -105,6 +110,9 @@ public:
     }
     // Runs the stream hook; false (and nothing done) when there is none.
     bool wait_stream(void *stream, int &rc) const;
+    // The group whose collective this is (see in_callback_of): waiting for it
+    // from one of that group's completion callbacks is refused.
+    void set_runner(const void *runner) { runner_ = runner; }
 
 private:
     const uint64_t seq_;
@@ -123,6 +131,7 @@ private:
     int32_t source_ = -1;
     std::chrono::steady_clock::time_point start_{}, end_{};
     std::function<void()> cb_;
+    const void *runner_ = nullptr;
     std::vector<std::function<void(Work &)>> continuations_;
     bool continuations_run_ = false;  // under mu_: complete() has run them (later ones run at once)
     bool promise_ = false;

@@ -36,8 +36,12 @@ pub struct distc_pg_options {
     pub backend: *const ::std::os::raw::c_char,
     #[doc = "< default timeout of every operation; -1: 30 min"]
     pub timeout_ms: i64,
-    #[doc = "< keys of this group live under \"<name>/<instance>/\" in the store;"]
-    #[doc = "NULL: \"default_pg\" (subgroups: derived from the parent's)"]
+    #[doc = "< the group's name; a root group's keys live under"]
+    #[doc = "\"<name>/<instance>/\" in the store. NULL: \"default_pg\""]
+    #[doc = "(subgroups: derived from the parent's). A subgroup's keys"]
+    #[doc = "live under a prefix derived from its parent's whatever its"]
+    #[doc = "name, so groups given one name (each color of a split) never"]
+    #[doc = "meet: distc_pg_store_prefix tells where."]
     pub group_name: *const ::std::os::raw::c_char,
     #[doc = "< 1: before each collective, the ranks check that they all"]
     #[doc = "call the same operation with the same dtype, count, root and"]
@@ -435,7 +439,8 @@ extern "C" {
 extern "C" {
     #[doc = " Receives into `tensor` from rank `src` (or DISTC_ANY_SOURCE) with `tag`."]
     #[doc = " To learn which rank an any-source message came from, pass `out` and read"]
-    #[doc = " distc_work_source_rank() once it completed."]
+    #[doc = " distc_work_source_rank() once it completed. DISTC_ANY_SOURCE in a group"]
+    #[doc = " of one rank is DISTC_EINVAL: nobody can send."]
     pub fn distc_recv(
         out: *mut *mut distc_work,
         pg: *mut distc_pg,

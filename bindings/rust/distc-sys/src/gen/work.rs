@@ -59,6 +59,9 @@ extern "C" {
     #[doc = " may be freed: it is then torn down once the callback has returned). One"]
     #[doc = " callback per operation; a second call gives DISTC_ESTATE. The"]
     #[doc = " callback should be short: the group's next queued operation waits for it."]
+    #[doc = " A blocking collective of the callback's group, or a wait for one it"]
+    #[doc = " issued asynchronously, would wait for the callback itself: both give"]
+    #[doc = " DISTC_ESTATE there (issue it asynchronously and leave the callback)."]
     pub fn distc_work_on_complete(
         work: *mut distc_work,
         cb: distc_work_callback,
