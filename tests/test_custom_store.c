@@ -320,6 +320,73 @@ static void test_bad_vtable(void **state) {
     assert_int_equal(freed, 1);
 }
 
+/* Callbacks that break their contract: a code that is no distc_status, bytes
+ * handed back at NULL, a compare_set that never takes (the emulated append
+ * would retry it for ever). Each is an error naming the callback, in time. */
+static int bogus_set(void *p, const char *k, const void *v, size_t l) {
+    (void)p, (void)k, (void)v, (void)l;
+    return -1000;
+}
+
+static int null_data_get(void *p, const char *k, int64_t t, distc_buf *out) {
+    (void)p, (void)k, (void)t;
+    out->data = NULL; /* set by hand, not with distc_buf_set */
+    out->size = 16;
+    return 0;
+}
+
+static int stubborn_compare_set(void *p, const char *k, const void *e, size_t el, const void *d, size_t dl,
+                                distc_buf *out) {
+    (void)p, (void)k, (void)e, (void)el, (void)d, (void)dl;
+    return distc_buf_set(out, "other", 5); /* never what was asked for */
+}
+
+static int always_there(void *p, const char *const *keys, size_t n, int32_t *out) {
+    (void)p, (void)keys, (void)n;
+    *out = 1;
+    return 0;
+}
+
+static int old_value_get(void *p, const char *k, int64_t t, distc_buf *out) {
+    (void)p, (void)k, (void)t;
+    return distc_buf_set(out, "old", 3);
+}
+
+static void test_broken_callbacks(void **state) {
+    (void)state;
+    distc_store *s = NULL;
+    distc_store_vtable vt = {DISTC_STORE_VTABLE_VERSION,
+                             bogus_set,
+                             null_data_get,
+                             cs_add,
+                             NULL,
+                             NULL,
+                             NULL,
+                             NULL,
+                             NULL,
+                             NULL,
+                             NULL,
+                             NULL,
+                             NULL};
+    ASSERT_OK(distc_store_new_custom(&s, &vt, NULL));
+    ASSERT_ERR(distc_store_set(s, "k", "v", 1), DISTC_EINTERNAL, "returned -1000, which is not a distc_status");
+    distc_buf b = {0};
+    ASSERT_ERR(distc_store_get(&b, s, "k"), DISTC_EINTERNAL, "16 bytes at NULL");
+    assert_null(b.data);
+    distc_store_free(s);
+
+    vt.set = noop_set;
+    vt.get = old_value_get;
+    vt.compare_set = stubborn_compare_set;
+    vt.check = always_there;
+    ASSERT_OK(distc_store_new_custom(&s, &vt, NULL));
+    ASSERT_OK(distc_store_set_timeout(s, 200));
+    int64_t t0 = dt_now_ms();
+    ASSERT_ERR(distc_store_append(s, "k", "x", 1), DISTC_ETIMEOUT, "compare_set did not take within 200 ms");
+    assert_true(dt_now_ms() - t0 < 5000);
+    distc_store_free(s);
+}
+
 /* The free callback runs once, when the last handle goes, prefixes included. */
 static void test_free_once(void **state) {
     (void)state;
@@ -380,6 +447,7 @@ int main(void) {
         cmocka_unit_test(test_quiet_timeout_names_key),
         cmocka_unit_test(test_bad_vtable),
         cmocka_unit_test(test_free_once),
+        cmocka_unit_test(test_broken_callbacks),
         cmocka_unit_test(test_prefix_over_custom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -177,8 +177,47 @@ static void test_bucket_assignment_checks_tensors(void **state) {
     dt_assert_contains(distc_error_last(), "999");
 }
 
+/* An explicit bucket assignment whose bucket numbers no gradients can fill
+ * (INT32_MAX once overflowed the count of buckets and wrote out of bounds). */
+static void rank_bucket_of(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    float a[2] = {0}, b[2] = {0};
+    int64_t two = 2;
+    DLTensor ta = {a, {kDLCPU, 0}, 1, DT_F32, &two, NULL, 0}, tb = ta;
+    tb.data = b;
+    DLTensor *grads[2] = {&ta, &tb};
+    distc_reducer_options o = DISTC_REDUCER_OPTIONS_INIT;
+    int32_t bad[][2] = {{INT32_MAX, 0}, {2, 0}, {0, 1000000}};
+    distc_reducer *r = NULL;
+    for (int k = 0; k < 3; ++k) {
+        o.bucket_of = bad[k];
+        RK_ERR(distc_reducer_new(&r, pg, grads, 2, &o), DISTC_EINVAL, "buckets 0..1 at most");
+    }
+    check_group_works(pg, rank, size);
+}
+
+static void test_bucket_of_out_of_range(void **state) {
+    (void)state;
+    dt_run_ranks(2, rank_bucket_of, NULL);
+}
+
+/* Counts of SIZE_MAX (a -1 passed as a size_t): refused as sizes too large,
+ * not reported as a bug of distc's. */
+static void test_count_of_size_max(void **state) {
+    (void)state;
+    distc_store *s = NULL;
+    ASSERT_OK(distc_store_new_hash(&s));
+    const char *k[1] = {"k"};
+    int32_t found = 0;
+    ASSERT_ERR(distc_store_check(&found, s, k, SIZE_MAX), DISTC_ENOMEM, "too large");
+    ASSERT_ERR(distc_store_wait(s, k, SIZE_MAX, 10), DISTC_ENOMEM, "too large");
+    distc_store_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bucket_of_out_of_range),
+        cmocka_unit_test(test_count_of_size_max),
         cmocka_unit_test(test_huge_tensors),
         cmocka_unit_test(test_huge_byte_lengths),
         cmocka_unit_test(test_bucket_assignment_checks_tensors),

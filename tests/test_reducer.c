@@ -333,6 +333,21 @@ static int failing_hook(distc_work **out, distc_pg *pg, DLTensor *bucket, void *
     return distc_error_set(DISTC_EBACKEND, "compression codec missing (test)");
 }
 
+/* A hook that calls back into its reducer (which it runs under the lock of):
+ * refused, where it once waited for itself for ever. */
+struct reentry {
+    distc_reducer *r;
+    int rc;
+    char msg[256];
+};
+
+static int reentrant_hook(distc_work **out, distc_pg *pg, DLTensor *bucket, void *payload) {
+    struct reentry *e = payload;
+    e->rc = distc_reducer_mark_ready(e->r, 0);
+    snprintf(e->msg, sizeof e->msg, "%s", distc_error_last());
+    return distc_allreduce(out, pg, bucket, DISTC_AVG, NULL);
+}
+
 static void rank_hooks(distc_pg *pg, int rank, int size, void *arg) {
     (void)arg;
     DLTensor *g[NGRADS];
@@ -376,6 +391,13 @@ static void rank_hooks(distc_pg *pg, int rank, int size, void *arg) {
     RK_CHECKF(rc == DISTC_EBACKEND && strstr(distc_error_last(), "codec missing"), "a failing hook gave %d: %s", rc,
               distc_error_last());
     if (rc != 0) (void)distc_reducer_finalize(r); /* ends the iteration if mark_ready failed */
+    struct reentry e = {r, 0, ""};
+    RK_OK(distc_reducer_register_comm_hook(r, reentrant_hook, &e, 0));
+    RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+    for (int i = 0; i < NGRADS; ++i) RK_OK(distc_reducer_mark_ready(r, i));
+    RK_OK(distc_reducer_finalize(r));
+    RK_EQ_INT(e.rc, DISTC_ESTATE);
+    RK_CHECKF(strstr(e.msg, "communication hook"), "a hook's mark_ready: %s", e.msg);
     RK_OK(distc_reducer_register_comm_hook(r, NULL, NULL, DISTC_HOOK_ALLREDUCE));
     RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
     for (int i = 0; i < NGRADS; ++i) RK_OK(distc_reducer_mark_ready(r, i));

@@ -33,6 +33,12 @@ static int fail_cont(distc_work **next, distc_work *done, void *payload) {
     return distc_error_set(DISTC_EREMOTE, "the codec gave up (test)");
 }
 
+/* Returns the code in *payload, distc_status or not. */
+static int code_cont(distc_work **next, distc_work *done, void *payload) {
+    (void)next, (void)done;
+    return *(const int *)payload;
+}
+
 static int hand_back_done(distc_work **next, distc_work *done, void *payload) {
     (void)payload;
     return distc_work_ref(next, done);
@@ -92,6 +98,11 @@ static void test_promises(void **state) {
     assert_int_equal(distc_work_new(&p2), 0);
     assert_int_equal(distc_work_complete(p2, 1, NULL), DISTC_EINVAL);
     dt_assert_contains(distc_error_last(), "negative distc error code");
+    /* Nor a negative code that is no distc_status: its waiters could not tell what it means. */
+    assert_int_equal(distc_work_complete(p2, -1000, NULL), DISTC_EINVAL);
+    dt_assert_contains(distc_error_last(), "not -1000");
+    assert_int_equal(distc_work_complete(p2, INT32_MIN, NULL), DISTC_EINVAL);
+    assert_int_equal(distc_work_test(p2), DISTC_INPROGRESS); /* refused: still to complete */
     assert_int_equal(distc_work_complete(NULL, 0, NULL), DISTC_EINVAL);
     assert_int_equal(distc_work_new(NULL), DISTC_EINVAL);
     assert_int_equal(distc_work_ref(NULL, p), DISTC_EINVAL);
@@ -138,6 +149,22 @@ static void test_promises(void **state) {
     assert_int_equal(distc_work_wait(t, 10000), DISTC_EREMOTE);
     dt_assert_contains(distc_error_last(), "remote codec failed");
     distc_work_free(t);
+    /* A continuation that returns a positive code or one that is no distc_status fails its work, as such. */
+    static const int bogus[] = {7, -1000, INT32_MIN};
+    for (int i = 0; i < 3; ++i) {
+        assert_int_equal(distc_work_then(&t, p, code_cont, (void *)&bogus[i]), 0);
+        assert_int_equal(distc_work_wait(t, 10000), DISTC_EINTERNAL);
+        dt_assert_contains(distc_error_last(), bogus[i] > 0 ? "a positive code" : "not a distc_status");
+        distc_work_free(t);
+    }
+    /* A timeout too long for the clock waits, as long ones do (it once timed out at once). */
+    distc_work *slow = NULL;
+    assert_int_equal(distc_work_new(&slow), 0);
+    struct completer cs = {slow, 50, 0};
+    pthread_create(&th, NULL, complete_later, &cs);
+    assert_int_equal(distc_work_wait(slow, INT64_MAX), 0);
+    pthread_join(th, NULL);
+    distc_work_free(slow);
     distc_work *later = NULL;
     assert_int_equal(distc_work_new(&later), 0);
     assert_int_equal(distc_work_then(&t, p, hand_back_payload, later), 0);

@@ -232,7 +232,8 @@ DISTC_EXTERN(int) distc_reducer_join(distc_reducer *r);
  * memory, all its gradients back to back) over `pg` and hands back the work
  * that finishes it; when that work completes the bucket must hold the
  * average over ranks. Called with the reducer's lock held, from whichever
- * thread completed the bucket: do not call back into the reducer. Return 0,
+ * thread completed the bucket: do not call back into the reducer (such a
+ * call gives DISTC_ESTATE). Return 0,
  * or a negative code (with distc_error_set) that the mark_ready or finalize
  * that launched the bucket returns.
  */
@@ -279,7 +280,9 @@ typedef struct distc_reducer_bucket {
  * or a work of distc_work_new completed by the program. Called with the
  * reducer's lock held, on the thread whose mark_ready (or finalize)
  * completed the bucket: start work and return, do not wait for it here and
- * do not call back into the reducer. Return 0, or a negative code (with
+ * do not call back into the reducer (DISTC_ESTATE). finalize waits for the
+ * work without a timeout of its own: a work of distc_work_new that the
+ * program never completes keeps it waiting. Return 0, or a negative code (with
  * distc_error_set) that mark_ready or finalize returns. The bucket's
  * collectives must be the same, in the same order, on every rank.
  */

@@ -12,7 +12,9 @@ namespace {
 // `op` may name the keys (get, wait, multi_get promise to name them on a timeout).
 void check_rc(int rc, const std::string &op) {
     if (rc == 0) return;
-    if (rc > 0) fail(DISTC_EINTERNAL, "custom store " + op + " returned a positive code");
+    if (!is_status(rc))
+        fail(DISTC_EINTERNAL, "custom store " + op + " returned " + std::to_string(rc) +
+                                  (rc > 0 ? ", a positive code" : ", which is not a distc_status"));
     std::string msg = distc_error_last_code() == rc && distc_error_last()[0] ? distc_error_last() : distc_strerror(rc);
     fail(rc, "custom store " + op + ": " + msg);
 }
@@ -21,10 +23,24 @@ void check_rc(int rc, const std::string &op) {
     fail(DISTC_ENOTSUP, std::string("custom store does not implement ") + op);
 }
 
-// Takes ownership of a distc_buf filled by a callback.
-Bytes take(distc_buf &b) {
-    Bytes out(b.data, b.data + b.size);
+// Takes ownership of a distc_buf filled by a callback; `fault` says what is
+// wrong with one that was set by hand rather than by distc_buf_set (empty: nothing).
+Bytes take(distc_buf &b, std::string &fault) {
+    Bytes out;
+    if (!b.data && b.size)
+        fault = "handed back " + std::to_string(b.size) + " bytes at NULL";
+    else if (b.size > DISTC_STORE_MAX_VALUE_SIZE)
+        fault = "handed back " + std::to_string(b.size) + " bytes, over the 1 GiB limit";
+    else
+        out.assign(b.data, b.data + b.size);
     distc_buf_dispose(&b);
+    return out;
+}
+
+Bytes take(distc_buf &b, const std::string &op) {
+    std::string fault;
+    Bytes out = take(b, fault);
+    if (!fault.empty()) fail(DISTC_EINTERNAL, "custom store " + op + " " + fault);
     return out;
 }
 
@@ -52,7 +68,7 @@ Bytes CustomStore::get(const std::string &key, Millis timeout) {
     int rc = vt_.get(payload_, key.c_str(), timeout.count(), &b);
     if (rc != 0) distc_buf_dispose(&b);
     check_rc(rc, "get of " + join_keys({key}));
-    return take(b);
+    return take(b, "get");
 }
 
 int64_t CustomStore::add(const std::string &key, int64_t delta) {
@@ -69,7 +85,7 @@ Bytes CustomStore::compare_set(const std::string &key, ByteView expected, ByteVi
     int rc = vt_.compare_set(payload_, key.c_str(), expected.data, expected.size, desired.data, desired.size, &b);
     if (rc != 0) distc_buf_dispose(&b);
     check_rc(rc, "compare_set");
-    return take(b);
+    return take(b, "compare_set");
 }
 
 bool CustomStore::check(const std::vector<std::string> &keys) {
@@ -133,8 +149,10 @@ std::vector<Bytes> CustomStore::multi_get(const std::vector<std::string> &keys, 
     int rc = vt_.multi_get(payload_, k.data(), k.size(), timeout.count(), bufs.data());
     std::vector<Bytes> out;
     out.reserve(keys.size());
-    for (auto &b : bufs) out.push_back(take(b));  // also frees partial results on failure
+    std::string fault;
+    for (auto &b : bufs) out.push_back(take(b, fault));  // also frees partial results on failure
     check_rc(rc, "multi_get of " + join_keys(keys));
+    if (!fault.empty()) fail(DISTC_EINTERNAL, "custom store multi_get " + fault);
     return out;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #include "core/util/error.hpp"
@@ -22,6 +23,9 @@ int guard(const char *fn, F &&body) noexcept {
         return set_last_error(e.code(), fn, e.what());
     } catch (const std::bad_alloc &) {
         return set_last_error(DISTC_ENOMEM, fn, "out of memory");
+    } catch (const std::length_error &e) {
+        // A count no container can hold (a -1 passed as a size_t, say).
+        return set_last_error(DISTC_ENOMEM, fn, std::string("a count or size too large to hold (") + e.what() + ")");
     } catch (const std::exception &e) {
         return set_last_error(DISTC_EINTERNAL, fn, std::string("internal error: ") + e.what());
     } catch (...) {

@@ -151,6 +151,11 @@ DISTC_EXTERN(int) distc_reducer_new(distc_reducer **out, distc_pg *pg, DLTensor 
             int32_t nb = 0;
             for (size_t i = 0; i < n; ++i) {
                 if (o.bucket_of[i] < 0) fail(DISTC_EINVAL, "opts->bucket_of[" + std::to_string(i) + "] is negative");
+                // n gradients fill at most n buckets, none empty.
+                if (static_cast<size_t>(o.bucket_of[i]) >= n)
+                    fail(DISTC_EINVAL, "opts->bucket_of[" + std::to_string(i) + "] is " +
+                                           std::to_string(o.bucket_of[i]) + ": " + std::to_string(n) +
+                                           " gradients fill buckets 0.." + std::to_string(n - 1) + " at most");
                 nb = std::max(nb, o.bucket_of[i] + 1);
             }
             buckets.resize(static_cast<size_t>(nb));

@@ -31,7 +31,9 @@ const std::initializer_list<size_t> kTcpEnds = {offsetof(distc_tcp_store_options
 
 std::string key_arg(const char *key, const char *name = "key") {
     require_ptr(key, name);
-    return std::string(key);
+    const size_t len = std::strlen(key);
+    if (len > DISTC_STORE_MAX_VALUE_SIZE) fail(DISTC_ENOMEM, std::string(name) + " is longer than the 1 GiB limit");
+    return std::string(key, len);
 }
 
 std::vector<std::string> keys_arg(const char *const *keys, size_t n) {
@@ -40,7 +42,7 @@ std::vector<std::string> keys_arg(const char *const *keys, size_t n) {
     out.reserve(n);
     for (size_t i = 0; i < n; ++i) {
         if (!keys[i]) fail(DISTC_EINVAL, "keys[" + std::to_string(i) + "] is NULL");
-        out.emplace_back(keys[i]);
+        out.push_back(key_arg(keys[i], "a key"));
     }
     return out;
 }

@@ -1,4 +1,5 @@
 // C shims for distc/work.h.
+#include "capi/args.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "core/work/continuation.hpp"
@@ -35,7 +36,7 @@ DISTC_EXTERN(int) distc_work_wait(distc_work *work, int64_t timeout_ms) {
     return guard(__func__, [&] {
         Work &w = work_arg(work);
         require(timeout_ms >= -1, "timeout_ms must be >= 0 or -1");
-        if (!w.wait(Millis(timeout_ms)))
+        if (!w.wait(timeout_ms < 0 ? Millis(-1) : capi::clamp_ms(timeout_ms)))
             fail(DISTC_ETIMEOUT, w.what() + " still running after " + std::to_string(timeout_ms) + " ms");
         return report(w, "distc_work_wait");
     });
@@ -131,7 +132,9 @@ DISTC_EXTERN(int) distc_work_complete(distc_work *work, int code, const char *me
             fail(DISTC_EINVAL, w.what() +
                                    " is a group's operation: only its backend completes it "
                                    "(distc_work_complete completes works made by distc_work_new)");
-        if (code > 0) fail(DISTC_EINVAL, "code must be 0 or a negative distc error code, not " + std::to_string(code));
+        if (!is_status(code))
+            fail(DISTC_EINVAL, "code must be 0 or a negative distc error code (DISTC_EINVAL .. DISTC_EPROTO), not " +
+                                   std::to_string(code));
         std::string text = code == 0 ? std::string() : (message && *message ? message : distc_strerror(code));
         if (!w.complete(code, text)) fail(DISTC_ESTATE, "the future was already completed");
         return 0;
@@ -154,6 +157,9 @@ DISTC_EXTERN(int) distc_work_then(distc_work **out, distc_work *work, distc_work
                 then = handed->impl;
                 if (handed != &done) distc_work_free(handed);
             }
+            if (!is_status(rc))
+                fail(DISTC_EINTERNAL, "the continuation returned " + std::to_string(rc) +
+                                          (rc > 0 ? ", a positive code" : ", which is not a distc_status"));
             if (rc < 0) {
                 const char *msg = distc_error_last();
                 fail(rc, msg && *msg ? msg : "it returned " + std::to_string(rc) + " (" + distc_strerror(rc) + ")");

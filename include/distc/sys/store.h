@@ -9,13 +9,18 @@
  * - append: emulated with compare_set when present, else DISTC_ENOTSUP. The
  *   emulation (as c10d's) cannot tell its own success from a concurrent
  *   append of the very same bytes to the same key, and then loses one of the
- *   two; implement append natively where that matters;
+ *   two; implement append natively where that matters. It retries while
+ *   the value changes under it, for the store's timeout at most
+ *   (DISTC_ETIMEOUT);
  * - wait: emulated by polling check when present, else DISTC_ENOTSUP;
  * - compare_set, check, delete_key, num_keys: DISTC_ENOTSUP.
  *
  * Callbacks return 0 or a negative distc code; they may call
  * distc_error_set() to attach a message. Bytes handed back go through
  * distc_buf_set(). Callbacks may be called from several threads at once.
+ * A callback that breaks this (a positive code or one that is no
+ * distc_status, bytes at NULL, more than DISTC_STORE_MAX_VALUE_SIZE) fails
+ * the call with DISTC_EINTERNAL naming the callback.
  */
 #ifndef DISTC_SYS_STORE_H
 #define DISTC_SYS_STORE_H

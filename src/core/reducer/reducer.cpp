@@ -147,6 +147,23 @@ void Reducer::rebuild_locked() {
     set_buckets(buckets);
 }
 
+namespace {
+// The reducer whose hook this thread is running, under the reducer's lock.
+thread_local const Reducer *t_in_hook = nullptr;
+}  // namespace
+
+Reducer::InHook::InHook(const Reducer *r) : prev_(t_in_hook) { t_in_hook = r; }
+Reducer::InHook::~InHook() { t_in_hook = prev_; }
+
+std::unique_lock<std::mutex> Reducer::lock() const {
+    // The lock is not recursive: a hook that called back in would wait for itself for ever.
+    if (t_in_hook == this)
+        fail(DISTC_ESTATE,
+             "called from this reducer's communication hook, which runs with the reducer locked: a hook starts "
+             "its bucket's reduction and returns");
+    return std::unique_lock<std::mutex>(mu_);
+}
+
 Reducer::~Reducer() {
     for (auto &b : buckets_)
         if (b.work) b.work->wait(Millis(-1));  // the buffers must outlive the allreduces reading them
@@ -159,7 +176,7 @@ void *Reducer::grad_view(size_t i) const {
 }
 
 int64_t Reducer::ready_ns(size_t i) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    auto lk = lock();
     return last_ready_ns_[i];
 }
 
@@ -171,7 +188,7 @@ void Reducer::join() {
 }
 
 bool Reducer::used(size_t i) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    auto lk = lock();
     if ((find_unused_ || static_graph_) && device_)
         fail(DISTC_ENOTSUP,
              "which gradients some rank used is known for host gradients only (find_unused_parameters "
@@ -180,12 +197,12 @@ bool Reducer::used(size_t i) const {
 }
 
 Reducer::BucketStats Reducer::bucket_stats(size_t b) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    auto lk = lock();
     return buckets_[b].last;
 }
 
 void Reducer::prepare(const std::vector<size_t> &unused) {
-    std::lock_guard<std::mutex> lk(mu_);
+    auto lk = lock();
     if (in_iteration_)
         fail(DISTC_ESTATE,
              "the previous iteration was not finalized (call distc_reducer_finalize after each backward)");
@@ -248,7 +265,7 @@ void Reducer::ready_locked(size_t i, bool zero) {
 }
 
 void Reducer::set_comm_hook(Hook hook, DType compress) {
-    std::lock_guard<std::mutex> lk(mu_);
+    auto lk = lock();
     if (in_iteration_) fail(DISTC_ESTATE, "a communication hook cannot change during an iteration");
     if (device_ && compress != DType::Float32)
         fail(DISTC_ENOTSUP, std::string("the built-in ") + dtype_name(compress) +
@@ -287,7 +304,10 @@ void Reducer::launch_complete_locked() {
                 hb.offsets.push_back(offset_of_[i] / dtype_size(b.buf->t.dtype));
                 hb.rows.push_back(grads_[i].dim0 > 0 ? static_cast<size_t>(grads_[i].dim0) : 1);
             }
-            b.work = hook_(hb);
+            {
+                InHook in(this);
+                b.work = hook_(hb);
+            }
             if (!b.work) fail(DISTC_EINTERNAL, "the communication hook gave no work");
         } else if (compress_ != DType::Float32 && b.buf->t.dtype == DType::Float32) {
             // c10d's fp16/bf16 compression: the bucket travels narrowed, is averaged
@@ -354,7 +374,7 @@ void Reducer::launch_sparse_locked(Bucket &b) {
 }
 
 void Reducer::mark_ready_sparse(size_t i, const Tensor &indices, const Tensor &values) {
-    std::lock_guard<std::mutex> lk(mu_);
+    auto lk = lock();
     if (i >= grads_.size())
         fail(DISTC_EINVAL, "index " + std::to_string(i) + " is outside 0.." + std::to_string(grads_.size() - 1));
     if (!sparse_[i])
@@ -386,14 +406,14 @@ void Reducer::mark_ready_sparse(size_t i, const Tensor &indices, const Tensor &v
 }
 
 Reducer::SparseGrad Reducer::sparse_grad(size_t i) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    auto lk = lock();
     if (!sparse_[i]) fail(DISTC_EINVAL, "gradient " + std::to_string(i) + " is dense: read it in its buffer");
     const Bucket &b = buckets_[bucket_of_[i]];
     return SparseGrad{b.indices.data(), b.rows.data(), b.indices.size()};
 }
 
 void Reducer::mark_ready(size_t i) {
-    std::lock_guard<std::mutex> lk(mu_);
+    auto lk = lock();
     if (i >= grads_.size())
         fail(DISTC_EINVAL, "index " + std::to_string(i) + " is outside 0.." + std::to_string(grads_.size() - 1));
     if (sparse_[i])
@@ -408,7 +428,7 @@ void Reducer::mark_ready(size_t i) {
 }
 
 void Reducer::finalize() {
-    std::unique_lock<std::mutex> lk(mu_);
+    auto lk = lock();
     if (!in_iteration_) fail(DISTC_ESTATE, "no iteration to finalize: call distc_reducer_prepare_for_backward first");
     std::string missing;
     for (size_t i = 0; i < grads_.size(); ++i)

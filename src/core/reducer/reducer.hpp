@@ -136,6 +136,19 @@ private:
     void set_buckets(const std::vector<std::vector<size_t>> &buckets);
     void rebuild_locked();          // a collective: every rank is in prepare()
     void launch_complete_locked();  // starts every complete bucket, in order
+    // mu_, for the public calls: DISTC_ESTATE from within this reducer's hook.
+    std::unique_lock<std::mutex> lock() const;
+    // Marks the calling thread as inside this reducer's hook, for its scope.
+    class InHook {
+    public:
+        explicit InHook(const Reducer *r);
+        ~InHook();
+        InHook(const InHook &) = delete;
+        InHook &operator=(const InHook &) = delete;
+
+    private:
+        const Reducer *prev_;
+    };
     // The same, from a continuation once the bucket before has completed; a
     // hook failing there fails its bucket's work (nobody is there to throw to).
     void launch_deferred();

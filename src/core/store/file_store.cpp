@@ -229,6 +229,7 @@ void FileStore::append(const std::string &key, ByteView value) {
     Lock l(*this);
     std::string k = kUserPrefix + key;
     Bytes v = cache_.count(k) ? cache_[k] : Bytes{};
+    check_append(key, v.size(), value.size);
     v.insert(v.end(), value.data, value.data + value.size);
     write_record(kOpSet, k, v);
 }

@@ -77,6 +77,7 @@ void HashStore::append(const std::string &key, ByteView value) {
     {
         std::lock_guard<std::mutex> lk(mu_);
         auto &v = map_[key];
+        check_append(key, v.size(), value.size);
         v.insert(v.end(), value.data, value.data + value.size);
     }
     cv_.notify_all();

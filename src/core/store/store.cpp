@@ -1,5 +1,6 @@
 #include "core/store/store.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -10,9 +11,16 @@
 namespace distc {
 
 void Store::append(const std::string &key, ByteView value) {
-    // Optimistic loop on compare_set, as c10d's base Store does.
+    // Optimistic loop on compare_set, as c10d's base Store does, for as long
+    // as the store's timeout: a value that changes under every try (or a
+    // compare_set that never takes) ends in an error, not a spin.
+    const auto deadline = deadline_in(timeout());
     Bytes expected = check({key}) ? get(key, timeout()) : Bytes{};
     for (;;) {
+        if (coarse_now() >= deadline)
+            fail(DISTC_ETIMEOUT, "append to key '" + key + "': its compare_set did not take within " +
+                                     std::to_string(timeout().count()) + " ms");
+        check_append(key, expected.size(), value.size);
         Bytes desired = expected;
         desired.insert(desired.end(), value.data, value.data + value.size);
         Bytes now = compare_set(key, expected, desired);
@@ -20,6 +28,12 @@ void Store::append(const std::string &key, ByteView value) {
         // A key deleted meanwhile answers with `expected` itself: start from empty.
         expected = check({key}) ? std::move(now) : Bytes{};
     }
+}
+
+void check_append(const std::string &key, size_t have, size_t more) {
+    if (more > DISTC_STORE_MAX_VALUE_SIZE - std::min<size_t>(have, DISTC_STORE_MAX_VALUE_SIZE))
+        fail(DISTC_ENOMEM, "appending " + std::to_string(more) + " bytes to key '" + key + "' (" +
+                               std::to_string(have) + " bytes) would take it over the 1 GiB limit");
 }
 
 std::vector<Bytes> Store::multi_get(const std::vector<std::string> &keys, Millis timeout) {

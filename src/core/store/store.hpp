@@ -73,6 +73,9 @@ int64_t parse_counter(const std::string &key, const Bytes &value);
 // DISTC_EINVAL when the value is not an integer or the sum overflows int64.
 int64_t add_to_counter(const std::string &key, const Bytes *current, int64_t delta);
 Bytes counter_bytes(int64_t v);
+// DISTC_ENOMEM when appending `more` bytes to a value of `have` would take it
+// over DISTC_STORE_MAX_VALUE_SIZE, which every store and client refuses to hold.
+void check_append(const std::string &key, size_t have, size_t more);
 std::string join_keys(const std::vector<std::string> &keys);
 [[noreturn]] void fail_wait_timeout(const std::vector<std::string> &missing, Millis timeout);
 // Polls `read` (a counter) with backoff until it reaches `target`; DISTC_ETIMEOUT

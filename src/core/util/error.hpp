@@ -19,6 +19,10 @@ private:
 
 [[noreturn]] inline void fail(int code, const std::string &msg) { throw Error(code, msg); }
 
+// Whether `code` is 0 or one of distc_status (DISTC_EPROTO is its last):
+// what the caller's callbacks may hand back.
+inline bool is_status(int code) { return code <= 0 && code >= DISTC_EPROTO; }
+
 // A failure every rank of a group reaches alike, from what all of them know
 // (lengths they exchanged, the calls they compared): it fails the operation
 // everywhere, so it leaves the group usable instead of breaking it.

@@ -220,7 +220,8 @@ extern "C" {
 #[doc = " memory, all its gradients back to back) over `pg` and hands back the work"]
 #[doc = " that finishes it; when that work completes the bucket must hold the"]
 #[doc = " average over ranks. Called with the reducer's lock held, from whichever"]
-#[doc = " thread completed the bucket: do not call back into the reducer. Return 0,"]
+#[doc = " thread completed the bucket: do not call back into the reducer (such a"]
+#[doc = " call gives DISTC_ESTATE). Return 0,"]
 #[doc = " or a negative code (with distc_error_set) that the mark_ready or finalize"]
 #[doc = " that launched the bucket returns."]
 pub type distc_reducer_comm_hook = ::std::option::Option<
@@ -281,7 +282,9 @@ pub struct distc_reducer_bucket {
 #[doc = " or a work of distc_work_new completed by the program. Called with the"]
 #[doc = " reducer's lock held, on the thread whose mark_ready (or finalize)"]
 #[doc = " completed the bucket: start work and return, do not wait for it here and"]
-#[doc = " do not call back into the reducer. Return 0, or a negative code (with"]
+#[doc = " do not call back into the reducer (DISTC_ESTATE). finalize waits for the"]
+#[doc = " work without a timeout of its own: a work of distc_work_new that the"]
+#[doc = " program never completes keeps it waiting. Return 0, or a negative code (with"]
 #[doc = " distc_error_set) that mark_ready or finalize returns. The bucket's"]
 #[doc = " collectives must be the same, in the same order, on every rank."]
 pub type distc_reducer_bucket_hook = ::std::option::Option<
