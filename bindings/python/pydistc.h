@@ -15,6 +15,12 @@
 /* Raises the exception class registered for `code` (pydistc_set_error_classes)
  * with distc_error_last() as its message. Returns NULL. */
 PyObject *pydistc_raise(int code);
+/* A KeyboardInterrupt or SystemExit (a BaseException that is no Exception)
+ * raised in a Python callback becomes a distc error on its way through the
+ * library; the callback's thread keeps it (keep), and its next
+ * pydistc_raise raises it as itself instead (take: 1, with it set). */
+void pydistc_keep_interrupt(PyObject *type, PyObject *value, PyObject *tb);
+int pydistc_take_interrupt(void);
 
 /* Raises DistcInvalidArgument with a PyUnicode_FromFormat message. Returns NULL. */
 PyObject *pydistc_invalid(const char *fmt, ...);

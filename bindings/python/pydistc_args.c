@@ -19,6 +19,7 @@ void pydistc_set_error_classes(PyObject *mapping) {
 }
 
 PyObject *pydistc_raise(int code) {
+    if (pydistc_take_interrupt()) return NULL; /* the KeyboardInterrupt a callback of this call raised */
     const char *msg = distc_error_last();
     if (!msg || !*msg) msg = distc_strerror(code);
     PyObject *cls = NULL;
@@ -360,6 +361,16 @@ static int set_field(void *opts, const pydistc_field *f, PyObject *v, pydistc_op
         return 0;
     }
 bad:
+    if (PyErr_ExceptionMatches(PyExc_OverflowError) && PyLong_Check(v)) {
+        /* A number, out of the field's range: say so, not that it is no number. */
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "%s.%s = %R is out of range for its %s field", what, f->name, v,
+                     f->kind == 'u'   ? "unsigned 64-bit"
+                     : f->kind == 'p' ? "pointer"
+                     : f->kind == 'd' ? "double"
+                                      : "signed 64-bit");
+        return -1;
+    }
     PyErr_Clear();
     PyErr_Format(PyExc_TypeError, "%s.%s must be a number, not %.100s", what, f->name, Py_TYPE(v)->tp_name);
     return -1;

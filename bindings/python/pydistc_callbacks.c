@@ -92,15 +92,38 @@ int pydistc_work_keep(distc_work *work, PyObject *objs) {
 
 /* ------------------------------------------------------------------ a store in Python */
 
+static __thread PyObject *interrupt_type, *interrupt_value, *interrupt_tb;
+
+void pydistc_keep_interrupt(PyObject *type, PyObject *value, PyObject *tb) {
+    Py_XINCREF(type);
+    Py_XINCREF(value);
+    Py_XINCREF(tb);
+    PyObject *t = interrupt_type, *v = interrupt_value, *b = interrupt_tb;
+    interrupt_type = type, interrupt_value = value, interrupt_tb = tb;
+    Py_XDECREF(t);
+    Py_XDECREF(v);
+    Py_XDECREF(b);
+}
+
+int pydistc_take_interrupt(void) {
+    if (!interrupt_type) return 0;
+    PyErr_Restore(interrupt_type, interrupt_value, interrupt_tb); /* steals them */
+    interrupt_type = interrupt_value = interrupt_tb = NULL;
+    return 1;
+}
+
 /* The status code for the Python exception now set; records "<who> raised <type>: <text>" as distc's message. */
 static int python_failure(const char *who) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
+    if (type && !PyErr_GivenExceptionMatches(type, PyExc_Exception)) pydistc_keep_interrupt(type, value, tb);
     int code = DISTC_EREMOTE;
     PyObject *c = value ? PyObject_GetAttrString(value, "code") : NULL;
+    int overflow = 0;
+    long lc = c && PyLong_Check(c) ? PyLong_AsLongAndOverflow(c, &overflow) : 0;
     if (c && PyLong_Check(c))
-        code = (int)PyLong_AsLong(c);
+        code = !overflow && lc >= DISTC_EPROTO && lc < 0 ? (int)lc : DISTC_EREMOTE; /* a distc_status, or none */
     else if (type && PyErr_GivenExceptionMatches(type, PyExc_TimeoutError))
         code = DISTC_ETIMEOUT;
     else if (type && PyErr_GivenExceptionMatches(type, PyExc_NotImplementedError))

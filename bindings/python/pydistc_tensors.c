@@ -124,7 +124,16 @@ static int from_dlpack(PyObject *obj, pydistc_tensor *t, const char *what) {
         return -1;
     }
     /* The capsule keeps its name: dropping it (pydistc_tensor_put) calls the
-     * producer's deleter, so nothing is consumed. The descriptor is copied. */
+     * producer's deleter, so nothing is consumed. The descriptor is copied,
+     * once its shape can be read: the C checks come only after the copy. */
+    if (m->dl_tensor.ndim < 0) {
+        pydistc_invalid("%s: its __dlpack__() gave ndim %d", what, m->dl_tensor.ndim);
+        return -1;
+    }
+    if (m->dl_tensor.ndim > 0 && !m->dl_tensor.shape) {
+        pydistc_invalid("%s: its __dlpack__() gave ndim %d but no shape", what, m->dl_tensor.ndim);
+        return -1;
+    }
     t->dl = m->dl_tensor;
     if (set_shape(t, m->dl_tensor.ndim) != 0) return -1;
     memcpy(t->dl.shape, m->dl_tensor.shape, sizeof(int64_t) * (size_t)m->dl_tensor.ndim);
@@ -152,11 +161,22 @@ int pydistc_tensor_get(PyObject *obj, pydistc_tensor *t, int writable, const cha
         pydistc_invalid("%s is None; a tensor or array is needed", what);
         return -1;
     }
-    /* (tensor, code, bits): the tensor's memory read as another dtype of the same width. */
+    /* (tensor, code, bits): the tensor's memory read as another dtype of the same
+     * width, as distc's own code builds it (_types._Reinterpreted, a tuple
+     * subclass); a plain tuple from the caller is not a tensor. */
+    if (PyTuple_CheckExact(obj)) {
+        pydistc_invalid("%s: a tuple is not a tensor (expected a NumPy array, a buffer, or an object with __dlpack__)",
+                        what);
+        return -1;
+    }
     if (PyTuple_Check(obj)) {
         int code = 0, bits = 0;
         PyObject *inner = NULL;
         if (!PyArg_ParseTuple(obj, "Oii", &inner, &code, &bits)) return -1;
+        if (code < 0 || code > 255 || bits <= 0 || bits > 255) {
+            pydistc_invalid("%s: DLPack code %d with %d bits is not a dtype", what, code, bits);
+            return -1;
+        }
         if (pydistc_tensor_get(inner, t, writable, what) != 0) return -1;
         if (t->dl.dtype.bits != bits) {
             pydistc_invalid("%s: cannot read %d-bit elements as %d-bit ones", what, t->dl.dtype.bits, bits);

@@ -3,6 +3,8 @@
 reduce_scatter_tensor_coalesced): the tensors are packed into one buffer, one
 collective moves it, and the pieces are copied out. Tensors are NumPy arrays
 or CPU PyTorch tensors of one dtype."""
+import threading
+
 import numpy as np
 
 
@@ -28,18 +30,38 @@ def _arrays(ts, what):
     return arrays
 
 
+def _same_dtype(outs, ins, what):
+    """The packed buffers take the inputs' dtype: outputs of another would be cast silently."""
+    if outs[0].dtype != ins[0].dtype:
+        raise ValueError(f"{what}: the outputs are {outs[0].dtype} but the inputs {ins[0].dtype}")
+
+
 class Deferred:
     """The Work of a coalesced operation: the collective's Work, then the copy out."""
 
     def __init__(self, work, finish, result):
         self._work, self._finish, self._result, self._finished = work, finish, result, False
+        self._lock = threading.Lock()
+
+    def _finish_once(self):
+        with self._lock:
+            if not self._finished:
+                self._finish()
+                self._finished = True
 
     def wait(self, timeout=None):
         self._work.wait(timeout)
-        if not self._finished:
-            self._finish()
-            self._finished = True
+        self._finish_once()
         return True
+
+    def get_future(self):
+        """A distc.Future of the outputs, completed once they hold the result."""
+        def done(f):
+            f.value()  # raises the collective's failure
+            self._finish_once()
+            return self._result
+
+        return self._work.get_future().then(done)
 
     def is_completed(self):
         return self._work.is_completed()
@@ -89,6 +111,7 @@ def all_gather_coalesced(g, output_tensor_lists, input_tensor_list, async_op):
 def all_gather_into_tensor_coalesced(g, outputs, inputs, async_op):
     """outputs[j] = every rank's inputs[j], in rank order."""
     ins, outs = _arrays(inputs, "all_gather_into_tensor_coalesced"), _arrays(outputs, "all_gather_into_tensor_coalesced")
+    _same_dtype(outs, ins, "all_gather_into_tensor_coalesced")
     if len(ins) != len(outs) or any(o.size != i.size * g.size() for o, i in zip(outs, ins)):
         raise ValueError("all_gather_into_tensor_coalesced: each output holds its input times the group's size")
     n = sum(a.size for a in ins)
@@ -108,6 +131,7 @@ def all_gather_into_tensor_coalesced(g, outputs, inputs, async_op):
 def reduce_scatter_tensor_coalesced(g, outputs, inputs, op, async_op):
     """outputs[j] = the reduction over ranks of this rank's chunk of inputs[j]."""
     ins, outs = _arrays(inputs, "reduce_scatter_tensor_coalesced"), _arrays(outputs, "reduce_scatter_tensor_coalesced")
+    _same_dtype(outs, ins, "reduce_scatter_tensor_coalesced")
     if len(ins) != len(outs) or any(i.size != o.size * g.size() for o, i in zip(outs, ins)):
         raise ValueError("reduce_scatter_tensor_coalesced: each input holds its output times the group's size")
     # Rank r's part of the packed input: every input's r-th chunk, in order.

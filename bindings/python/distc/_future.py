@@ -61,10 +61,16 @@ class Future(concurrent.futures.Future):
         """Fails a Future() made by the program with `exception`; its distc code (a
         DistcError's) or DISTC_EREMOTE goes to C waiters (the reducer's finalize)."""
         self._check_promise()
-        super().set_exception(exception)
+        # All that could fail first: once the Python side is settled, the C
+        # work must complete too, or its waiters (finalize) would wait for ever.
         code = getattr(exception, "code", None)
-        code = code if isinstance(code, int) and code < 0 else _distc.DISTC_EREMOTE
-        _distc.distc_work_complete(self._h, code, f"{type(exception).__name__}: {exception}")
+        code = code if isinstance(code, int) and _distc.DISTC_EPROTO <= code < 0 else _distc.DISTC_EREMOTE
+        try:
+            text = f"{type(exception).__name__}: {exception}"
+        except Exception:  # a __str__ that raises
+            text = type(exception).__name__
+        super().set_exception(exception)
+        _distc.distc_work_complete(self._h, code, text)
 
     def _check_promise(self):
         if not self._promise:

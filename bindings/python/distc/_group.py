@@ -8,7 +8,7 @@ from ._errors import error_for
 from ._future import Future
 from ._handle import Owned
 from ._store import as_store
-from ._types import ReduceOp, op_args, stream_handle, tensor_arg, tensor_list, timeout_ms, timeout_opts
+from ._types import ReduceOp, exports, op_args, stream_handle, tensor_arg, tensor_list, timeout_ms, timeout_opts
 
 _INPROGRESS = 1
 
@@ -40,7 +40,8 @@ class Work:
     """An asynchronous operation (torch's Work).
 
     It keeps the operation's buffers alive until the operation completes,
-    even when this object goes first."""
+    even when this object goes first, and exported: a bytearray or
+    array.array cannot be resized under it (BufferError)."""
 
     __slots__ = ("_h", "_result", "_done")
 
@@ -48,7 +49,7 @@ class Work:
         self._h = handle
         self._result = result
         self._done = _Completion(result)
-        _distc.pydistc_work_keep(handle, (self._done,) + tuple(keep))
+        _distc.pydistc_work_keep(handle, (self._done,) + exports(keep))
 
     def get_future(self):
         """A distc.Future (torch's Future: wait, value, then; and a concurrent.futures.Future)
@@ -113,6 +114,17 @@ class Work:
         h, self._h = getattr(self, "_h", None), None
         if h is not None:
             _distc.distc_work_free(h)
+
+
+def _listed(ts, what):
+    """A list argument as a list, read once: a generator would be empty the
+    second time the call went through it."""
+    if ts is None or isinstance(ts, list):
+        return ts
+    try:
+        return list(ts)
+    except TypeError:
+        raise TypeError(f"{what} must be a list of tensors, not {type(ts).__name__}") from None
 
 
 def _rank_list(n, what):
@@ -220,6 +232,7 @@ class ProcessGroup(Owned):
         return self._go(_distc.distc_allreduce, async_op, (tensor,), [tensor], tensor_arg(tensor), c_op, opts)
 
     def all_reduce_coalesced(self, tensors, op=ReduceOp.SUM, async_op=False, timeout=None):
+        tensors = _listed(tensors, "tensors")
         c_op, opts = op_args(op, timeout)
         return self._go(_distc.distc_allreduce_coalesced, async_op, tuple(tensors), list(tensors),
                         tensor_list(tensors), c_op, opts)
@@ -234,6 +247,7 @@ class ProcessGroup(Owned):
                         opts)
 
     def all_gather(self, tensor_list_, tensor, async_op=False, timeout=None):
+        tensor_list_ = _listed(tensor_list_, "tensor_list")
         return self._go(_distc.distc_allgather, async_op, (tuple(tensor_list_), tensor), list(tensor_list_),
                         tensor_list(tensor_list_), tensor_arg(tensor), timeout_opts(timeout))
 
@@ -246,6 +260,7 @@ class ProcessGroup(Owned):
             raise ValueError("gather: the destination rank needs a gather_list")
         if self.rank() != dst:
             gather_list = None  # ignored off the root, as in torch
+        gather_list = _listed(gather_list, "gather_list")
         keep = (tensor, tuple(gather_list or ()))
         return self._go(_distc.distc_gather, async_op, keep, gather_list, tensor_list(gather_list),
                         tensor_arg(tensor), int(dst), timeout_opts(timeout))
@@ -255,11 +270,13 @@ class ProcessGroup(Owned):
             raise ValueError("scatter: the source rank needs a scatter_list")
         if self.rank() != src:
             scatter_list = None
+        scatter_list = _listed(scatter_list, "scatter_list")
         keep = (tensor, tuple(scatter_list or ()))
         return self._go(_distc.distc_scatter, async_op, keep, [tensor], tensor_arg(tensor),
                         tensor_list(scatter_list), int(src), timeout_opts(timeout))
 
     def reduce_scatter(self, output, input_list, op=ReduceOp.SUM, async_op=False, timeout=None):
+        input_list = _listed(input_list, "input_list")
         c_op, opts = op_args(op, timeout)
         return self._go(_distc.distc_reduce_scatter, async_op, (output, tuple(input_list)), [output],
                         tensor_arg(output), tensor_list(input_list), c_op, opts)
@@ -270,6 +287,8 @@ class ProcessGroup(Owned):
                         tensor_arg(output), tensor_arg(input), c_op, opts)
 
     def all_to_all(self, output_tensor_list, input_tensor_list, async_op=False, timeout=None):
+        output_tensor_list = _listed(output_tensor_list, "output_tensor_list")
+        input_tensor_list = _listed(input_tensor_list, "input_tensor_list")
         keep = (tuple(output_tensor_list), tuple(input_tensor_list))
         return self._go(_distc.distc_alltoall, async_op, keep, list(output_tensor_list),
                         tensor_list(output_tensor_list), tensor_list(input_tensor_list), timeout_opts(timeout))

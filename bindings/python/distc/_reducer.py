@@ -1,5 +1,6 @@
 """The DDP reducer: gradient bucketing with asynchronous, overlapped allreduces."""
 import ctypes
+import operator
 import weakref
 
 from . import _distc
@@ -7,7 +8,7 @@ from ._bucket import GradBucket
 from ._future import Future
 from ._group import ProcessGroup
 from ._handle import Owned
-from ._types import stream_handle, tensor_arg, tensor_list
+from ._types import exports, stream_handle, tensor_arg, tensor_list
 
 _HOOKS = {None: 0, "allreduce": 0, "fp16": 1, "fp16_compress": 1, "bf16": 2, "bf16_compress": 2}
 
@@ -30,6 +31,9 @@ class Reducer(Owned):
         if comm_hook not in _HOOKS:
             raise ValueError(f"comm_hook must be one of {sorted(k for k in _HOOKS if k)} or None")
         self._grads = list(grads)
+        for name, mb in (("bucket_cap_mb", bucket_cap_mb), ("first_bucket_mb", first_bucket_mb)):
+            if not mb >= 0:  # NaN too
+                raise ValueError(f"{name} must be >= 0, not {mb!r}")
         opts = {"bucket_cap_bytes": int(bucket_cap_mb * 1024 * 1024),
                 "first_bucket_bytes": int(first_bucket_mb * 1024 * 1024),
                 "find_unused_parameters": int(bool(find_unused_parameters)),
@@ -47,6 +51,9 @@ class Reducer(Owned):
                 raise ValueError(f"bucket_of has {len(opts['bucket_of'])} entries for {len(self._grads)} gradients")
         self._group = group
         self._own(group._call(_distc.distc_reducer_new, tensor_list(self._grads), opts), _distc.distc_reducer_free)
+        # Exports of the gradients the reducer writes for its life: a bytearray
+        # or array.array among them cannot be resized under it.
+        self._exports = exports(self._grads)
         if _HOOKS[comm_hook]:
             self.register_builtin_hook(comm_hook)
 
@@ -54,22 +61,22 @@ class Reducer(Owned):
 
     def prepare_for_backward(self, unused=()):
         """Starts an iteration; `unused` gradients will not be computed (they reduce as zeros)."""
-        self._call(_distc.distc_reducer_prepare_for_backward, [int(i) for i in unused])
+        self._call(_distc.distc_reducer_prepare_for_backward, [operator.index(i) for i in unused])
 
     def mark_ready(self, index):
         """Gradient `index` holds its value: copied into its bucket; full buckets start their allreduce."""
-        self._call(_distc.distc_reducer_mark_ready, index)
+        self._call(_distc.distc_reducer_mark_ready, operator.index(index))
 
     def mark_ready_sparse(self, index, indices, values):
         """Sparse gradient `index` (see expect_sparse): `values` rows at row numbers
         `indices` (int64); both are copied. Repeated indices add up."""
-        self._call(_distc.distc_reducer_mark_ready_sparse, index, tensor_arg(indices), tensor_arg(values))
+        self._call(_distc.distc_reducer_mark_ready_sparse, operator.index(index), tensor_arg(indices), tensor_arg(values))
 
     def sparse_grad(self, index):
         """After finalize: (indices, values) of sparse gradient `index` averaged over ranks,
         indices distinct and increasing, values one row each; copies, as NumPy arrays for
         NumPy gradients and tensors for torch ones."""
-        idx_addr, val_addr, nnz = self._call(_distc.distc_reducer_sparse_grad, index)
+        idx_addr, val_addr, nnz = self._call(_distc.distc_reducer_sparse_grad, operator.index(index))
         g = self._grads[index]
         row_shape = tuple(g.shape[1:])
         idx = ctypes.string_at(idx_addr, nnz * 8) if nnz else b""
@@ -94,13 +101,13 @@ class Reducer(Owned):
         return self._call(_distc.distc_reducer_num_buckets)
 
     def bucket_of(self, index):
-        return self._call(_distc.distc_reducer_bucket_of, index)
+        return self._call(_distc.distc_reducer_bucket_of, operator.index(index))
 
     def grad_view(self, index):
         """With gradient_as_bucket_view: gradient `index`'s memory inside its bucket, as an
         array (NumPy for NumPy gradients, a tensor for torch ones) of its shape and dtype.
         It stays valid as long as this reducer."""
-        addr = self._call(_distc.distc_reducer_grad_view, index)
+        addr = self._call(_distc.distc_reducer_grad_view, operator.index(index))
         g = self._grads[index]
         raw = (ctypes.c_char * g.nbytes).from_address(addr) if hasattr(g, "nbytes") else None
         if type(g).__module__ == "torch":
@@ -114,7 +121,7 @@ class Reducer(Owned):
 
     def ready_ns(self, index):
         """When gradient `index` was marked in the last iteration (ns after prepare; -1: unused)."""
-        return self._call(_distc.distc_reducer_ready_ns, index)
+        return self._call(_distc.distc_reducer_ready_ns, operator.index(index))
 
     def register_builtin_hook(self, name):
         """How buckets are reduced, before the first iteration: "allreduce" (None),
@@ -180,11 +187,11 @@ class Reducer(Owned):
     def grad_used(self, index):
         """With find_unused_parameters: whether any rank used gradient `index` in the last
         iteration (False: its buffer holds zeros, and torch's DDP leaves such a grad alone)."""
-        return bool(self._call(_distc.distc_reducer_grad_used, index))
+        return bool(self._call(_distc.distc_reducer_grad_used, operator.index(index)))
 
     def bucket_stats(self, bucket):
         """(bytes, launch_ns, reduce_ns) of `bucket` in the last iteration."""
-        return tuple(self._call(_distc.distc_reducer_bucket_stats, bucket))
+        return tuple(self._call(_distc.distc_reducer_bucket_stats, operator.index(bucket)))
 
 
 def compute_bucket_assignment_by_size(tensors, bucket_size_limits, expect_sparse_gradient=None):

@@ -1,5 +1,6 @@
 """Key-value stores for rendezvous, with torch.distributed's store API."""
 import datetime
+import operator
 import time
 
 from . import _distc
@@ -11,6 +12,12 @@ def _keys(keys):
     if isinstance(keys, (str, bytes)):
         raise TypeError("keys must be a list of str, not a single key")
     return list(keys)
+
+
+def _value(value):
+    if value is None:
+        raise TypeError("value must be bytes, str or a buffer, not None")
+    return value
 
 
 class Store(Owned):
@@ -27,7 +34,7 @@ class Store(Owned):
         self._own(handle, _distc.distc_store_free)
 
     def set(self, key, value):
-        self._call(_distc.distc_store_set, key, value)
+        self._call(_distc.distc_store_set, key, _value(value))
 
     def get(self, key):
         """The value of `key`, waiting up to the store's timeout for it (DistcTimeoutError)."""
@@ -35,7 +42,7 @@ class Store(Owned):
 
     def add(self, key, amount):
         """Adds `amount` to the counter `key` (missing: 0) and returns the new value."""
-        return self._call(_distc.distc_store_add, key, int(amount))
+        return self._call(_distc.distc_store_add, key, operator.index(amount))
 
     def compare_set(self, key, expected_value, desired_value):
         """Sets `key` to `desired_value` if it holds `expected_value` (or is missing and
@@ -59,7 +66,7 @@ class Store(Owned):
         return self._call(_distc.distc_store_num_keys)
 
     def append(self, key, value):
-        self._call(_distc.distc_store_append, key, value)
+        self._call(_distc.distc_store_append, key, _value(value))
 
     def multi_get(self, keys):
         return self._call(_distc.distc_store_multi_get, _keys(keys))

@@ -1,6 +1,7 @@
 """Reduce ops, timeouts and the adaptation of tensor arguments."""
 import datetime
 import enum
+import math
 import sys
 
 from . import _distc
@@ -62,9 +63,14 @@ def timeout_ms(timeout):
         seconds = float(timeout)
     else:
         raise TypeError(f"timeout must be a datetime.timedelta or seconds, not {type(timeout).__name__}")
-    if seconds <= 0:
+    if not seconds > 0:  # NaN too
         raise ValueError(f"timeout must be positive, not {timeout!r}")
+    if math.isinf(seconds) or seconds * 1000 >= _MAX_MS:
+        return _MAX_MS  # for ever, as far as any clock goes (the library clamps it further)
     return max(1, int(seconds * 1000))
+
+
+_MAX_MS = 2**63 - 1
 
 
 def timeout_opts(timeout):
@@ -73,6 +79,30 @@ def timeout_opts(timeout):
 
 
 _DL_BOOL = 6
+
+
+class _Reinterpreted(tuple):
+    """(tensor, DLPack code, bits): the tensor's memory read as another dtype of the
+    same width. A type of its own, so that a tuple the caller passes is not taken
+    for one."""
+    __slots__ = ()
+
+
+def exports(objs):
+    """What an operation in flight keeps of its tensors (nested lists flattened):
+    an export (a memoryview) of each object with the buffer protocol, so that a
+    bytearray or array.array cannot be resized or freed under the operation
+    (BufferError); other objects (tensors passed through __dlpack__) themselves."""
+    out = []
+    for o in objs:
+        if isinstance(o, (list, tuple)) and not isinstance(o, _Reinterpreted):
+            out.extend(exports(o))
+            continue
+        try:
+            out.append(memoryview(o))
+        except (TypeError, ValueError):
+            out.append(o)
+    return tuple(out)
 
 
 def stream_handle(stream):
@@ -89,7 +119,7 @@ def tensor_arg(t):
     (same memory, no copy)."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(t, torch.Tensor) and t.dtype == torch.bool:
-        return (t.view(torch.uint8), _DL_BOOL, 8)
+        return _Reinterpreted((t.view(torch.uint8), _DL_BOOL, 8))
     return t
 
 
