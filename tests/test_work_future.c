@@ -157,6 +157,18 @@ static void test_promises(void **state) {
         dt_assert_contains(distc_error_last(), bogus[i] > 0 ? "a positive code" : "not a distc_status");
         distc_work_free(t);
     }
+    /* A promise whose every handle is freed before it completes fails, so what
+     * continues it runs (it once waited for ever); one handle left is enough. */
+    distc_work *orphan = NULL, *kept = NULL;
+    assert_int_equal(distc_work_new(&orphan), 0);
+    assert_int_equal(distc_work_then(&t, orphan, count_cont, &ran), 0);
+    assert_int_equal(distc_work_ref(&kept, orphan), 0);
+    distc_work_free(orphan);
+    assert_int_equal(distc_work_test(t), DISTC_INPROGRESS); /* `kept` may still complete it */
+    distc_work_free(kept);
+    assert_int_equal(distc_work_wait(t, 10000), DISTC_EABORTED);
+    dt_assert_contains(distc_error_last(), "freed before it was completed");
+    distc_work_free(t);
     /* A timeout too long for the clock waits, as long ones do (it once timed out at once). */
     distc_work *slow = NULL;
     assert_int_equal(distc_work_new(&slow), 0);

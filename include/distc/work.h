@@ -104,8 +104,9 @@ DISTC_EXTERN(int) distc_work_ref(distc_work **out, distc_work *work);
  * called on it. Meanwhile it is tested, waited on, given a callback or
  * continued (distc_work_then) like a group's work, and a communication hook
  * may return it (distc_reducer_register_bucket_hook). Its seq is 0 and its
- * source rank -1. Freeing every handle before completing it leaves nothing
- * to complete it: its waiters, callback and continuations then never run.
+ * source rank -1. Freeing every handle of it (this one and those of
+ * distc_work_ref) before completing it fails it with DISTC_EABORTED, since
+ * nothing could complete it any more: its callback and continuations run then.
  */
 DISTC_EXTERN(int) distc_work_new(distc_work **out);
 

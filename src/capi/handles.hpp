@@ -23,7 +23,16 @@ struct distc_pg {
 // until it completes it and freed then; or, without impl, the BlockingCall
 // that a thread lends for each of its blocking calls (plugin_backend.cpp),
 // a handle that is the thread's and never given out.
+// The program's hold on a promise (distc_work_new), shared by its handles
+// (distc_work_ref): once the last goes, nobody can complete the promise, so
+// it fails then, and whatever waits on it or continues it runs.
+struct distc_promise_hold {
+    std::weak_ptr<distc::Work> work;
+    ~distc_promise_hold();
+};
+
 struct distc_work {
     std::shared_ptr<distc::Work> impl;
     distc::Completion *completion = impl.get();
+    std::shared_ptr<distc_promise_hold> hold = nullptr;  // a promise's handles only
 };

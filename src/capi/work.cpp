@@ -26,6 +26,16 @@ int report(const Work &w, const char *fn) {
 }
 }  // namespace
 
+distc_promise_hold::~distc_promise_hold() {
+    if (auto w = work.lock()) {
+        try {
+            w->complete(DISTC_EABORTED, "every handle of the future was freed before it was completed");
+        } catch (...) {
+            w->complete(DISTC_EABORTED, std::string());  // out of memory for the message
+        }
+    }
+}
+
 extern "C" {
 
 DISTC_EXTERN(int) distc_work_test(distc_work *work) {
@@ -112,7 +122,7 @@ DISTC_EXTERN(int) distc_work_ref(distc_work **out, distc_work *work) {
         require_ptr(out, "out");
         *out = nullptr;
         work_arg(work);
-        *out = new distc_work{work->impl};
+        *out = new distc_work{work->impl, work->impl.get(), work->hold};
         return 0;
     });
 }
@@ -120,7 +130,10 @@ DISTC_EXTERN(int) distc_work_ref(distc_work **out, distc_work *work) {
 DISTC_EXTERN(int) distc_work_new(distc_work **out) {
     return guard(__func__, [&] {
         require_ptr(out, "out");
-        *out = new distc_work{Work::promise("future")};
+        auto w = Work::promise("future");
+        auto hold = std::make_shared<distc_promise_hold>();
+        hold->work = w;
+        *out = new distc_work{w, w.get(), std::move(hold)};
         return 0;
     });
 }

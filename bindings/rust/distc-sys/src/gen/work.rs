@@ -97,8 +97,9 @@ extern "C" {
     #[doc = " called on it. Meanwhile it is tested, waited on, given a callback or"]
     #[doc = " continued (distc_work_then) like a group's work, and a communication hook"]
     #[doc = " may return it (distc_reducer_register_bucket_hook). Its seq is 0 and its"]
-    #[doc = " source rank -1. Freeing every handle before completing it leaves nothing"]
-    #[doc = " to complete it: its waiters, callback and continuations then never run."]
+    #[doc = " source rank -1. Freeing every handle of it (this one and those of"]
+    #[doc = " distc_work_ref) before completing it fails it with DISTC_EABORTED, since"]
+    #[doc = " nothing could complete it any more: its callback and continuations run then."]
     pub fn distc_work_new(out: *mut *mut distc_work) -> ::std::os::raw::c_int;
 }
 extern "C" {
