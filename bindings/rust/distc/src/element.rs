@@ -124,6 +124,16 @@ pub struct Complex64 {
 pub unsafe trait Element: Copy + Send + Sync + 'static {
     const CODE: u8;
     const BITS: u8;
+    /// Not every bit pattern is a value (bool): what the library writes is
+    /// made valid before Rust reads it ([`settle_bools`]).
+    #[doc(hidden)]
+    const IS_BOOL: bool = false;
+}
+
+unsafe impl Element for bool {
+    const CODE: u8 = BOOL;
+    const BITS: u8 = 8;
+    const IS_BOOL: bool = true;
 }
 
 macro_rules! element {
@@ -135,8 +145,19 @@ macro_rules! element {
     };
 }
 
+/// Makes each of the `n` bytes at `p` 0 or 1: a peer may send any byte into a
+/// bool buffer (a u8 sender, another language), and Rust may read only those two.
+///
+/// # Safety
+/// `p` is valid for `n` bytes that nothing else reads or writes meanwhile.
+pub(crate) unsafe fn settle_bools(p: *mut u8, n: usize) {
+    for k in 0..n {
+        let b = p.add(k);
+        *b = (*b != 0) as u8;
+    }
+}
+
 element! {
-    bool => BOOL, 8;
     i8 => INT, 8;
     u8 => UINT, 8;
     i16 => INT, 16;
@@ -168,7 +189,20 @@ pub(crate) fn host_tensor(data: *mut c_void, shape: &mut [i64], code: u8, bits: 
 pub(crate) struct Desc<'a> {
     shape: Box<i64>,
     pub(crate) dl: sys::DLTensor,
+    // A bool buffer the library writes: settled when the descriptor goes (after
+    // a blocking call), or by the scope once its operation is done (take_bools).
+    bools: Option<(*mut u8, usize)>,
     _borrow: PhantomData<&'a [u8]>,
+}
+
+impl Drop for Desc<'_> {
+    fn drop(&mut self) {
+        if let Some((p, n)) = self.bools.take() {
+            // SAFETY: the unique borrow this came from lasts as long as `self`, and
+            // the call that wrote it has returned.
+            unsafe { settle_bools(p, n) }
+        }
+    }
 }
 
 impl<'a> Desc<'a> {
@@ -179,13 +213,23 @@ impl<'a> Desc<'a> {
 
     /// A buffer the library writes (its pointer comes from the unique borrow).
     pub(crate) fn of_mut<T: Element>(s: &'a mut [T]) -> Desc<'a> {
-        Desc::raw(s.as_mut_ptr() as *mut c_void, s.len(), T::CODE, T::BITS)
+        let p = s.as_mut_ptr(); // one pointer for the library and the settling
+        let mut d = Desc::raw(p as *mut c_void, s.len(), T::CODE, T::BITS);
+        if T::IS_BOOL {
+            d.bools = Some((p as *mut u8, s.len()));
+        }
+        d
+    }
+
+    /// The bool buffer to settle, for an operation that outlives this descriptor.
+    pub(crate) fn take_bools(&mut self) -> Option<(*mut u8, usize)> {
+        self.bools.take()
     }
 
     fn raw(data: *mut c_void, len: usize, code: u8, bits: u8) -> Desc<'a> {
         let mut shape = Box::new(len as i64);
         let dl = host_tensor(data, std::slice::from_mut(&mut *shape), code, bits);
-        Desc { shape, dl, _borrow: PhantomData }
+        Desc { shape, dl, bools: None, _borrow: PhantomData }
     }
 
     pub(crate) fn ptr(&mut self) -> *mut sys::DLTensor {

@@ -149,7 +149,9 @@ pub struct Bucket<T: Element> {
 }
 
 /// The memory of a bucket, for a hook and its continuations: valid until the
-/// iteration's finalize returns (which waits for the hook's future).
+/// iteration's finalize returns (which waits for the hook's future), and
+/// touched by finalize then; so everything that uses it is `unsafe`, with
+/// that contract.
 pub struct BucketBuffer<T: Element> {
     data: *mut T,
     len: usize,
@@ -163,8 +165,8 @@ impl<T: Element> Clone for BucketBuffer<T> {
     }
 }
 
-// SAFETY: a bucket's memory and the group handle stay valid until finalize returns;
-// who writes it when is the hook's protocol (below).
+// SAFETY: sending the handle is harmless; every use of the memory it points to
+// is an unsafe method whose caller keeps to the bucket's life (below).
 unsafe impl<T: Element> Send for BucketBuffer<T> {}
 unsafe impl<T: Element> Sync for BucketBuffer<T> {}
 
@@ -178,7 +180,13 @@ impl<T: Element> BucketBuffer<T> {
     }
 
     /// Starts an allreduce of the whole buffer over the reducer's group.
-    pub fn all_reduce(&self, op: ReduceOp) -> Result<Future> {
+    ///
+    /// # Safety
+    /// Only in the bucket's life: from its hook or a continuation of the future
+    /// the hook returned, before that future completes (finalize then reads the
+    /// buffer, and the reducer may free it); no collective started on the buffer
+    /// may still be running, and no slice of it may be alive.
+    pub unsafe fn all_reduce(&self, op: ReduceOp) -> Result<Future> {
         let (op, f) = op.raw();
         let o = OpOpts::new(f);
         let mut shape = [self.len as i64];
@@ -207,7 +215,9 @@ impl<T: Element> Bucket<T> {
 
     /// Starts an allreduce of the bucket over the reducer's group.
     pub fn all_reduce(&self, op: ReduceOp) -> Result<Future> {
-        self.buf.all_reduce(op)
+        // SAFETY: a Bucket is lent to its hook only (&Bucket, not Clone): the
+        // bucket is alive and nothing else reduces it during the call.
+        unsafe { self.buf.all_reduce(op) }
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use distc_sys as sys;
 
-use crate::element::{Desc, DescList, Element};
+use crate::element::{settle_bools, Desc, DescList, Element};
 use crate::error::{check, Error, Result};
 use crate::store::{cstr, millis, take, Store};
 
@@ -355,9 +355,15 @@ impl ProcessGroup {
     where
         F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
     {
-        let scope = Scope { pg: self, works: RefCell::new(Vec::new()), _scope: PhantomData, _env: PhantomData };
+        let scope = Scope {
+            pg: self,
+            works: RefCell::new(Vec::new()),
+            bools: RefCell::new(Vec::new()),
+            _scope: PhantomData,
+            _env: PhantomData,
+        };
         // Waits on the way out, also when `f` panics: buffers are released only after.
-        struct Finish<'a>(&'a RefCell<Vec<*mut sys::distc_work>>);
+        struct Finish<'a>(&'a RefCell<Vec<*mut sys::distc_work>>, &'a RefCell<Vec<(*mut u8, usize)>>);
         impl Drop for Finish<'_> {
             fn drop(&mut self) {
                 for w in self.0.borrow_mut().drain(..) {
@@ -366,9 +372,13 @@ impl ProcessGroup {
                         sys::distc_work_free(w);
                     }
                 }
+                for (p, n) in self.1.borrow_mut().drain(..) {
+                    // SAFETY: borrowed for the scope, and no operation writes it any more.
+                    unsafe { settle_bools(p, n) }
+                }
             }
         }
-        let _finish = Finish(&scope.works);
+        let _finish = Finish(&scope.works, &scope.bools);
         f(&scope)
     }
 }
@@ -385,6 +395,7 @@ impl Drop for ProcessGroup {
 pub struct Scope<'scope, 'env: 'scope> {
     pg: &'env ProcessGroup,
     works: RefCell<Vec<*mut sys::distc_work>>,
+    bools: RefCell<Vec<(*mut u8, usize)>>, // bool outputs, settled once every operation is done
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
 }
@@ -397,6 +408,13 @@ pub struct Work<'scope> {
 
 impl<'scope, 'env> Scope<'scope, 'env> {
     fn start(&'scope self, f: impl FnOnce(*mut *mut sys::distc_work) -> i32) -> Result<Work<'scope>> {
+        self.start_writing(None, f)
+    }
+
+    // `bools`: a bool output (Desc::take_bools), settled when the scope ends.
+    fn start_writing(&'scope self, bools: Option<(*mut u8, usize)>,
+                     f: impl FnOnce(*mut *mut sys::distc_work) -> i32) -> Result<Work<'scope>> {
+        self.bools.borrow_mut().extend(bools);
         let mut w = ptr::null_mut();
         check(f(&mut w))?;
         self.works.borrow_mut().push(w);
@@ -407,19 +425,23 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let (op, f) = op.raw();
         let o = OpOpts::new(f);
         let mut d = Desc::of_mut(buf);
-        self.start(|w| unsafe { sys::distc_allreduce(w, self.pg.as_ptr(), d.ptr(), op, o.ptr()) })
+        let bools = d.take_bools();
+        self.start_writing(bools, |w| unsafe { sys::distc_allreduce(w, self.pg.as_ptr(), d.ptr(), op, o.ptr()) })
     }
 
     pub fn broadcast<T: Element>(&'scope self, buf: &'scope mut [T], root: i32) -> Result<Work<'scope>> {
         let mut d = Desc::of_mut(buf);
-        self.start(|w| unsafe { sys::distc_broadcast(w, self.pg.as_ptr(), d.ptr(), root, ptr::null()) })
+        let bools = d.take_bools();
+        self.start_writing(bools, |w| unsafe { sys::distc_broadcast(w, self.pg.as_ptr(), d.ptr(), root, ptr::null()) })
     }
 
     pub fn all_gather<T: Element>(&'scope self, out: &'scope mut [T], input: &'scope [T]) -> Result<Work<'scope>> {
         len_check("out", out.len(), input.len() * self.pg.size() as usize)?;
         let mut o = Desc::of_mut(out);
         let mut i = Desc::of(input);
-        self.start(|w| unsafe { sys::distc_allgather_into_tensor(w, self.pg.as_ptr(), o.ptr(), i.ptr(), ptr::null()) })
+        self.start_writing(o.take_bools(), |w| unsafe {
+            sys::distc_allgather_into_tensor(w, self.pg.as_ptr(), o.ptr(), i.ptr(), ptr::null())
+        })
     }
 
     pub fn barrier(&'scope self) -> Result<Work<'scope>> {
@@ -435,7 +457,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     pub fn recv<T: Element>(&'scope self, buf: &'scope mut [T], src: Option<i32>, tag: i32) -> Result<Work<'scope>> {
         let mut d = Desc::of_mut(buf);
         let src = src.unwrap_or(sys::DISTC_ANY_SOURCE);
-        self.start(|w| unsafe { sys::distc_recv(w, self.pg.as_ptr(), d.ptr(), src, tag, ptr::null()) })
+        let bools = d.take_bools();
+        self.start_writing(bools, |w| unsafe { sys::distc_recv(w, self.pg.as_ptr(), d.ptr(), src, tag, ptr::null()) })
     }
 }
 

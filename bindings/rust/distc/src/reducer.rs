@@ -60,6 +60,15 @@ pub struct Reducer<T: Element> {
     grads: Vec<Vec<T>>,
     views: Option<Vec<(*mut T, usize)>>,
     rows: Vec<Option<usize>>, // sparse gradients: elements per row
+    // With views, a gradient's memory is its bucket's, which the library may be
+    // reducing from the moment the gradient is ready until finalize returns:
+    // `busy` gradients are not handed out then (grad, grad_mut panic).
+    busy: Vec<bool>,
+    marked: Vec<bool>, // by mark_ready in this iteration
+    // static_graph: what the first iteration did not mark, which the library
+    // marks ready itself at every later prepare.
+    static_graph: bool,
+    static_unused: Option<Vec<usize>>,
 }
 
 unsafe impl<T: Element> Send for Reducer<T> {}
@@ -118,7 +127,17 @@ impl<T: Element + Default> Reducer<T> {
             .enumerate()
             .map(|(i, &(_, c))| sparse.as_ref().is_some_and(|s| s[i] != 0).then_some(c))
             .collect();
-        let mut r = Reducer { raw, grads, views: None, rows };
+        let n = lens.len();
+        let mut r = Reducer {
+            raw,
+            grads,
+            views: None,
+            rows,
+            busy: vec![false; n],
+            marked: vec![false; n],
+            static_graph: opts.static_graph,
+            static_unused: None,
+        };
         if opts.gradient_as_bucket_view {
             let mut views = Vec::new();
             for (i, g) in r.grads.iter().enumerate() {
@@ -148,20 +167,38 @@ impl<T: Element> Reducer<T> {
         self.rows[i]
     }
 
-    /// Gradient `i`'s memory, to write before mark_ready (the bucket itself with views).
+    fn not_busy(&self, i: usize) {
+        assert!(
+            !self.busy[i],
+            "gradient {i} is in a bucket being reduced (it was marked ready, or is unused, in this iteration): \
+             with gradient_as_bucket_view it can be read or written again once finalize returns"
+        );
+    }
+
+    /// Gradient `i`'s memory, to write before mark_ready (the bucket itself with
+    /// views, where it panics from mark_ready until finalize: the library may be
+    /// reducing the bucket then).
     pub fn grad_mut(&mut self, i: usize) -> &mut [T] {
         match &self.views {
-            // SAFETY: the view is the reducer's bucket memory, alive as long as the reducer, and
-            // this &mut self borrow is the only access.
-            Some(v) => unsafe { std::slice::from_raw_parts_mut(v[i].0, v[i].1) },
+            Some(v) => {
+                self.not_busy(i);
+                // SAFETY: the view is the reducer's bucket memory, alive as long as the reducer;
+                // nothing reduces it until mark_ready, and this &mut self borrow is the only access.
+                unsafe { std::slice::from_raw_parts_mut(v[i].0, v[i].1) }
+            }
             None => &mut self.grads[i],
         }
     }
 
-    /// Gradient `i` (after finalize: the average over ranks).
+    /// Gradient `i` (after finalize: the average over ranks). With views it
+    /// panics from mark_ready until finalize, as grad_mut does.
     pub fn grad(&self, i: usize) -> &[T] {
         match &self.views {
-            Some(v) => unsafe { std::slice::from_raw_parts(v[i].0, v[i].1) },
+            Some(v) => {
+                self.not_busy(i);
+                // SAFETY: as grad_mut; &self excludes the writers mark_ready and finalize need.
+                unsafe { std::slice::from_raw_parts(v[i].0, v[i].1) }
+            }
             None => &self.grads[i],
         }
     }
@@ -175,13 +212,25 @@ impl<T: Element> Reducer<T> {
     /// Starts an iteration; `unused` gradients will not be computed (they reduce as zeros).
     pub fn prepare_for_backward(&mut self, unused: &[i32]) -> Result<()> {
         check(unsafe { sys::distc_reducer_prepare_for_backward(self.raw.as_ptr(), unused.as_ptr(), unused.len()) })?;
+        self.marked.iter_mut().for_each(|m| *m = false);
+        // Ready now: their buckets may start reducing.
+        for &u in unused {
+            self.busy[u as usize] = true; // checked in range by the library
+        }
+        for &u in self.static_unused.iter().flatten() {
+            self.busy[u] = true;
+        }
         Ok(())
     }
 
     /// Gradient `i` holds its value: copied into its bucket; full buckets start reducing.
     pub fn mark_ready(&mut self, i: usize) -> Result<()> {
         let i = self.index(i)?;
-        check(unsafe { sys::distc_reducer_mark_ready(self.raw.as_ptr(), i) })?;
+        let rc = unsafe { sys::distc_reducer_mark_ready(self.raw.as_ptr(), i) };
+        // Even when it failed (a hook's error): the library may hold it ready.
+        self.busy[i as usize] = true;
+        self.marked[i as usize] = true;
+        check(rc)?;
         Ok(())
     }
 
@@ -197,7 +246,9 @@ impl<T: Element> Reducer<T> {
         // Read-only for the library: the pointers come from shared borrows and are only read.
         let it = host_tensor(indices.as_ptr() as *mut _, &mut ishape, INT, 64);
         let vt = host_tensor(values.as_ptr() as *mut _, &mut vshape, T::CODE, T::BITS);
-        check(unsafe { sys::distc_reducer_mark_ready_sparse(self.raw.as_ptr(), idx, &it, &vt) })?;
+        let rc = unsafe { sys::distc_reducer_mark_ready_sparse(self.raw.as_ptr(), idx, &it, &vt) };
+        self.marked[i] = true;
+        check(rc)?;
         Ok(())
     }
 
@@ -219,15 +270,30 @@ impl<T: Element> Reducer<T> {
 
     /// Waits for every bucket and writes the averages back (a failed allreduce's error here).
     pub fn finalize(&mut self) -> Result<()> {
-        check(unsafe { sys::distc_reducer_finalize(self.raw.as_ptr()) })?;
+        let rc = unsafe { sys::distc_reducer_finalize(self.raw.as_ptr()) };
+        self.iteration_ended(rc);
+        check(rc)?;
         Ok(())
+    }
+
+    // After finalize or join, also a failed one: every bucket that started has finished.
+    fn iteration_ended(&mut self, rc: i32) {
+        // The library learns what the first iteration left unmarked unless that
+        // iteration failed for gradients not marked (DISTC_ESTATE); after other
+        // failures, learning here too at worst keeps gradients from being handed out.
+        if self.static_graph && self.static_unused.is_none() && rc != sys::DISTC_ESTATE {
+            self.static_unused = Some((0..self.marked.len()).filter(|&i| !self.marked[i]).collect());
+        }
+        self.busy.iter_mut().for_each(|b| *b = false);
     }
 
     /// One iteration of a rank that has run out of inputs (uneven inputs): every
     /// gradient reduces as zeros, matching the active ranks' buckets. See
     /// `distc_reducer_join(3)` for the protocol around it.
     pub fn join(&mut self) -> Result<()> {
-        check(unsafe { sys::distc_reducer_join(self.raw.as_ptr()) })?;
+        let rc = unsafe { sys::distc_reducer_join(self.raw.as_ptr()) };
+        self.busy.iter_mut().for_each(|b| *b = false);
+        check(rc)?;
         Ok(())
     }
 

@@ -429,7 +429,8 @@ fn reducer_bucket_hook_chains_collectives() {
             // a sum, then a max of the sums (all equal), then the division
             b.all_reduce(ReduceOp::Sum)?.then(move |r| {
                 r?;
-                let max = again.all_reduce(ReduceOp::Max)?;
+                // SAFETY: in a continuation of the hook's future, the sum has completed.
+                let max = unsafe { again.all_reduce(ReduceOp::Max)? };
                 Ok(Some(max.then(move |r| {
                     r?;
                     // SAFETY: both collectives on the buffer have completed.
@@ -501,4 +502,63 @@ fn reducer_builtin_powersgd() {
         let (iterations, before, after) = red.powersgd_stats().unwrap();
         assert_eq!((iterations, before, after), (5, 3 * 54, 3 * (6 + 8 + 6)));
     });
+}
+
+#[test]
+fn bucket_views_are_not_lent_while_reduced() {
+    ranks(2, |pg| {
+        let opts = ReducerOptions {
+            gradient_as_bucket_view: true,
+            bucket_cap_bytes: 16,
+            first_bucket_bytes: 16,
+            ..Default::default()
+        };
+        let mut red = Reducer::<f32>::new(&pg, &[4, 4], &opts).unwrap();
+        for _ in 0..2 {
+            red.prepare_for_backward(&[]).unwrap();
+            red.grad_mut(1).fill(1.0);
+            red.mark_ready(1).unwrap();
+            // Its bucket may be reducing now: once lent anyway, a shared slice changed under it.
+            let lent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| red.grad(1).len()));
+            assert!(lent.is_err(), "gradient 1 was lent while its bucket may be reduced");
+            red.grad_mut(0).fill(3.0); // not marked yet: still the caller's
+            red.mark_ready(0).unwrap();
+            red.finalize().unwrap();
+            assert_eq!(red.grad(0), &[3.0; 4]);
+            assert_eq!(red.grad(1), &[1.0; 4]);
+        }
+    });
+}
+
+#[test]
+fn bool_buffers_hold_only_bools() {
+    ranks(2, |pg| {
+        // A peer that sends other bytes (a u8 sender, another language): they arrive as 0 or 1.
+        if pg.rank() == 0 {
+            pg.send(&[2u8, 255, 0, 1], 1, 7).unwrap();
+            pg.send(&[9u8, 0], 1, 8).unwrap();
+        } else {
+            let mut b = [false; 4];
+            pg.recv(&mut b, Some(0), 7).unwrap();
+            let mut c = [false; 2];
+            pg.scope(|s| s.recv(&mut c, Some(0), 8).map(|_| ())).unwrap();
+            // Read as bytes: a bool other than 0 or 1 may not even be read.
+            let bytes = |v: &[bool]| unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, v.len()) }.to_vec();
+            assert_eq!(bytes(&b), vec![1, 1, 0, 1]);
+            assert_eq!(bytes(&c), vec![1, 0]);
+        }
+    });
+}
+
+#[test]
+fn a_promise_dropped_uncompleted_fails() {
+    let f = distc::Future::new().unwrap();
+    let g = f
+        .then(|r| {
+            assert_eq!(r.unwrap_err().kind(), ErrorKind::Aborted);
+            Ok(None)
+        })
+        .unwrap();
+    drop(f); // nothing can complete it any more: once its continuation waited for ever
+    g.wait(Some(Duration::from_secs(10))).unwrap();
 }
