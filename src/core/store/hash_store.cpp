@@ -76,8 +76,9 @@ int64_t HashStore::num_keys() {
 void HashStore::append(const std::string &key, ByteView value) {
     {
         std::lock_guard<std::mutex> lk(mu_);
+        auto it = map_.find(key);
+        check_append(key, it == map_.end() ? 0 : it->second.size(), value.size);  // before the key exists
         auto &v = map_[key];
-        check_append(key, v.size(), value.size);
         v.insert(v.end(), value.data, value.data + value.size);
     }
     cv_.notify_all();

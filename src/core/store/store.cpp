@@ -1,6 +1,5 @@
 #include "core/store/store.hpp"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -31,7 +30,7 @@ void Store::append(const std::string &key, ByteView value) {
 }
 
 void check_append(const std::string &key, size_t have, size_t more) {
-    if (more > DISTC_STORE_MAX_VALUE_SIZE - std::min<size_t>(have, DISTC_STORE_MAX_VALUE_SIZE))
+    if (!append_fits(have, more))
         fail(DISTC_ENOMEM, "appending " + std::to_string(more) + " bytes to key '" + key + "' (" +
                                std::to_string(have) + " bytes) would take it over the 1 GiB limit");
 }

@@ -73,8 +73,12 @@ int64_t parse_counter(const std::string &key, const Bytes &value);
 // DISTC_EINVAL when the value is not an integer or the sum overflows int64.
 int64_t add_to_counter(const std::string &key, const Bytes *current, int64_t delta);
 Bytes counter_bytes(int64_t v);
-// DISTC_ENOMEM when appending `more` bytes to a value of `have` would take it
-// over DISTC_STORE_MAX_VALUE_SIZE, which every store and client refuses to hold.
+// Whether appending `more` bytes to a value of `have` keeps it within
+// DISTC_STORE_MAX_VALUE_SIZE, past which every store and client refuses a value;
+// check_append throws DISTC_ENOMEM naming the key where it does not.
+inline bool append_fits(size_t have, size_t more) {
+    return have <= DISTC_STORE_MAX_VALUE_SIZE && more <= DISTC_STORE_MAX_VALUE_SIZE - have;
+}
 void check_append(const std::string &key, size_t have, size_t more);
 std::string join_keys(const std::vector<std::string> &keys);
 [[noreturn]] void fail_wait_timeout(const std::vector<std::string> &missing, Millis timeout);

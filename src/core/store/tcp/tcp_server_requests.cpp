@@ -45,10 +45,10 @@ TcpServer::Result TcpServer::handle(Conn &c, Op op, Reader &r) {
             std::string key = r.str();
             ByteView v = r.view();
             if (!r.ok()) return status();
-            auto &cur = data_[key];
             // Past the limit no client could read the value back: refused as a malformed request.
-            if (v.size > DISTC_STORE_MAX_VALUE_SIZE - std::min<size_t>(cur.size(), DISTC_STORE_MAX_VALUE_SIZE))
-                return Result::Bad;
+            auto it = data_.find(key);
+            if (!append_fits(it == data_.end() ? 0 : it->second.size(), v.size)) return Result::Bad;
+            auto &cur = data_[key];
             cur.insert(cur.end(), v.data, v.data + v.size);
             key_created(key);
             return Result::Done;
