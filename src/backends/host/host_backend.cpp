@@ -12,6 +12,7 @@
 #include "backends/host/transport/p2p_mailbox.hpp"
 #include "backends/host/transport/shm/shm_transport.hpp"
 #include "backends/host/transport/tcp/tcp_transport.hpp"
+#include "core/util/env.hpp"
 #include "core/util/debug.hpp"
 #include "core/util/error.hpp"
 
@@ -71,9 +72,7 @@ std::vector<size_t> counts_of(TensorSpan ts) {
 
 size_t HostBackend::mesh_limit() {
     static const size_t v = [] {
-        const char *e = std::getenv("DISTC_MESH_BYTES");
-        int64_t n = e && *e ? std::atoll(e) : kEverySize;
-        return static_cast<size_t>(std::clamp<int64_t>(n, 0, kEverySize));
+        return static_cast<size_t>(env_int("DISTC_MESH_BYTES", kEverySize, 0, kEverySize));
     }();
     return v;
 }

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/pg/types.hpp"
+#include "core/util/env.hpp"
 #include "core/util/error.hpp"
 #include "core/util/tick_clock.hpp"
 #include "support/sigpipe.hpp"
@@ -26,12 +27,7 @@ namespace {
 
 const char *const kStateNames[] = {"", "queued", "started", "completed", "failed", "aborted"};
 
-size_t capacity_from_env() {
-    const char *e = std::getenv("DISTC_TRACE_BUFFER");
-    if (!e || !*e) return 1000;
-    long long n = std::atoll(e);
-    return n <= 0 ? 0 : static_cast<size_t>(std::min<long long>(n, 10000000));
-}
+size_t capacity_from_env() { return static_cast<size_t>(env_int("DISTC_TRACE_BUFFER", 1000, 0, 10000000)); }
 
 std::string json_string(const std::string &s) {
     std::string out = "\"";
@@ -92,8 +88,14 @@ int signal_number(const char *name) {
     if (s == "USR2") return SIGUSR2;
     if (s == "HUP") return SIGHUP;
     if (s == "PWR") return SIGPWR;
-    int n = std::atoi(s.c_str());
-    return n > 0 && n < NSIG && n != SIGKILL && n != SIGSTOP ? n : 0;
+    // Or its number; only signals that mean nothing else to a process: a
+    // fault's (SEGV ...) would turn a crash into a hang, TERM or INT a stop
+    // into a dump.
+    char *end = nullptr;
+    long n = std::strtol(s.c_str(), &end, 10);
+    if (s.empty() || *end) return 0;
+    if (n == SIGUSR1 || n == SIGUSR2 || n == SIGHUP || n == SIGPWR) return static_cast<int>(n);
+    return n >= SIGRTMIN && n <= SIGRTMAX ? static_cast<int>(n) : 0;
 }
 
 void on_dump_signal(int) {
@@ -107,7 +109,10 @@ void start_dump_on_signal() {
     if (!name || !*name) return;
     int sig = signal_number(name);
     if (!sig) {
-        std::fprintf(stderr, "distc: DISTC_TRACE_SIGNAL=%s is not a signal this process can catch\n", name);
+        std::fprintf(stderr,
+                     "distc: DISTC_TRACE_SIGNAL=%s is not one of USR1, USR2, HUP, PWR or a real-time signal's "
+                     "number; no dump on a signal\n",
+                     name);
         return;
     }
     if (::pipe2(g_dump_pipe, O_CLOEXEC) != 0) return;

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -218,7 +219,7 @@ void send_all(int fd, const void *p, size_t n, Clock::time_point deadline, const
 void recv_all(int fd, void *p, size_t n, Clock::time_point deadline, const std::string &peer,
               std::chrono::microseconds spin) {
     auto *c = static_cast<char *>(p);
-    auto spin_until = Clock::now() + spin;
+    auto spin_until = std::min(Clock::now() + spin, deadline);  // a long spin still ends in time
     while (n) {
         ssize_t r = ::recv(fd, c, n, MSG_DONTWAIT);
         if (r > 0) {

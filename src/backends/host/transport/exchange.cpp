@@ -289,7 +289,7 @@ void Exchange::run(Links &links, const Call &call, Clock::time_point deadline, s
 #endif
             continue;
         }
-        if (idle == polls + 1) spin_until = Clock::now() + spin;
+        if (idle == polls + 1) spin_until = std::min(Clock::now() + spin, deadline);  // ends in time, however long
         if (Clock::now() < spin_until) {
             // Yield while spinning: when ranks outnumber cores, the peer we wait
             // for may need this core; when they do not, this returns at once.

@@ -1,12 +1,12 @@
 #include "backends/host/transport/transport.hpp"
 
-#include <cstdlib>
+#include "core/util/env.hpp"
 
 namespace distc {
 
 std::chrono::microseconds spin_from_env(const char *name, long long dflt) {
-    const char *e = std::getenv(name);
-    return std::chrono::microseconds(e && *e ? std::atoll(e) : dflt);
+    // At most a second: a spin runs before the deadline is looked at again.
+    return std::chrono::microseconds(env_int(name, dflt, 0, 1000000));
 }
 
 std::vector<std::unique_ptr<PendingP2p>> post_all(P2pTransport &t, Span<AsyncBackend::P2p> ops) {

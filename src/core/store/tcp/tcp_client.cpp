@@ -4,6 +4,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/util/env.hpp"
 #include "core/util/error.hpp"
 
 namespace distc {
@@ -13,8 +14,7 @@ using wire::Writer;
 
 namespace {
 std::chrono::microseconds client_spin() {
-    const char *e = std::getenv("DISTC_STORE_CLIENT_SPIN_US");
-    return std::chrono::microseconds(e ? std::atoll(e) : 50);
+    return std::chrono::microseconds(env_int("DISTC_STORE_CLIENT_SPIN_US", 50, 0, 1000000));
 }
 }  // namespace
 

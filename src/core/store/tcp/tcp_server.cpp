@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/util/env.hpp"
 #include "core/util/error.hpp"
 #include "support/sigpipe.hpp"
 
@@ -34,10 +35,7 @@ constexpr size_t kKeptOutput = 4096;
 
 // How long the loop keeps polling after activity before it sleeps: a sleeping
 // thread takes tens of microseconds to wake on this kind of machine.
-int64_t spin_us() {
-    const char *e = std::getenv("DISTC_STORE_SERVER_SPIN_US");
-    return e ? std::atoll(e) : 20;
-}
+int64_t spin_us() { return env_int("DISTC_STORE_SERVER_SPIN_US", 20, 0, 1000000); }
 
 }  // namespace
 

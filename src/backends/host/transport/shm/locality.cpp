@@ -6,6 +6,7 @@
 #include <map>
 
 #include "backends/host/transport/address.hpp"
+#include "core/util/env.hpp"
 #include "core/util/error.hpp"
 
 namespace distc {
@@ -13,8 +14,7 @@ namespace distc {
 const uint64_t kProbe = 0x70726f62652d6463ULL;
 
 std::string host_identity() {
-    const char *off = std::getenv("DISTC_SHM");
-    if (off && std::string(off) == "0") return "";
+    if (!env_flag("DISTC_SHM", true)) return "";
     if (const char *id = std::getenv("DISTC_HOST_ID"); id && *id) return std::string("id:") + id;
     std::string net = network_identity(), ipc = namespace_id("ipc"), pidns = namespace_id("pid");
     // Without a boot id or namespaces to compare, nobody is known to share this host.

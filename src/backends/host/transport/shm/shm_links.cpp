@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/util/env.hpp"
 #include "core/util/error.hpp"
 
 namespace distc {
@@ -58,7 +59,7 @@ long membarrier(int cmd) { return ::syscall(SYS_membarrier, cmd, 0, 0); }
 // group must not count on its parent's registration).
 bool asymmetric_fences() {
     static const bool can = [] {
-        if (const char *e = std::getenv("DISTC_SHM_MEMBARRIER"); e && std::strcmp(e, "0") == 0) return false;
+        if (!env_flag("DISTC_SHM_MEMBARRIER", true)) return false;
         long cmds = membarrier(MEMBARRIER_CMD_QUERY);
         const long need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
         return cmds >= 0 && (cmds & need) == need;

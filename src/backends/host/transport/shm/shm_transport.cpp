@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/util/debug.hpp"
+#include "core/util/env.hpp"
 #include "core/util/error.hpp"
 
 namespace distc {
@@ -23,7 +24,7 @@ namespace {
 // Whether the host's ranks outnumber the cores they share: DISTC_SHM_CORES,
 // else those this process may run on.
 bool oversubscribed(int local_ranks) {
-    if (const char *e = std::getenv("DISTC_SHM_CORES"); e && std::atoi(e) > 0) return local_ranks > std::atoi(e);
+    if (int64_t n = env_int("DISTC_SHM_CORES", 0, 1, 1 << 20)) return local_ranks > n;
     cpu_set_t cpus;
     int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
     return local_ranks > cores;
@@ -34,15 +35,18 @@ bool oversubscribed(int local_ranks) {
 // when the host's ranks outnumber the cores: then the peer being waited
 // for needs this core, and yielding at once was several times faster.
 unsigned polls_for(int local_ranks) {
-    if (const char *e = std::getenv("DISTC_SHM_POLLS"); e && *e) return static_cast<unsigned>(std::atoi(e));
-    return oversubscribed(local_ranks) ? 0 : 256;
+    // Bounded: a poll is a pause, and polls come before the deadline's check.
+    return static_cast<unsigned>(env_int("DISTC_SHM_POLLS", oversubscribed(local_ranks) ? 0 : 256, 0, 1 << 20));
 }
 
 }  // namespace
 
 double ShmTransport::kernel_copy_ratio() {
-    if (const char *e = std::getenv("DISTC_SHM_KERNEL_COPY"); e && *e)
-        return std::strcmp(e, "slow") == 0 ? kSlowRatio * 2 : 1.0;
+    if (const char *e = std::getenv("DISTC_SHM_KERNEL_COPY"); e && *e) {
+        if (std::strcmp(e, "slow") == 0) return kSlowRatio * 2;
+        if (std::strcmp(e, "fast") == 0) return 1.0;
+        std::fprintf(stderr, "distc: DISTC_SHM_KERNEL_COPY=%s is not fast or slow; it is measured\n", e);
+    }
     static const double ratio = [] {
         // Beyond the caches, as the large collectives copy; the fastest of a
         // few rounds each. Our own memory serves: the kernel pins and copies
@@ -72,16 +76,14 @@ bool ShmTransport::copies_fast(std::vector<double> ratios) {
 }
 
 size_t ShmTransport::single_copy_bytes(bool p2p, bool fast) {
-    const char *e = std::getenv("DISTC_SHM_CMA_BYTES");
-    if (e && *e) return static_cast<size_t>(std::atoll(e));
-    if (!p2p) return size_t(4) << 20;
-    return fast ? size_t(32) << 10 : size_t(256) << 10;
+    const size_t dflt = !p2p ? size_t(4) << 20 : fast ? size_t(32) << 10 : size_t(256) << 10;
+    return static_cast<size_t>(env_int("DISTC_SHM_CMA_BYTES", static_cast<int64_t>(dflt), 0, INT64_MAX));
 }
 
 size_t ShmTransport::ring_bytes(int n) {
-    if (const char *e = std::getenv("DISTC_SHM_RING_BYTES"); e && *e) {
-        size_t v = static_cast<size_t>(std::atoll(e)), p = 4096;
-        while (p * 2 <= v && p < (size_t(1) << 30)) p *= 2;
+    if (int64_t v = env_int("DISTC_SHM_RING_BYTES", 0, 4096, int64_t(1) << 30)) {
+        size_t p = 4096;  // the power of two at or below it
+        while (p * 2 <= static_cast<size_t>(v)) p *= 2;
         return p;
     }
     size_t pairs = static_cast<size_t>(n) * static_cast<size_t>(n > 1 ? n - 1 : 1);
