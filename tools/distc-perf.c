@@ -18,7 +18,9 @@
  */
 #define _GNU_SOURCE
 #include <distc.h>
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +87,27 @@ static size_t parse_size(const char *s, int *ok) {
     return (size_t)v;
 }
 
+/* A whole number in [lo, hi], all of `s` (no junk, no wrap-around); 1 when it is one. */
+static int int_arg(const char *s, long lo, long hi, int *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* The options that take a value. */
+static int takes_value(const char *a) {
+    static const char *const names[] = {"-o",     "--op",         "-d",      "--datatype", "-r",    "--redop",
+                                        "-b",     "--minbytes",   "-e",      "--maxbytes", "-i",    "--stepbytes",
+                                        "-f",     "--stepfactor", "-n",      "--iters",    "-w",    "--warmup_iters",
+                                        "--root", "-c",           "--check", "--backend",  "--url", "--device"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; ++k)
+        if (!strcmp(a, names[k])) return 1;
+    return 0;
+}
+
 static int lookup(const char *v, const char *const *names, int n) {
     for (int i = 0; i < n; ++i)
         if (!strcmp(v, names[i])) return i;
@@ -125,6 +148,10 @@ static int parse(int argc, char **argv, cfg *c) {
             c->corrupt = 1;
             continue;
         }
+        if (!takes_value(a)) {
+            fprintf(stderr, "distc-perf: unknown option %s\n", a);
+            return usage(2);
+        }
         if (!v) {
             fprintf(stderr, "distc-perf: %s needs a value\n", a);
             return usage(2);
@@ -159,15 +186,15 @@ static int parse(int argc, char **argv, cfg *c) {
         else if (!strcmp(a, "-i") || !strcmp(a, "--stepbytes"))
             c->incr = parse_size(v, &ok), c->factor = 0;
         else if (!strcmp(a, "-f") || !strcmp(a, "--stepfactor"))
-            ok = (c->factor = atoi(v)) >= 2;
-        else if (!strcmp(a, "-n") || !strcmp(a, "--iters"))
-            ok = (c->iters = atoi(v)) >= 1;
+            ok = int_arg(v, 2, 1 << 20, &c->factor);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--iters")) /* with -w, their sum stays an int */
+            ok = int_arg(v, 1, 1000000000, &c->iters);
         else if (!strcmp(a, "-w") || !strcmp(a, "--warmup_iters"))
-            ok = (c->warmup = atoi(v)) >= 0 && strspn(v, "0123456789") == strlen(v);
+            ok = int_arg(v, 0, 1000000000, &c->warmup);
         else if (!strcmp(a, "--root"))
-            ok = (c->root = atoi(v)) >= 0 && strspn(v, "0123456789") == strlen(v);
+            ok = int_arg(v, 0, INT32_MAX, &c->root);
         else if (!strcmp(a, "-c") || !strcmp(a, "--check"))
-            ok = ((c->check = atoi(v)) == 0 || c->check == 1) && strlen(v) == 1;
+            ok = int_arg(v, 0, 1, &c->check);
         else if (!strcmp(a, "--backend"))
             c->backend = v;
         else if (!strcmp(a, "--url"))
@@ -346,7 +373,10 @@ int main(int argc, char **argv) {
     if (c.factors_only) { /* nccl-tests' busbw factors, for tests and for the curious */
         int n = 4;
         const char *ws = getenv("WORLD_SIZE");
-        if (ws) n = atoi(ws);
+        if (ws && !int_arg(ws, 1, INT32_MAX, &n)) {
+            fprintf(stderr, "distc-perf: WORLD_SIZE=%s is not a number of ranks\n", ws);
+            return 2;
+        }
         for (int k = 0; k < perf_num_ops; ++k)
             printf("%s %.6f\n", perf_ops[k].name, perf_busbw_factor(&perf_ops[k], n));
         return 0;

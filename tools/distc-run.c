@@ -488,8 +488,6 @@ int main(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESTART;
     sigaction(SIGCHLD, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     if (o.trace_dir) sigaction(SIGUSR2, &sa, NULL);
 
     /* Node 0 hosts the store for the whole job, across restarts (each attempt
@@ -523,6 +521,10 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    /* Only now: joining node 0's store retries for minutes, and until a rank
+     * runs, Ctrl-C or SIGTERM has nothing to clean up and should just stop us. */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     if (o.nnodes > 1) distc_store_set_timeout(store, 2000);
     rank_proc *ps = calloc((size_t)o.nproc, sizeof *ps);
     for (int i = 0; i < o.nproc; ++i) ps[i].tail = calloc((size_t)(o.tail ? o.tail : 1), sizeof(char *));

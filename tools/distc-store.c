@@ -70,7 +70,13 @@ static char *read_token(const char *path) {
         if (f) fclose(f);
         return NULL;
     }
+    /* A line longer than the buffer would be cut, and a client holding the whole token refused. */
+    int whole = strchr(buf, '\n') != NULL || feof(f);
     fclose(f);
+    if (!whole) {
+        fprintf(stderr, "distc-store: the token in %s is longer than %zu bytes\n", path, sizeof buf - 2);
+        return NULL;
+    }
     buf[strcspn(buf, "\r\n")] = 0;
     if (!buf[0]) {
         fprintf(stderr, "distc-store: %s holds an empty token\n", path);
@@ -98,13 +104,23 @@ int main(int argc, char **argv) {
             opts.allow_torch_clients = 1;
             continue;
         }
-        if (!v) return usage(argv[0], 2);
+        const int known = !strcmp(a, "--host") || !strcmp(a, "--port") || !strcmp(a, "--port-file") ||
+                          !strcmp(a, "--token-file") || !strcmp(a, "--max-request-bytes") ||
+                          !strcmp(a, "--max-unread-reply-bytes");
+        if (!known) {
+            fprintf(stderr, "distc-store: unknown option %s\n", a);
+            return usage(argv[0], 2);
+        }
+        if (!v) {
+            fprintf(stderr, "distc-store: %s needs a value\n", a);
+            return usage(argv[0], 2);
+        }
         char *end = NULL;
         if (!strcmp(a, "--host"))
             opts.host = v;
         else if (!strcmp(a, "--port")) {
             long p = strtol(v, &end, 10);
-            if (*end || p < 0 || p > 65535) {
+            if (end == v || *end || p < 0 || p > 65535) {
                 fprintf(stderr, "distc-store: bad --port '%s'\n", v);
                 return 2;
             }
@@ -123,8 +139,7 @@ int main(int argc, char **argv) {
                 opts.max_request_bytes = n;
             else
                 opts.max_unread_reply_bytes = n;
-        } else
-            return usage(argv[0], 2);
+        }
         ++i;
     }
     /* Each client holds one descriptor: allow as many as the hard limit does. */

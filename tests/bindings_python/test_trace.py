@@ -83,3 +83,37 @@ def test_analyse_with_a_rank_that_left_no_trace(tmp_path):
     _write_trace(tmp_path / "r2.jsonl", 2, [(1, "completed"), (2, "completed"), (3, "completed")])
     r = subprocess.run([sys.executable, TOOL, str(tmp_path)], capture_output=True, text=True)
     assert "rank 0 left no trace" in r.stdout and "never called" not in r.stdout, r.stdout
+
+
+def test_files_that_are_not_traces_are_named(tmp_path):
+    # Each once gave a traceback (exit 1, which also means "diverges"): now a
+    # message naming the file and line, and exit status 2.
+    _write_trace(tmp_path / "r0.jsonl", 0, [(1, "completed")])
+    cases = {"list": "[1, 2]", "number": "5", "no group": '{"type": "group"}',
+             "seq as text": '{"type": "op", "group": "g", "rank": 0, "seq": "1", "op": "allreduce", '
+                            '"state": "completed", "queued_us": 1}'}
+    for what, line in cases.items():
+        (tmp_path / "bad.jsonl").write_text(line + "\n")
+        r = subprocess.run([sys.executable, TOOL, str(tmp_path)], capture_output=True, text=True)
+        assert r.returncode == 2 and "bad.jsonl line 1 is not a distc trace record" in r.stderr, (what, r.stderr)
+    (tmp_path / "bad.jsonl").write_bytes(b"\xff\xfe\n")
+    r = subprocess.run([sys.executable, TOOL, str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "cannot read" in r.stderr, r.stderr
+
+
+def test_a_dump_cut_short_still_names_the_missing_rank(tmp_path):
+    # Rank 1's file ends inside its group record: no collective survives
+    # anywhere, and rank 1 is still named (once "every rank's records agree").
+    _write_trace(tmp_path / "r0.jsonl", 0, [])
+    _write_trace(tmp_path / "r1.jsonl", 1, [])
+    text = (tmp_path / "r1.jsonl").read_text().split("\n")
+    (tmp_path / "r1.jsonl").write_text(text[0] + "\n" + text[1][:20])
+    r = subprocess.run([sys.executable, TOOL, str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 1 and "left no trace" in r.stdout, r.stdout + r.stderr
+
+
+def test_live_takes_a_process_id_only(tmp_path):
+    # 0 or a negative would signal a process group, -1 every process we may.
+    for pid in ("0", "-1", "-5", "abc", "99999999999999999999"):
+        r = subprocess.run([sys.executable, TOOL, "--live", pid, str(tmp_path)], capture_output=True, text=True)
+        assert r.returncode == 2 and "is not a process id" in r.stderr, (pid, r.stderr)

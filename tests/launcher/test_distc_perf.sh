@@ -70,7 +70,8 @@ assert rows[1]['size'] == 256 and rows[1]['count'] == 32 and rows[1]['ranks'] ==
 fi
 
 # Bad arguments.
-for args in "-o nosuch" "-d complex7" "-r xor" "-b 1K -e 8" "-b 1.5x" "-b -8" "-e 1Q" "-c 2" "-n 0" "--bogus"; do
+for args in "-o nosuch" "-d complex7" "-r xor" "-b 1K -e 8" "-b 1.5x" "-b -8" "-e 1Q" "-c 2" "-n 0" "--bogus" \
+    "-f 2abc" "-n 4294967297" "-w 2147483647" "-c 1x" "--root -1" "-w"; do
     # shellcheck disable=SC2086
     "$perf" $args > "$tmp/out" 2>&1
     rc=$?
