@@ -44,8 +44,10 @@ const char *level_name(int level) {
 
 void ensure_mpi() {
     std::lock_guard<std::mutex> lk(g_init_mu);
-    int initialized = 0;
+    int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);  // after it, any MPI call aborts the process
+    if (finalized) raise(DISTC_ESTATE, "the program finalized MPI: the mpi backend cannot use it any more");
     int level = MPI_THREAD_SINGLE;
     if (!initialized) {
         int argc = 0;
@@ -92,6 +94,23 @@ Group::~Group() {
     }
 }
 
+std::string Op::recv_mismatch(const std::vector<MPI_Status> &st, bool in_status) const {
+    for (const Recv &r : recvs) {
+        const MPI_Status &s = st[r.req];
+        const std::string who = "rank " + std::to_string(s.MPI_SOURCE), tag = std::to_string(r.tag);
+        if (in_status && s.MPI_ERROR == MPI_ERR_TRUNCATE)
+            return who + " sent more than the " + std::to_string(r.bytes) + " bytes this receive takes (tag " + tag +
+                   ")";
+        if (in_status && s.MPI_ERROR != MPI_SUCCESS) continue;
+        int got = 0;
+        MPI_Get_count(&s, MPI_BYTE, &got);
+        if (got != r.bytes)
+            return who + " sent " + std::to_string(got) + " bytes with tag " + tag + "; this receive takes " +
+                   std::to_string(r.bytes);
+    }
+    return "";
+}
+
 void Group::fail_aborted() {
     std::lock_guard<std::mutex> lk(mu_);
     raise(DISTC_EABORTED, "the group was aborted (" + abort_reason_ + ")");
@@ -122,7 +141,10 @@ void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {
         }
         int code = 0;
         std::string msg;
-        if (rc != MPI_SUCCESS) {
+        const bool in_status = rc == MPI_ERR_IN_STATUS;
+        if ((done || in_status) && !(msg = o.recv_mismatch(st, in_status)).empty()) {
+            code = DISTC_EINVAL;
+        } else if (rc != MPI_SUCCESS) {
             code = DISTC_EBACKEND;
             msg = "MPI reports: " + mpi_error(rc);
         } else if (done) {
@@ -258,7 +280,10 @@ void Group::progress() {
                              : MPI_Testall(static_cast<int>(p.op.reqs.size()), p.op.reqs.data(), &done, st.data());
                 }
                 if (p.op.reqs.empty()) done = 1;
-                if (rc != MPI_SUCCESS) {
+                const bool in_status = rc == MPI_ERR_IN_STATUS;
+                if ((done || in_status) && !(msg = p.op.recv_mismatch(st, in_status)).empty()) {
+                    code = DISTC_EINVAL;
+                } else if (rc != MPI_SUCCESS) {
                     code = DISTC_EBACKEND;
                     msg = "MPI reports: " + mpi_error(rc);
                 } else if (done) {

@@ -58,6 +58,16 @@ struct Op {
     std::function<void()> finish;  // may be empty
     int source_req = -1;           // the request whose status names the source rank (recv)
     int32_t source = -1;           // otherwise the peer to report (send), or -1
+    // Receives, checked once complete: MPI takes a shorter message silently,
+    // and reports a longer one only in its status.
+    struct Recv {
+        size_t req;
+        int bytes, tag;
+    };
+    std::vector<Recv> recvs;
+    // What is wrong with them, as gloo says it ("": nothing); `in_status`: the
+    // test returned MPI_ERR_IN_STATUS (only then do the statuses' errors count).
+    std::string recv_mismatch(const std::vector<MPI_Status> &st, bool in_status) const;
     uint8_t *temp(size_t n) {
         temps.emplace_back(new uint8_t[n ? n : 1]);
         return temps.back().get();
@@ -67,6 +77,13 @@ struct Op {
 class Group {
 public:
     Group(MPI_Comm comm, int64_t timeout_ms);  // takes ownership of comm
+    // Throws where the group cannot take an operation: aborted, or MPI finalized.
+    void check_usable() {
+        if (aborted_.load(std::memory_order_acquire)) fail_aborted();
+        int finalized = 0;
+        MPI_Finalized(&finalized);  // after it, any MPI call aborts the process
+        if (finalized) raise(DISTC_ESTATE, "the program finalized MPI: the mpi backend cannot use it any more");
+    }
     ~Group();
 
     MPI_Comm comm() const { return comm_; }
@@ -112,9 +129,6 @@ private:
         uint64_t seq;
     };
     void progress();
-    void check_usable() {
-        if (aborted_.load(std::memory_order_acquire)) fail_aborted();
-    }
     [[noreturn, gnu::cold]] void fail_aborted();
     void watch_blocking(const distc_backend_op_args *a) {
         blocking_name_.store(a->op, std::memory_order_relaxed);

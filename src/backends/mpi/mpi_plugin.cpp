@@ -166,6 +166,7 @@ template <typename Post>
 int launch(distc_work *w, void *g, const distc_backend_op_args *a, Post &&post, int32_t source = -1, bool p2p = false) {
     return guarded([&] {
         Group &G = group(g);
+        G.check_usable();  // before anything reaches MPI (a post asks it for MPI_TAG_UB)
         if ((a->flags & DISTC_OP_BLOCKING) && (p2p || interruptible_collectives())) {
             Op o;
             o.source = source;
@@ -442,6 +443,7 @@ int mpi_recv(distc_work *w, void *g, const distc_buffer *b, int32_t src, int32_t
         [&, b = *b](Op &o, MPI_Request *req) {
             int c = count_of(nbytes(b), "bytes"), t = check_tag(tag);
             o.source_req = 0;  // the status names the sender (any-source receives)
+            o.recvs.push_back({0, c, t});
             check(MPI_Irecv(b.data, c, MPI_BYTE, peer, t, G.comm(), req), "MPI_Irecv");
         },
         src, true);
@@ -455,6 +457,7 @@ int mpi_batch_p2p(distc_work *w, void *g, const distc_backend_p2p *ops, size_t n
         for (auto &p : v) {
             int c = count_of(nbytes(p.buffer), "bytes"), t = check_tag(p.tag);
             o.reqs.emplace_back(MPI_REQUEST_NULL);
+            if (p.kind != DISTC_P2P_SEND) o.recvs.push_back({o.reqs.size() - 1, c, t});
             check(p.kind == DISTC_P2P_SEND ? MPI_Isend(p.buffer.data, c, MPI_BYTE, p.peer, t, G.comm(), &o.reqs.back())
                                            : MPI_Irecv(p.buffer.data, c, MPI_BYTE, p.peer, t, G.comm(), &o.reqs.back()),
                   "MPI_Isend/MPI_Irecv");

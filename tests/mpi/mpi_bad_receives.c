@@ -1,0 +1,65 @@
+/*
+ * The mpi backend with a caller that gets sizes or MPI's life wrong (2 ranks
+ * under mpirun, MPI initialised by the program), as gloo reports them:
+ * - a receive larger than the message is DISTC_EINVAL naming both sizes (MPI
+ *   takes a shorter message silently: it once reported success with half the
+ *   buffer untouched);
+ * - a receive smaller than the message is DISTC_EINVAL too (MPI says only
+ *   MPI_ERR_IN_STATUS), blocking, asynchronous and batched;
+ * - once the program finalized MPI, calls are DISTC_ESTATE, where MPI would
+ *   abort the process.
+ * Exits 0 when every check held.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <distc.h>
+
+static int fails = 0;
+
+static void expect(int rc, int code, const char *needle, const char *what) {
+    if (rc == code && (!needle || strstr(distc_error_last(), needle))) return;
+    fprintf(stderr, "%s: got %d (%s), expected %d with \"%s\"\n", what, rc, distc_error_last(), code,
+            needle ? needle : "");
+    ++fails;
+}
+
+int main(int argc, char **argv) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.backend = "mpi";
+    o.timeout_ms = 20000;
+    distc_pg *pg = NULL;
+    if (distc_pg_new_from_url(&pg, "mpi://", NULL, &o) != 0) {
+        fprintf(stderr, "group: %s\n", distc_error_last());
+        return 1;
+    }
+    int32_t rank = 0;
+    distc_pg_rank(&rank, pg);
+    float four[4] = {1, 2, 3, 4}, eight[8] = {0};
+    int64_t n4 = 4, n8 = 8;
+    DLTensor t4 = {four, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &n4, NULL, 0};
+    DLTensor t8 = {eight, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &n8, NULL, 0};
+    if (rank == 0) {
+        expect(distc_send(NULL, pg, &t4, 1, 7, NULL), 0, NULL, "send 16 bytes");
+        expect(distc_send(NULL, pg, &t8, 1, 8, NULL), 0, NULL, "send 32 bytes");
+        expect(distc_send(NULL, pg, &t8, 1, 9, NULL), 0, NULL, "send 32 bytes again");
+    } else {
+        expect(distc_recv(NULL, pg, &t8, 0, 7, NULL), DISTC_EINVAL, "sent 16 bytes with tag 7; this receive takes 32",
+               "a receive larger than the message");
+        expect(distc_recv(NULL, pg, &t4, 0, 8, NULL), DISTC_EINVAL, "more than the 16 bytes this receive takes",
+               "a receive smaller than the message");
+        distc_work *w = NULL;
+        expect(distc_recv(&w, pg, &t4, 0, 9, NULL), 0, NULL, "an asynchronous receive");
+        expect(distc_work_wait(w, 20000), DISTC_EINVAL, "more than the 16 bytes", "its wait");
+        distc_work_free(w);
+    }
+    expect(distc_barrier(NULL, pg, NULL), 0, NULL, "the group after them");
+    MPI_Finalize();
+    expect(distc_allreduce(NULL, pg, &t4, DISTC_SUM, NULL), DISTC_ESTATE, "finalized MPI", "allreduce after it");
+    expect(distc_send(NULL, pg, &t4, 1 - rank, 0, NULL), DISTC_ESTATE, "finalized MPI", "send after it");
+    distc_pg_free(pg);
+    return fails != 0;
+}
