@@ -6,6 +6,9 @@
  *   buffer untouched);
  * - a receive smaller than the message is DISTC_EINVAL too (MPI says only
  *   MPI_ERR_IN_STATUS), blocking, asynchronous and batched;
+ * - a receive that times out is withdrawn (MPI_Cancel): the group goes on,
+ *   and the message that comes late stays for the next receive instead of
+ *   landing in the buffer the caller has back;
  * - once the program finalized MPI, calls are DISTC_ESTATE, where MPI would
  *   abort the process.
  * Exits 0 when every check held.
@@ -57,6 +60,29 @@ int main(int argc, char **argv) {
         distc_work_free(w);
     }
     expect(distc_barrier(NULL, pg, NULL), 0, NULL, "the group after them");
+
+    distc_op_options quick = DISTC_OP_OPTIONS_INIT;
+    quick.timeout_ms = 300;
+    float late[4] = {0};
+    DLTensor tl = {late, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &n4, NULL, 0};
+    if (rank == 1) {
+        expect(distc_recv(NULL, pg, &tl, 0, 11, &quick), DISTC_ETIMEOUT, "withdrawn", "a receive nobody sends to");
+        for (int i = 0; i < 4; ++i) late[i] = 42;
+    }
+    expect(distc_barrier(NULL, pg, NULL), 0, NULL, "the group after a withdrawn receive");
+    if (rank == 0) expect(distc_send(NULL, pg, &t4, 1, 11, NULL), 0, NULL, "the late send");
+    expect(distc_barrier(NULL, pg, NULL), 0, NULL, "the group after the late send");
+    if (rank == 1) {
+        if (late[0] != 42) {
+            fprintf(stderr, "the late message landed in the withdrawn receive's buffer (%g)\n", late[0]);
+            ++fails;
+        }
+        expect(distc_recv(NULL, pg, &tl, 0, 11, NULL), 0, NULL, "the next receive of that tag");
+        if (late[3] != 4) {
+            fprintf(stderr, "the next receive got %g, not the late message\n", late[3]);
+            ++fails;
+        }
+    }
     MPI_Finalize();
     expect(distc_allreduce(NULL, pg, &t4, DISTC_SUM, NULL), DISTC_ESTATE, "finalized MPI", "allreduce after it");
     expect(distc_send(NULL, pg, &t4, 1 - rank, 0, NULL), DISTC_ESTATE, "finalized MPI", "send after it");

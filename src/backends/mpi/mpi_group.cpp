@@ -111,6 +111,15 @@ std::string Op::recv_mismatch(const std::vector<MPI_Status> &st, bool in_status)
     return "";
 }
 
+bool Op::cancel_receives() {
+    if (reqs.empty() || recvs.size() != reqs.size()) return false;
+    auto lk = mpi_lock();
+    for (MPI_Request &r : reqs)
+        if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
+    // A cancelled receive completes at once; one that matched meanwhile has its data.
+    return MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS;
+}
+
 void Group::fail_aborted() {
     std::lock_guard<std::mutex> lk(mu_);
     raise(DISTC_EABORTED, "the group was aborted (" + abort_reason_ + ")");
@@ -156,6 +165,11 @@ void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {
             std::lock_guard<std::mutex> lk(mu_);
             code = DISTC_EABORTED;
             msg = "the group was aborted (" + abort_reason_ + ")";
+        } else if (Clock::now() > deadline && o.cancel_receives()) {
+            code = DISTC_ETIMEOUT;
+            msg = "timed out after " + std::to_string(a->timeout_ms) + " ms (a peer stopped sending?); withdrawn";
+            distc_backend_work_fail(work, code, msg.c_str());
+            return;
         } else if (Clock::now() > deadline) {
             code = DISTC_ETIMEOUT;
             msg = "timed out after " + std::to_string(a->timeout_ms) +
@@ -295,6 +309,11 @@ void Group::progress() {
                         msg = f.message;
                     }
                     if (code == 0) distc_backend_work_complete(p.work, source);
+                } else if (Clock::now() > p.deadline && p.op.cancel_receives()) {
+                    code = DISTC_ETIMEOUT;
+                    msg =
+                        "timed out after " + std::to_string(p.timeout_ms) + " ms (a peer stopped sending?); withdrawn";
+                    p.op.reqs.clear();  // complete: nothing to abandon
                 } else if (Clock::now() > p.deadline) {
                     code = DISTC_ETIMEOUT;
                     msg = "timed out after " + std::to_string(p.timeout_ms) +

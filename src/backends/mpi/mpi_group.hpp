@@ -68,6 +68,10 @@ struct Op {
     // What is wrong with them, as gloo says it ("": nothing); `in_status`: the
     // test returned MPI_ERR_IN_STATUS (only then do the statuses' errors count).
     std::string recv_mismatch(const std::vector<MPI_Status> &st, bool in_status) const;
+    // An operation of receives only, timed out: MPI can cancel those (not
+    // sends, nor collectives). True once each is cancelled or complete:
+    // nothing writes the buffers any more, and the group goes on.
+    bool cancel_receives();
     uint8_t *temp(size_t n) {
         temps.emplace_back(new uint8_t[n ? n : 1]);
         return temps.back().get();
