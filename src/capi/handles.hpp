@@ -18,11 +18,6 @@ struct distc_pg {
     std::shared_ptr<distc::ProcessGroup> impl;
 };
 
-// A program's handle has impl. A backend's handle (distc/sys/backend.h) has
-// what it completes: an async operation's Work, whose handle is the backend's
-// until it completes it and freed then; or, without impl, the BlockingCall
-// that a thread lends for each of its blocking calls (plugin_backend.cpp),
-// a handle that is the thread's and never given out.
 // The program's hold on a promise (distc_work_new), shared by its handles
 // (distc_work_ref): once the last goes, nobody can complete the promise, so
 // it fails then, and whatever waits on it or continues it runs.
@@ -31,6 +26,11 @@ struct distc_promise_hold {
     ~distc_promise_hold();
 };
 
+// A program's handle has impl. A backend's handle (distc/sys/backend.h) has
+// what it completes: an async operation's Work, whose handle is the backend's
+// until it completes it and freed then; or, without impl, the BlockingCall
+// that a thread lends for each of its blocking calls (plugin_backend.cpp),
+// a handle that is the thread's and never given out.
 struct distc_work {
     std::shared_ptr<distc::Work> impl;
     distc::Completion *completion = impl.get();

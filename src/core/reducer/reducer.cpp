@@ -165,8 +165,18 @@ std::unique_lock<std::mutex> Reducer::lock() const {
 }
 
 Reducer::~Reducer() {
-    for (auto &b : buckets_)
-        if (b.work) b.work->wait(Millis(-1));  // the buffers must outlive the allreduces reading them
+    for (auto &b : buckets_) {
+        if (!b.work) continue;
+        try {
+            b.work->wait(Millis(-1));  // the buffers must outlive the allreduces reading them
+        } catch (const Error &) {
+            // Freed in a completion callback of its group's collectives: those
+            // allreduces run only once the callback returns. Their buffers are
+            // left to them (leaked) rather than freed under them.
+            new std::vector<Bucket>(std::move(buckets_));  // NOLINT(cppcoreguidelines-owning-memory)
+            return;
+        }
+    }
 }
 
 void *Reducer::grad_view(size_t i) const {
