@@ -141,5 +141,24 @@ check "a rank without the token cannot join" [ $? -ne 0 ]
 check "it is told the store requires a token" has "\[1\] .*requires a token (set DISTC_STORE_TOKEN" "$tmp/out"
 check "the store names it" has "distc-run: distc store server on port [0-9]*: refused 127.0.0.1:[0-9]*: no token given" "$tmp/out"
 
+# 10. A node that cannot reach node 0's store yet stops at once on SIGTERM
+# (its handlers came before the join, which retries for minutes: it once
+# ignored the signal until then). The port is free: nothing answers there.
+if [ -n "$python" ]; then
+    port=$("$python" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+    "$run" --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port "$port" -n 1 true > "$tmp/join" 2>&1 &
+    joiner=$!
+    sleep 1
+    kill -TERM $joiner
+    gone=0
+    for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+        kill -0 $joiner 2> /dev/null || { gone=1; break; }
+        sleep 0.1
+    done
+    check "a node still joining stops on SIGTERM" [ $gone -eq 1 ]
+    [ $gone -eq 1 ] || kill -KILL $joiner
+    wait $joiner 2> /dev/null
+fi
+
 [ $fails -eq 0 ] && echo "PASS" || echo "$fails check(s) failed"
 exit $fails
