@@ -97,17 +97,6 @@ static int int_arg(const char *s, long lo, long hi, int *out) {
     return 1;
 }
 
-/* The options that take a value. */
-static int takes_value(const char *a) {
-    static const char *const names[] = {"-o",     "--op",         "-d",      "--datatype", "-r",    "--redop",
-                                        "-b",     "--minbytes",   "-e",      "--maxbytes", "-i",    "--stepbytes",
-                                        "-f",     "--stepfactor", "-n",      "--iters",    "-w",    "--warmup_iters",
-                                        "--root", "-c",           "--check", "--backend",  "--url", "--device"};
-    for (size_t k = 0; k < sizeof names / sizeof *names; ++k)
-        if (!strcmp(a, names[k])) return 1;
-    return 0;
-}
-
 static int lookup(const char *v, const char *const *names, int n) {
     for (int i = 0; i < n; ++i)
         if (!strcmp(v, names[i])) return i;
@@ -148,14 +137,10 @@ static int parse(int argc, char **argv, cfg *c) {
             c->corrupt = 1;
             continue;
         }
-        if (!takes_value(a)) {
-            fprintf(stderr, "distc-perf: unknown option %s\n", a);
-            return usage(2);
-        }
-        if (!v) {
-            fprintf(stderr, "distc-perf: %s needs a value\n", a);
-            return usage(2);
-        }
+        /* The options below take a value; one given none is told so once the
+         * chain has matched it (an unknown one falls through to its end). */
+        const int missing = !v;
+        if (missing) v = "";
         ++i;
         if (!strcmp(a, "-o") || !strcmp(a, "--op")) {
             c->nops = 0;
@@ -203,6 +188,10 @@ static int parse(int argc, char **argv, cfg *c) {
             ok = !strcmp(c->device = v, "cpu") || !strcmp(v, "cuda");
         else {
             fprintf(stderr, "distc-perf: unknown option %s\n", a);
+            return usage(2);
+        }
+        if (missing) {
+            fprintf(stderr, "distc-perf: %s needs a value\n", a);
             return usage(2);
         }
         if (!ok) {

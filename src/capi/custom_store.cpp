@@ -37,10 +37,11 @@ Bytes take(distc_buf &b, std::string &fault) {
     return out;
 }
 
-Bytes take(distc_buf &b, const std::string &op) {
+// The same, throwing DISTC_EINTERNAL naming `op` for such a buffer.
+Bytes take_checked(distc_buf &b, const char *op) {
     std::string fault;
     Bytes out = take(b, fault);
-    if (!fault.empty()) fail(DISTC_EINTERNAL, "custom store " + op + " " + fault);
+    if (!fault.empty()) fail(DISTC_EINTERNAL, std::string("custom store ") + op + " " + fault);
     return out;
 }
 
@@ -68,7 +69,7 @@ Bytes CustomStore::get(const std::string &key, Millis timeout) {
     int rc = vt_.get(payload_, key.c_str(), timeout.count(), &b);
     if (rc != 0) distc_buf_dispose(&b);
     check_rc(rc, "get of " + join_keys({key}));
-    return take(b, "get");
+    return take_checked(b, "get");
 }
 
 int64_t CustomStore::add(const std::string &key, int64_t delta) {
@@ -85,7 +86,7 @@ Bytes CustomStore::compare_set(const std::string &key, ByteView expected, ByteVi
     int rc = vt_.compare_set(payload_, key.c_str(), expected.data, expected.size, desired.data, desired.size, &b);
     if (rc != 0) distc_buf_dispose(&b);
     check_rc(rc, "compare_set");
-    return take(b, "compare_set");
+    return take_checked(b, "compare_set");
 }
 
 bool CustomStore::check(const std::vector<std::string> &keys) {

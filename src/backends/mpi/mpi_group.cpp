@@ -20,6 +20,7 @@ void fail_mpi(int rc, const char *what) { raise(DISTC_EBACKEND, std::string(what
 
 bool g_serialized = false;
 std::mutex g_mpi_mu;
+std::atomic<bool> g_finalized{false};
 
 namespace {
 
@@ -29,6 +30,22 @@ void finalize_at_exit() {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
+}
+
+// MPI_Finalize deletes MPI_COMM_SELF's attributes first thing: an attribute
+// whose delete callback marks it tells the group before any call would abort.
+int on_finalize(MPI_Comm, int, void *, void *) {
+    g_finalized.store(true, std::memory_order_release);
+    return MPI_SUCCESS;
+}
+
+void watch_finalize() {
+    static bool watching = false;  // under g_init_mu
+    if (watching) return;
+    int key = MPI_KEYVAL_INVALID;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &key, nullptr) == MPI_SUCCESS &&
+        MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr) == MPI_SUCCESS)
+        watching = true;
 }
 
 const char *level_name(int level) {
@@ -67,6 +84,7 @@ void ensure_mpi() {
                                   "; the mpi backend needs MPI_THREAD_SERIALIZED or better (initialise MPI with "
                                   "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...), or let distc do it)");
     g_serialized = level < MPI_THREAD_MULTIPLE;
+    watch_finalize();
 }
 
 Group::Group(MPI_Comm comm, int64_t timeout_ms) : comm_(comm), timeout_ms_(timeout_ms) {

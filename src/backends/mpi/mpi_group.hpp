@@ -44,6 +44,9 @@ std::string mpi_error(int rc);
 // (mpi_lock); less is refused.
 void ensure_mpi();
 extern bool g_serialized;  // set by ensure_mpi
+// Set as MPI_Finalize starts (ensure_mpi watches for it): after it any MPI
+// call aborts the process. An atomic read, where MPI_Finalized takes a lock.
+extern std::atomic<bool> g_finalized;
 extern std::mutex g_mpi_mu;
 inline std::unique_lock<std::mutex> mpi_lock() {
     return g_serialized ? std::unique_lock<std::mutex>(g_mpi_mu) : std::unique_lock<std::mutex>();
@@ -84,9 +87,8 @@ public:
     // Throws where the group cannot take an operation: aborted, or MPI finalized.
     void check_usable() {
         if (aborted_.load(std::memory_order_acquire)) fail_aborted();
-        int finalized = 0;
-        MPI_Finalized(&finalized);  // after it, any MPI call aborts the process
-        if (finalized) raise(DISTC_ESTATE, "the program finalized MPI: the mpi backend cannot use it any more");
+        if (g_finalized.load(std::memory_order_acquire))
+            raise(DISTC_ESTATE, "the program finalized MPI: the mpi backend cannot use it any more");
     }
     ~Group();
 
