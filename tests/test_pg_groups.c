@@ -389,13 +389,16 @@ static void test_batch_isend_irecv(void **state) {
     for (int size = 2; size <= 4; ++size) dt_run_ranks(size, batch_body, NULL);
 }
 
-/* Debug mode: ranks calling different collectives all get DISTC_EINVAL naming who calls what. */
+/* Debug mode: ranks calling different collectives all get DISTC_EINVAL
+ * naming who calls what, on every backend (an engine's through the check
+ * of call_check.hpp, before the engine sees the call). */
 static void debug_body(distc_pg *pg, int rank, int size, void *arg) {
     (void)pg;
     distc_pg_options o = DISTC_PG_OPTIONS_INIT;
     char name[96];
     snprintf(name, sizeof name, "%s-debug", dt_rank_group());
     o.group_name = name;
+    o.backend = dt_backend();
     o.debug = arg ? -1 : 1; /* arg: from the environment */
     o.timeout_ms = 10000;
     distc_pg *g = NULL;
@@ -413,16 +416,45 @@ static void debug_body(distc_pg *pg, int rank, int size, void *arg) {
     else
         RK_ERR(distc_allreduce(NULL, g, u, DISTC_MAX, NULL), DISTC_EINVAL,
                "rank 0 call broadcast(float32, 4 elements, root 0)");
-    /* And the group goes on. */
-    RK_OK(distc_barrier(NULL, g, NULL));
+    /* Asynchronous: the same verdict, from the call or from its work. */
+    distc_work *w = NULL;
+    DLTensor *v = dt_tensor_1d(DT_F32, rank == size - 1 ? 6 : 4);
+    int rc = distc_allreduce(&w, g, v, DISTC_SUM, NULL);
+    if (rc == 0) rc = distc_work_wait(w, -1);
+    RK_CHECKF(rc == DISTC_EINVAL && strstr(distc_error_last(), "ranks disagree"), "async: %d (%s)", rc,
+              distc_error_last());
+    distc_work_free(w);
+    dt_tensor_free(v);
+    /* An uneven all-to-all whose split sizes disagree between ranks 0 and 1. */
+    int64_t *in_splits = calloc((size_t)size, sizeof *in_splits),
+            *out_splits = calloc((size_t)size, sizeof *out_splits);
+    for (int p = 0; p < size; ++p) in_splits[p] = out_splits[p] = 1;
+    if (rank == 1) out_splits[0] = 3;
+    DLTensor *ai = dt_tensor_1d(DT_I32, size), *ao = dt_tensor_1d(DT_I32, size + (rank == 1 ? 2 : 0));
+    rc = distc_alltoall_single(NULL, g, ao, ai, out_splits, in_splits, NULL);
+    RK_CHECKF((rc == DISTC_EINVAL && strstr(distc_error_last(), "split sizes disagree")) || rc == DISTC_EREMOTE,
+              "alltoall: %d (%s)", rc, distc_error_last());
+    dt_tensor_free(ai);
+    dt_tensor_free(ao);
+    free(in_splits);
+    free(out_splits);
+    distc_pg_free(g);
+    /* And a group goes on after a mismatch. */
+    g = NULL;
+    snprintf(name, sizeof name, "%s-debug2", dt_rank_group());
+    if (RK_OK(distc_pg_new(&g, dt_rank_store(), rank, size, &o))) {
+        RK_ERR(distc_allreduce(NULL, g, t, DISTC_SUM, NULL), DISTC_EINVAL, "ranks disagree");
+        RK_OK(distc_allreduce(NULL, g, u, DISTC_SUM, NULL));
+        RK_OK(distc_barrier(NULL, g, NULL));
+        distc_pg_free(g);
+    }
     dt_tensor_free(t);
     dt_tensor_free(u);
-    distc_pg_free(g);
 }
 
 static void test_debug_mode(void **state) {
     (void)state;
-    dt_run_ranks(3, debug_body, NULL);
+    for (int size = 2; size <= 4; ++size) dt_run_ranks(size, debug_body, NULL);
     /* torch's variable turns it on too, when DISTC_DEBUG is unset. */
     const char *had = getenv("DISTC_DEBUG");
     if (!had) {

@@ -97,10 +97,16 @@ typedef struct distc_pg_options {
                                   meet: distc_pg_store_prefix tells where. */
     int32_t debug;          /**< 1: before each collective, the ranks check that they all
                                   call the same operation with the same dtype, count, root and
-                                  op (one small allgather), and a mismatch is DISTC_EINVAL on
-                                  every rank naming who calls what; 0: off; -1: on when the
-                                  environment has DISTC_DEBUG=detail. Set it alike on every rank.
-                                  Backends other than gloo ignore it. */
+                                  op (one small allgather; an all-to-all's split sizes too),
+                                  and a mismatch is DISTC_EINVAL on every rank naming who calls
+                                  what; 0: off; -1: a subgroup's parent's setting, else on when
+                                  the environment has DISTC_DEBUG=detail. Set it alike on every
+                                  rank. On other backends than gloo the check runs on the
+                                  calling thread before the engine sees the call (over a host
+                                  group of its own in the store; through the engine for
+                                  mpi://), so a call, asynchronous or not, returns only once
+                                  every rank made its own, and a mismatch fails the call
+                                  itself. */
     int32_t device;         /**< (version 2) the accelerator of a device backend ("nccl": the CUDA
                                   device); -1: the backend's choice (nccl: LOCAL_RANK modulo the
                                   device count, else 0) */

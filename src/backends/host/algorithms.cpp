@@ -402,22 +402,6 @@ void Algorithms::pass(Tensor &t, int from, int to, const Call &call, Millis time
     run(call, deadline);
 }
 
-uint64_t Algorithms::split_digest(Span<size_t> in_bytes, Span<size_t> out_bytes) const {
-    // Pair (x, y) adds x's bytes to y times w(x, y) on x and takes y's bytes
-    // from x times the same w on y: over the group the terms cancel exactly
-    // when every pair agrees. Odd weights: one pair that disagrees never sums to 0.
-    auto w = [](uint64_t x, uint64_t y) {
-        uint64_t z = (x << 32 | y) + 0x9e3779b97f4a7c15ULL;  // splitmix64
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return (z ^ (z >> 31)) | 1;
-    };
-    uint64_t d = 0;
-    const auto me = static_cast<uint64_t>(rank_);
-    for (size_t p = 0; p < in_bytes.size(); ++p) d += in_bytes[p] * w(me, p) - out_bytes[p] * w(p, me);
-    return d;
-}
-
 void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out, Span<size_t> out_counts,
                            const Call &call, Millis timeout) {
     std::lock_guard<TurnLock> lk(mu_);
@@ -470,7 +454,7 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
     // Every peer checks the sizes between each pair through this rank's share
     // of a digest of them all: a pair that disagrees fails every rank.
     Call mine = call;
-    mine.count = split_digest(in_bytes, out_bytes);
+    mine.count = split_digest(rank_, in_bytes, out_bytes);
     t_.progress(mine, deadline, [&](int peer, int id) {
         if (id == 0) check_part(peer, call);  // as it arrives: before the digest's check, which names nobody
     });

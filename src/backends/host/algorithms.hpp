@@ -137,9 +137,6 @@ private:
     struct Part {
         uint64_t addr, bytes, expect;  // where this rank's part for the peer is, its size, what it expects back
     };
-    // This rank's share of a digest of every pair's split sizes (Call::count
-    // of an all-to-all): the shares sum to 0 when all pairs agree.
-    uint64_t split_digest(Span<size_t> in_bytes, Span<size_t> out_bytes) const;
     void check_part(int peer, const Call &call) const;
     void read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call, Clock::time_point deadline);
 

@@ -419,16 +419,8 @@ void HostBackend::debug_check(const OpCtx &c) {
                          c.timeout);
     else
         gloo_->allgather(in, out, OpCtx{c.tag + 1, c.timeout, c.call});
-    std::map<std::string, std::vector<int>> calls;  // what is called -> by whom
-    for (int r = 0; r < size_; ++r) calls[describe_call(all[static_cast<size_t>(r)])].push_back(r);
-    if (calls.size() == 1) return;
-    std::string msg = "ranks disagree on collective #" + std::to_string(c.call.seq) + ":";
-    for (const auto &e : calls) {
-        msg += e.second.size() == 1 ? " rank " : " ranks ";
-        for (size_t i = 0; i < e.second.size(); ++i) msg += (i ? "," : "") + std::to_string(e.second[i]);
-        msg += " call " + e.first + ";";
-    }
-    msg.pop_back();
+    std::string msg = disagreement(all);
+    if (msg.empty()) return;
     fail_agreed(DISTC_EINVAL, msg);
 }
 

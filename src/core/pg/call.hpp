@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/util/span.hpp"
+
 namespace distc {
 
 struct Call {
@@ -56,5 +58,15 @@ inline Call make_call(const char *kind, int dtype, int reduce, int root, uint64_
 std::string describe(const Call &c);
 // The same without its number: "allreduce(float32, 4 elements, SUM)".
 std::string describe_call(const Call &c);
+
+// Rank `rank`'s share of a digest of every pair's split sizes in an
+// all-to-all (its Call::count): the shares sum to 0 over the group when all
+// pairs agree. `in_bytes[p]`: what this rank sends p; `out_bytes[p]`: what it takes from p.
+uint64_t split_digest(int rank, Span<size_t> in_bytes, Span<size_t> out_bytes);
+
+// Every rank's call of one collective (`all[r]`: rank r's), as debug mode
+// gathers them: "" when they agree, else "ranks disagree on collective #5:
+// rank 1 call allreduce(float32, 5 elements, SUM); ranks 0,2 call ...".
+std::string disagreement(Span<Call> all);
 
 }  // namespace distc

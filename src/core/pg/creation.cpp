@@ -68,6 +68,8 @@ void ProcessGroup::connect(const PgOptions &opts, const MakeAsync &make, const s
         backend_ = make_async_backend(opts.backend, info);
     device_types_ = backend_->device_types();
     stream_ordered_ = backend_->stream_ordered();
+    // The host backend checks its calls itself.
+    if (debug_ && std::strcmp(backend_->name(), "gloo") != 0) check_ = CallCheck::make(info, *backend_, private_store_);
 }
 
 void ProcessGroup::agree_created(Store &store) {
@@ -85,12 +87,14 @@ void ProcessGroup::agree_created(Store &store) {
     // test_pg_groups counts what is left); other backends keep their own keys.
     try {
         if (store.add("connected", 1) < size_) return;
-        for (int r = 0; r < size_; ++r)
-            for (const std::string &k : {"created/" + std::to_string(r), "mesh/" + std::to_string(r), std::to_string(r),
-                                         "rank_" + std::to_string(r), "shm/host/" + std::to_string(r),
-                                         "shm/ok/" + std::to_string(r), "shm/" + std::to_string(r) + "/seg",
-                                         "shm/" + std::to_string(r) + "/fail", "net/" + std::to_string(r)})
-                store.delete_key(k);
+        for (const char *space : {"", "debug/"})  // debug/: the host group of debug mode's CallCheck
+            for (int r = 0; r < size_; ++r)
+                for (const std::string &k :
+                     {"created/" + std::to_string(r), "mesh/" + std::to_string(r), std::to_string(r),
+                      "rank_" + std::to_string(r), "shm/host/" + std::to_string(r), "shm/ok/" + std::to_string(r),
+                      "shm/" + std::to_string(r) + "/seg", "shm/" + std::to_string(r) + "/fail",
+                      "net/" + std::to_string(r)})
+                    store.delete_key(space + k);
         store.delete_key("connected");
     } catch (const Error &) {
         // A store that fails now leaves the keys behind; the group itself is connected and works.

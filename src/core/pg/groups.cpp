@@ -20,7 +20,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int> 
     }
     // Every parent rank counts creations, so all agree on the name without talking.
     uint64_t n = ++subgroups_;
-    opts.private_store = private_store_;
+    inherit(opts);
     if (opts.name.empty()) opts.name = name_ + "/sub" + std::to_string(n);
     opts.key_space = key_space_ + "/sub" + std::to_string(n);
     auto it = std::find(ranks.begin(), ranks.end(), rank_);
@@ -37,6 +37,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int> 
                                           engine_split(0, index, opts));
 }
 
+void ProcessGroup::inherit(PgOptions &opts) const {
+    opts.private_store = private_store_;
+    if (opts.debug < 0) opts.debug = debug_ ? 1 : 0;
+}
+
 ProcessGroup::MakeAsync ProcessGroup::engine_split(int color, int key, const PgOptions &opts) {
     if (color < 0) {
         bool made = false;
@@ -44,7 +49,7 @@ ProcessGroup::MakeAsync ProcessGroup::engine_split(int color, int key, const PgO
         return nullptr;
     }
     std::string backend = opts.backend;
-    bool debug = debug_;
+    bool debug = opts.debug > 0;
     return [this, color, key, backend, debug](const AsyncGroupInfo &info) {
         bool made = false;
         auto b = backend_->split(color, key, info, made);
@@ -70,7 +75,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, PgOptions 
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split_members(int color, int key, PgOptions opts, const Scratch &all) {
     uint64_t n = ++subgroups_;
-    opts.private_store = private_store_;
+    inherit(opts);
     if (color < 0) {
         engine_split(-1, key, opts);
         return nullptr;

@@ -15,6 +15,7 @@ const std::string ProcessGroup::kNoMessage;
 
 void ProcessGroup::abort() {
     aborted_ = true;
+    if (check_) check_->abort();
     backend_->abort();
     if (trace_) trace_->dump_on_failure();
 }
@@ -31,6 +32,21 @@ void ProcessGroup::fail_in_callback() const {
     fail(DISTC_ESTATE,
          "a blocking collective cannot run in the completion callback of one of its group's collectives: issue "
          "it asynchronously and leave the callback, or call it from another thread");
+}
+
+void ProcessGroup::check_call(const OpInfo &info, const AsyncArgs &a, uint64_t traced) {
+    AsyncArgs x = a;
+    if (x.call.all_to_all()) x.call.count = info.digest;
+    try {
+        try {
+            check_->check(x);
+        } catch (const BlockingCallTimedOut &) {
+            abort_timed_out(info, a);
+        }
+    } catch (const Error &e) {
+        if (traced) trace_->finished(traced, e.code(), e.what());
+        throw;
+    }
 }
 
 void ProcessGroup::wait_outstanding(Millis timeout) {

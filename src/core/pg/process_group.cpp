@@ -2,12 +2,26 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "core/util/error.hpp"
 
 namespace distc {
 
 namespace {
+
+// split_digest (call.hpp) of this rank's all-to-all, `bytes(p)` giving what it sends p and takes from p.
+template <typename F>
+uint64_t digest_by_peer(int rank, int size, F &&bytes) {
+    std::vector<size_t> in_bytes, out_bytes;
+    for (size_t p = 0; p < static_cast<size_t>(size); ++p) {
+        auto b = bytes(p);
+        in_bytes.push_back(b.first);
+        out_bytes.push_back(b.second);
+    }
+    return split_digest(rank, in_bytes, out_bytes);
+}
 
 // Each tensor was checked on its own (under 2^48 bytes, so the sum cannot
 // wrap); the sum of a list, all of one dtype, is checked here.
@@ -179,6 +193,9 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall(TensorSpan inputs, TensorSpan outpu
         fail(DISTC_EINVAL, "outputs[" + std::to_string(rank_) + "] and inputs[" + std::to_string(rank_) +
                                "] (this rank's own part) differ in size");
     OpInfo info{"alltoall", list_label(inputs), int(inputs[0].dtype)};
+    if (check_)
+        info.digest = digest_by_peer(rank_, size_,
+                                     [&](size_t p) { return std::make_pair(inputs[p].nbytes(), outputs[p].nbytes()); });
     return launch(info, o, async,
                   [&](const WorkPtr &w, const AsyncArgs &a) { backend_->alltoall(w, outputs, inputs, a); });
 }
@@ -229,6 +246,11 @@ ProcessGroup::WorkPtr ProcessGroup::alltoall_single(Tensor input, Tensor output,
         fail(DISTC_EINVAL, "input_splits[" + std::to_string(rank_) + "] and output_splits[" + std::to_string(rank_) +
                                "] (this rank's own part) differ");
     OpInfo info{"alltoall_single", tensor_label(input), int(input.dtype), input.numel};
+    if (check_) {
+        const size_t esz = dtype_size(input.dtype);
+        info.digest = digest_by_peer(rank_, size_,
+                                     [&](size_t p) { return std::make_pair(ic.span()[p] * esz, oc.span()[p] * esz); });
+    }
     return launch(info, o, async, [&](const WorkPtr &w, const AsyncArgs &a) {
         backend_->alltoall_single(w, output, input, oc, ic, a);
     });

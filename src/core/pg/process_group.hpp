@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/pg/async_backend.hpp"
+#include "core/pg/call_check.hpp"
 #include "core/pg/trace_recorder.hpp"
 #include "core/store/store.hpp"
 #include "core/util/fn_ref.hpp"
@@ -28,7 +29,7 @@ struct PgOptions {
     // derive theirs from the parent's, so that groups the caller gave one
     // name (every color of a split, say) never share keys.
     std::string key_space;
-    int debug = -1;   // -1: from DISTC_DEBUG ("detail" turns it on); 0 off; 1 on
+    int debug = -1;   // -1: the parent's (subgroups), else from DISTC_DEBUG ("detail" turns it on); 0 off; 1 on
     int device = -1;  // device backends: the accelerator; -1: the backend's choice
     // The store is this process's alone (an engine's world: mpi://). Ranks
     // then cannot meet in it; the engine's own creation is collective.
@@ -116,8 +117,9 @@ private:
         int dtype = -1;    // DType, or -1
         uint64_t numel = 0;
         int root = -1;
-        int reduce = -1;   // ReduceOp, or -1
-        bool p2p = false;  // paired by tag, outside the group's sequence
+        int reduce = -1;      // ReduceOp, or -1
+        bool p2p = false;     // paired by tag, outside the group's sequence
+        uint64_t digest = 0;  // an all-to-all's split_digest (call.hpp), when check_ wants it
     };
     OpInfo allreduce_info(const Tensor *ts, size_t n, ReduceOp op) const;  // checks the arguments
     // The one launch path: number the operation and let the backend take its
@@ -146,6 +148,7 @@ private:
             trace_ ? trace_->begin(info.kind, seq, info.label, info.root, info.reduce, !async && !stream_ordered_,
                                    info.p2p ? seq_.load(std::memory_order_relaxed) : 0)
                    : 0;
+        if (check_ && !info.p2p) check_call(info, args, traced);
         if (async || stream_ordered_) return launch_work(info, args, host_ordered, start, traced);
         // A blocking call on the host: the backend completes it before we
         // return, so it needs no Work (nobody else sees it) and returns none.
@@ -164,6 +167,8 @@ private:
     }
     [[noreturn, gnu::cold]] void fail_aborted() const;
     [[noreturn, gnu::cold]] void fail_in_callback() const;
+    // Debug mode on an engine's backend: the ranks compare the call first (call_check.hpp).
+    void check_call(const OpInfo &info, const AsyncArgs &a, uint64_t traced);
     // Its parts off the blocking fast path: an asynchronous or stream-ordered
     // call's Work; waiting for earlier asynchronous collectives; a blocking
     // call the backend did not complete in time (aborts the group, throws).
@@ -193,6 +198,8 @@ private:
     // and how the backend makes it (color < 0: joins the engine's split as a non-member).
     std::shared_ptr<ProcessGroup> split_members(int color, int key, PgOptions opts, const Scratch &all);
     MakeAsync engine_split(int color, int key, const PgOptions &opts);
+    // What a subgroup takes from this group: its store's kind, and debug mode unless its options set it.
+    void inherit(PgOptions &opts) const;
     void check_reduce(const Tensor &t, ReduceOp op) const;
 
     std::shared_ptr<Store> root_store_;  // the job's store, for subgroups
@@ -204,10 +211,11 @@ private:
     const Millis timeout_;
     const std::vector<int> global_ranks_;
     const bool private_store_;               // PgOptions::private_store; subgroups inherit it
-    bool debug_ = false;                     // DISTC_DEBUG=detail: the host backend cross-checks every call
+    bool debug_ = false;                     // DISTC_DEBUG=detail: the ranks cross-check every call
     std::atomic<uint64_t> subgroups_{0};     // creations so far, same on every rank
     std::atomic<uint64_t> monitored_{0};     // monitored barriers so far
     std::unique_ptr<AsyncBackend> backend_;  // the host backend, or a registered or plugin one
+    std::unique_ptr<CallCheck> check_;       // debug mode on another backend than the host one (else null)
     std::shared_ptr<TraceRecorder> trace_;   // its flight recorder (null: DISTC_TRACE_BUFFER=0)
     uint64_t device_types_ = 0;              // backend_'s, read once
     bool stream_ordered_ = false;            // backend_'s, read once
