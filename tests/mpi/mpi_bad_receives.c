@@ -10,7 +10,10 @@
  *   and the message that comes late stays for the next receive instead of
  *   landing in the buffer the caller has back;
  * - once the program finalized MPI, calls are DISTC_ESTATE, where MPI would
- *   abort the process.
+ *   abort the process;
+ * - with the argument "finalized-first", the program finalizes MPI before
+ *   distc ever loads the mpi backend: making a group is DISTC_ESTATE too
+ *   (loading MPI's C++ bindings with the plugin once aborted the process).
  * Exits 0 when every check held.
  */
 #include <mpi.h>
@@ -35,6 +38,12 @@ int main(int argc, char **argv) {
     o.backend = "mpi";
     o.timeout_ms = 20000;
     distc_pg *pg = NULL;
+    if (argc > 1 && strcmp(argv[1], "finalized-first") == 0) {
+        MPI_Finalize();
+        expect(distc_pg_new_from_url(&pg, "mpi://", NULL, &o), DISTC_ESTATE, "finalized MPI",
+               "a group made after MPI_Finalize");
+        return fails != 0;
+    }
     if (distc_pg_new_from_url(&pg, "mpi://", NULL, &o) != 0) {
         fprintf(stderr, "group: %s\n", distc_error_last());
         return 1;
