@@ -87,6 +87,20 @@ void ensure_mpi() {
     watch_finalize();
 }
 
+bool test_until(MPI_Request &req, int64_t timeout_ms) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (unsigned spins = 0;; ++spins) {
+        int done = 0;
+        {
+            auto lk = mpi_lock();
+            check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        }
+        if (done) return true;
+        if (Clock::now() > deadline) return false;
+        if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(spins > 20000 ? 100 : 5));
+    }
+}
+
 Group::Group(MPI_Comm comm, int64_t timeout_ms) : comm_(comm), timeout_ms_(timeout_ms) {
     auto lk = mpi_lock();
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -97,19 +111,30 @@ Group::Group(MPI_Comm comm, int64_t timeout_ms) : comm_(comm), timeout_ms_(timeo
 }
 
 Group::~Group() {
+    // Work still in flight fails now, as gloo's does, rather than after its
+    // timeout (a peer that never joins it would hold the free that long).
+    abort(DISTC_EABORTED, "the group was freed");
     {
         std::lock_guard<std::mutex> lk(mu_);
-        stop_ = true;  // the progress thread finishes what is in flight (bounded by timeouts), then exits
+        stop_ = true;
     }
     cv_.notify_all();
     if (progress_.joinable()) progress_.join();
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    // A communicator with abandoned requests is left alone: MPI may still use it.
-    if (!finalized && abandoned_.empty()) {
-        auto lk = mpi_lock();
-        MPI_Comm_free(&comm_);
+    if (abandoned_.empty()) {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) {
+            auto lk = mpi_lock();
+            MPI_Comm_free(&comm_);
+        }
+        return;
     }
+    // MPI may still write into what abandoned requests were given, and use
+    // their communicator: both stay, for the life of the process.
+    static std::mutex mu;
+    static auto *kept = new std::vector<Pending>;
+    std::lock_guard<std::mutex> lk(mu);
+    for (auto &p : abandoned_) kept->push_back(std::move(p));
 }
 
 std::string Op::recv_mismatch(const std::vector<MPI_Status> &st, bool in_status) const {
@@ -210,6 +235,19 @@ void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {
 
 Group *Group::split(int color, int key, const distc_backend_group_info *info) {
     check_usable();
+    // MPI_Comm_split has no timeout: every rank of the group meets first in
+    // a barrier that does.
+    MPI_Request req = MPI_REQUEST_NULL;
+    {
+        auto lk = mpi_lock();
+        check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
+    }
+    const int64_t timeout = info ? info->timeout_ms : timeout_ms_;
+    if (!test_until(req, timeout)) {
+        abort(DISTC_EABORTED, "a subgroup's creation timed out");
+        raise(DISTC_ETIMEOUT, "not every rank of the group joined the subgroup's creation within " +
+                                  std::to_string(timeout) + " ms; MPI cannot cancel it: the group was aborted");
+    }
     MPI_Comm sub = MPI_COMM_NULL;
     {
         auto lk = mpi_lock();

@@ -52,6 +52,10 @@ inline std::unique_lock<std::mutex> mpi_lock() {
     return g_serialized ? std::unique_lock<std::mutex>(g_mpi_mu) : std::unique_lock<std::mutex>();
 }
 
+// Tests `req` until it completes (true), or for `timeout_ms` (false: the
+// request stays MPI's, with whatever it is to write).
+bool test_until(MPI_Request &req, int64_t timeout_ms);
+
 // An operation in flight: its requests, what to do on the host once they
 // completed (unpack, scale), and the memory it owns until then.
 struct Op {

@@ -225,10 +225,21 @@ int mpi_create(void **out, const distc_backend_group_info *info, void *) {
                   "the mpi backend's groups are MPI_COMM_WORLD (this process is rank " + std::to_string(r) + " of " +
                       std::to_string(s) + ") but the group was made as rank " + std::to_string(info->rank) + " of " +
                       std::to_string(info->size) + "; launch with mpirun and create it from the url mpi://");
+        // The group's own matching space. MPI_Comm_dup has no timeout: a rank
+        // that never makes its group would hold the others for ever.
+        auto *made = new MPI_Comm(MPI_COMM_NULL);  // MPI writes it once the dup completes
+        MPI_Request req = MPI_REQUEST_NULL;
         {
             auto lk = mpi_lock();
-            check(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");  // the group's own matching space
+            int rc = MPI_Comm_idup(MPI_COMM_WORLD, made, &req);
+            if (rc != MPI_SUCCESS) delete made;
+            check(rc, "MPI_Comm_idup");
         }
+        if (!test_until(req, info->timeout_ms))  // `made` stays MPI's
+            raise(DISTC_ETIMEOUT, "not every rank made its mpi:// group within " + std::to_string(info->timeout_ms) +
+                                      " ms (each is a collective of MPI_COMM_WORLD, in the same order on every rank)");
+        dup = *made;
+        delete made;
         *out = new Group(dup, info->timeout_ms);
     });
 }
