@@ -131,8 +131,10 @@ int main(int argc, char **argv) {
             if (!(opts.token = read_token(v))) return 2;
         } else if (!strcmp(a, "--max-request-bytes") || !strcmp(a, "--max-unread-reply-bytes")) {
             long long n = parse_bytes(v);
-            if (n < 0) {
-                fprintf(stderr, "distc-store: bad %s '%s'\n", a, v);
+            /* The library's own minimum, said in the tool's terms (its message names the C field). */
+            long long least = !strcmp(a, "--max-request-bytes") ? 4096 : 1;
+            if (n < least) {
+                fprintf(stderr, "distc-store: bad %s '%s' (at least %lld bytes)\n", a, v, least);
                 return 2;
             }
             if (!strcmp(a, "--max-request-bytes"))
