@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -260,9 +261,15 @@ static void set_env_int(const char *name, long v) {
 static int spawn(const opts *o, rank_proc *p, int local, int port, int attempt) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return -1;
-    pid_t pid = fork();
+    const pid_t launcher = getpid();
+    pid_t pid = fork(); /* from the main thread, which lives as long as the launcher (PR_SET_PDEATHSIG) */
     if (pid < 0) return -1;
     if (pid == 0) {
+        /* A launcher killed outright (SIGKILL) cannot stop its ranks: the
+         * kernel does, rather than leave them running. Also if it died
+         * before this line. Kept across exec. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != launcher) _exit(137);
         setpgid(0, 0); /* its own process group: signals reach whatever it starts too */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);

@@ -160,5 +160,32 @@ if [ -n "$python" ]; then
     wait $joiner 2> /dev/null
 fi
 
+# 11. distc-run killed outright (SIGKILL) leaves no rank running: the kernel
+# stops them (PR_SET_PDEATHSIG). Each rank is the shell that writes its pid,
+# then becomes `sleep`.
+"$run" -n 2 sh -c "echo \$\$ > '$tmp/rank.'\$RANK; exec sleep 30" > "$tmp/out" 2>&1 &
+launcher=$!
+for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+    [ -s "$tmp/rank.0" ] && [ -s "$tmp/rank.1" ] && break
+    sleep 0.1
+done
+sleep 0.2
+kill -KILL $launcher
+wait $launcher 2> /dev/null
+left=""
+for r in 0 1; do
+    rp=$(cat "$tmp/rank.$r" 2> /dev/null)
+    [ -n "$rp" ] || { left="$left (rank $r never started)"; continue; }
+    for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+        kill -0 "$rp" 2> /dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$rp" 2> /dev/null; then
+        left="$left $rp"
+        kill -KILL "$rp"
+    fi
+done
+check "a launcher killed by SIGKILL leaves no rank running$left" [ -z "$left" ]
+
 [ $fails -eq 0 ] && echo "PASS" || echo "$fails check(s) failed"
 exit $fails
