@@ -2,7 +2,7 @@
  * The nccl backend on a real GPU, world size 1 (one device): every
  * collective and dtype with results checked against the host, the list and
  * flat forms, streams and work handles, engine splits, byte collectives, bad
- * arguments, the watchdog's timeout and distc_pg_abort with a stream that
+ * arguments, debug mode's check, the watchdog's timeout and distc_pg_abort with a stream that
  * never gets to the operation, and the flight recorder's dump. Exits 77 (CTest: skipped) without a GPU.
  */
 #define _GNU_SOURCE
@@ -347,6 +347,42 @@ static void test_bad_arguments(void **state) {
     dt_tensor_free(h);
 }
 
+/* Debug mode on nccl: the calls are compared in a host group of the check's
+ * own (call_check.hpp) before NCCL sees them; agreeing calls go through,
+ * async and stream-ordered ones included, with the right results. */
+static void test_debug_mode(void **state) {
+    (void)state;
+    distc_store *st = NULL;
+    ASSERT_OK(distc_store_new_hash(&st));
+    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
+    o.backend = "nccl";
+    o.group_name = "debug";
+    o.device = 0;
+    o.debug = 1;
+    distc_pg *pg = NULL;
+    ASSERT_OK(distc_pg_new(&pg, st, 0, 1, &o));
+    distc_store_free(st);
+    DLTensor *h = dt_tensor_1d(DT_F32, 16), *want = dt_tensor_1d(DT_F32, 16);
+    fill(h, 3);
+    fill(want, 3);
+    DLTensor *d = dev_like(h);
+    ASSERT_OK(distc_allreduce(NULL, pg, d, DISTC_SUM, NULL));
+    distc_work *w = NULL;
+    ASSERT_OK(distc_allreduce(&w, pg, d, DISTC_MAX, NULL));
+    ASSERT_OK(distc_work_wait(w, -1));
+    distc_work_free(w);
+    int64_t splits[1] = {16};
+    DLTensor *out = dev_like(h);
+    ASSERT_OK(distc_alltoall_single(NULL, pg, out, d, splits, splits, NULL));
+    download(h, out);
+    expect_scaled("debug mode's alltoall_single", h, want, 1);
+    dev_free(out);
+    dev_free(d);
+    dt_tensor_free(h);
+    dt_tensor_free(want);
+    distc_pg_free(pg);
+}
+
 static void test_split_and_bytes(void **state) {
     (void)state;
     distc_pg *sub = NULL;
@@ -552,6 +588,7 @@ int main(void) {
         cmocka_unit_test(test_reducer_on_device),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_split_and_bytes),
+        cmocka_unit_test(test_debug_mode),
         cmocka_unit_test(test_watchdog_timeout),
         cmocka_unit_test(test_blocking_calls_are_watched),
         cmocka_unit_test(test_abort_wakes_waiters),
