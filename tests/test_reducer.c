@@ -1,7 +1,8 @@
 /*
  * The DDP reducer with threads as ranks (1 to 4): averages over several
  * buckets and iterations, unused gradients listed or found, an explicit
- * assignment, and the state machine's errors.
+ * assignment, the state machine's errors, and a reducer freed in a
+ * completion callback of its group's collectives.
  */
 #include <math.h>
 #include <stdio.h>
@@ -540,6 +541,68 @@ static void test_errors(void **state) {
     dt_run_ranks(2, rank_errors, NULL);
 }
 
+/* A reducer freed in a completion callback of one of its group's collectives
+ * while its buckets' allreduces are queued behind that callback (where a
+ * wait is refused): the allreduces still run on their buffers, which go
+ * once they completed (ASan's leak check holds), and the peer's result is
+ * right. */
+struct freed {
+    distc_reducer *r;
+    int ran;
+};
+
+static void free_reducer(distc_work *w, void *payload) {
+    (void)w;
+    struct freed *f = payload;
+    distc_reducer_free(f->r);
+    f->ran = 1;
+}
+
+static void rank_freed_in_callback(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    DLTensor *g[NGRADS];
+    make_grads(g);
+    distc_reducer *r = NULL;
+    if (!RK_OK(distc_reducer_new(&r, pg, g, NGRADS, NULL))) return;
+    RK_OK(distc_reducer_prepare_for_backward(r, NULL, 0));
+    char key[128];
+    snprintf(key, sizeof key, "%s/freed/queued", dt_rank_group());
+    const char *keys[1] = {key};
+    if (rank == 0) {
+        struct freed f = {r, 0};
+        distc_work *w = NULL;
+        /* It cannot complete before rank 1 joins, which waits for the key. */
+        RK_OK(distc_barrier(&w, pg, NULL));
+        RK_OK(distc_work_on_complete(w, free_reducer, &f));
+        for (int i = NGRADS - 1; i >= 0; --i) {
+            fill(g[i], rank, 0, i);
+            RK_OK(distc_reducer_mark_ready(r, i)); /* the buckets' allreduces queue behind the barrier */
+        }
+        RK_OK(distc_store_set(dt_rank_store(), key, "1", 1));
+        RK_OK(distc_work_wait(w, -1));
+        distc_work_free(w);
+        RK_OK(distc_barrier(NULL, pg, NULL)); /* after the allreduces, and so after the callback */
+        RK_CHECKF(f.ran, "the callback did not run");
+    } else {
+        RK_OK(distc_store_wait(dt_rank_store(), keys, 1, 30000));
+        RK_OK(distc_barrier(NULL, pg, NULL));
+        for (int i = NGRADS - 1; i >= 0; --i) {
+            fill(g[i], rank, 0, i);
+            RK_OK(distc_reducer_mark_ready(r, i));
+        }
+        RK_OK(distc_reducer_finalize(r));
+        for (int i = 0; i < NGRADS; ++i) check_mean(g[i], size, 0, i, 0);
+        RK_OK(distc_barrier(NULL, pg, NULL));
+        distc_reducer_free(r);
+    }
+    free_grads(g);
+}
+
+static void test_freed_in_callback(void **state) {
+    (void)state;
+    dt_run_ranks(2, rank_freed_in_callback, NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_average),
@@ -551,6 +614,7 @@ int main(void) {
         cmocka_unit_test(test_comm_hooks),
         cmocka_unit_test(test_bucket_rebuild),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_freed_in_callback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

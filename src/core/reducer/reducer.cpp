@@ -171,9 +171,11 @@ Reducer::~Reducer() {
             b.work->wait(Millis(-1));  // the buffers must outlive the allreduces reading them
         } catch (const Error &) {
             // Freed in a completion callback of its group's collectives: those
-            // allreduces run only once the callback returns. Their buffers are
-            // left to them (leaked) rather than freed under them.
-            new std::vector<Bucket>(std::move(buckets_));  // NOLINT(cppcoreguidelines-owning-memory)
+            // allreduces run only once the callback returns. Their buffers go
+            // once the last of them has completed, not under them.
+            auto kept = std::make_shared<std::vector<Bucket>>(std::move(buckets_));
+            for (Bucket &k : *kept)
+                if (k.work) k.work->add_continuation([kept](Work &) {});
             return;
         }
     }
