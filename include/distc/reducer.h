@@ -396,7 +396,9 @@ DISTC_EXTERN(int) distc_reducer_grad_used(int32_t *out, const distc_reducer *r, 
 DISTC_EXTERN(int) distc_reducer_bucket_stats(uint64_t *bytes, int64_t *launch_ns, int64_t *reduce_ns,
                                              const distc_reducer *r, size_t bucket);
 
-/** Releases the reducer (waiting for buckets in flight). A registered
+/** Releases the reducer (waiting for buckets in flight; in a completion
+ * callback of its group's collectives, where that wait is refused, the
+ * buckets' memory goes once their allreduces completed). A registered
  * hook's payload is released before this returns. NULL is a no-op. */
 DISTC_EXTERN(void) distc_reducer_free(distc_reducer *r);
 

@@ -427,7 +427,9 @@ extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 extern "C" {
-    #[doc = " Releases the reducer (waiting for buckets in flight). A registered"]
+    #[doc = " Releases the reducer (waiting for buckets in flight; in a completion"]
+    #[doc = " callback of its group's collectives, where that wait is refused, the"]
+    #[doc = " buckets' memory goes once their allreduces completed). A registered"]
     #[doc = " hook's payload is released before this returns. NULL is a no-op."]
     pub fn distc_reducer_free(r: *mut distc_reducer);
 }
