@@ -25,7 +25,8 @@
 
 static distc_pg *g_pg;
 
-static distc_pg *nccl_group(const char *name, int64_t timeout_ms) {
+/* `debug`: distc_pg_options.debug. */
+static distc_pg *nccl_group(const char *name, int64_t timeout_ms, int debug) {
     distc_store *st = NULL;
     ASSERT_OK(distc_store_new_hash(&st));
     distc_pg_options o = DISTC_PG_OPTIONS_INIT;
@@ -33,6 +34,7 @@ static distc_pg *nccl_group(const char *name, int64_t timeout_ms) {
     o.group_name = name;
     o.timeout_ms = timeout_ms;
     o.device = 0;
+    o.debug = debug;
     distc_pg *pg = NULL;
     ASSERT_OK(distc_pg_new(&pg, st, 0, 1, &o));
     distc_store_free(st);
@@ -352,16 +354,7 @@ static void test_bad_arguments(void **state) {
  * async and stream-ordered ones included, with the right results. */
 static void test_debug_mode(void **state) {
     (void)state;
-    distc_store *st = NULL;
-    ASSERT_OK(distc_store_new_hash(&st));
-    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
-    o.backend = "nccl";
-    o.group_name = "debug";
-    o.device = 0;
-    o.debug = 1;
-    distc_pg *pg = NULL;
-    ASSERT_OK(distc_pg_new(&pg, st, 0, 1, &o));
-    distc_store_free(st);
+    distc_pg *pg = nccl_group("debug", 60000, 1);
     DLTensor *h = dt_tensor_1d(DT_F32, 16), *want = dt_tensor_1d(DT_F32, 16);
     fill(h, 3);
     fill(want, 3);
@@ -421,7 +414,7 @@ typedef struct watched {
 
 static watched watched_open(const char *name) {
     watched w;
-    w.pg = nccl_group(name, 60000);
+    w.pg = nccl_group(name, 60000, -1);
     CUDA_OK(cudaStreamCreateWithFlags(&w.s, cudaStreamNonBlocking));
     w.h = dt_tensor_1d(DT_F32, 64);
     w.dv = dev_like(w.h);
@@ -529,7 +522,7 @@ static void test_flight_recorder(void **state) {
 
 static void test_abort_wakes_waiters(void **state) {
     (void)state;
-    distc_pg *pg = nccl_group("abort_pg", 60000);
+    distc_pg *pg = nccl_group("abort_pg", 60000, -1);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     DLTensor *h = dt_tensor_1d(DT_F32, 64);
@@ -551,7 +544,7 @@ static void test_abort_wakes_waiters(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    g_pg = nccl_group("gpu_tests", 60000);
+    g_pg = nccl_group("gpu_tests", 60000, -1);
     return 0;
 }
 

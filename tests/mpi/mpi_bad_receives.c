@@ -22,32 +22,21 @@
 
 #include <distc.h>
 
-static int fails = 0;
-
-static void expect(int rc, int code, const char *needle, const char *what) {
-    if (rc == code && (!needle || strstr(distc_error_last(), needle))) return;
-    fprintf(stderr, "%s: got %d (%s), expected %d with \"%s\"\n", what, rc, distc_error_last(), code,
-            needle ? needle : "");
-    ++fails;
-}
+#include "mpi_expect.h"
 
 int main(int argc, char **argv) {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
-    o.backend = "mpi";
-    o.timeout_ms = 20000;
-    distc_pg *pg = NULL;
     if (argc > 1 && strcmp(argv[1], "finalized-first") == 0) {
         MPI_Finalize();
-        expect(distc_pg_new_from_url(&pg, "mpi://", NULL, &o), DISTC_ESTATE, "finalized MPI",
+        distc_pg_options o = mpi_options(20000, -1);
+        distc_pg *none = NULL;
+        expect(distc_pg_new_from_url(&none, "mpi://", NULL, &o), DISTC_ESTATE, "finalized MPI",
                "a group made after MPI_Finalize");
-        return fails != 0;
+        return mpi_fails != 0;
     }
-    if (distc_pg_new_from_url(&pg, "mpi://", NULL, &o) != 0) {
-        fprintf(stderr, "group: %s\n", distc_error_last());
-        return 1;
-    }
+    distc_pg *pg = mpi_group(20000, -1);
+    if (!pg) return 1;
     int32_t rank = 0;
     distc_pg_rank(&rank, pg);
     float four[4] = {1, 2, 3, 4}, eight[8] = {0};
@@ -84,17 +73,17 @@ int main(int argc, char **argv) {
     if (rank == 1) {
         if (late[0] != 42) {
             fprintf(stderr, "the late message landed in the withdrawn receive's buffer (%g)\n", late[0]);
-            ++fails;
+            ++mpi_fails;
         }
         expect(distc_recv(NULL, pg, &tl, 0, 11, NULL), 0, NULL, "the next receive of that tag");
         if (late[3] != 4) {
             fprintf(stderr, "the next receive got %g, not the late message\n", late[3]);
-            ++fails;
+            ++mpi_fails;
         }
     }
     MPI_Finalize();
     expect(distc_allreduce(NULL, pg, &t4, DISTC_SUM, NULL), DISTC_ESTATE, "finalized MPI", "allreduce after it");
     expect(distc_send(NULL, pg, &t4, 1 - rank, 0, NULL), DISTC_ESTATE, "finalized MPI", "send after it");
     distc_pg_free(pg);
-    return fails != 0;
+    return mpi_fails != 0;
 }

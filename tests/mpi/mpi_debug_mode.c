@@ -14,14 +14,7 @@
 
 #include <distc.h>
 
-static int fails = 0;
-
-static void expect(int rc, int code, const char *needle, const char *what) {
-    if (rc == code && (!needle || strstr(distc_error_last(), needle))) return;
-    fprintf(stderr, "%s: got %d (%s), expected %d with \"%s\"\n", what, rc, distc_error_last(), code,
-            needle ? needle : "");
-    ++fails;
-}
+#include "mpi_expect.h"
 
 static DLTensor vec(float *data, int64_t *n) {
     DLTensor t = {data, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, n, NULL, 0};
@@ -78,15 +71,8 @@ static void mismatches(distc_pg *pg, int rank, const char *where) {
 int main(int argc, char **argv) {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
-    o.backend = "mpi";
-    o.timeout_ms = 20000;
-    o.debug = 1;
-    distc_pg *pg = NULL;
-    if (distc_pg_new_from_url(&pg, "mpi://", NULL, &o) != 0) {
-        fprintf(stderr, "group: %s\n", distc_error_last());
-        return 1;
-    }
+    distc_pg *pg = mpi_group(20000, 1);
+    if (!pg) return 1;
     int32_t rank = 0, size = 0;
     distc_pg_rank(&rank, pg);
     distc_pg_size(&size, pg);
@@ -107,5 +93,5 @@ int main(int argc, char **argv) {
     distc_pg_free(sub);
     distc_pg_free(pg);
     MPI_Finalize();
-    return fails != 0;
+    return mpi_fails != 0;
 }

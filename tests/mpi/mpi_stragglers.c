@@ -17,14 +17,7 @@
 
 #include <distc.h>
 
-static int fails = 0;
-
-static void expect(int rc, int code, const char *needle, const char *what) {
-    if (rc == code && (!needle || strstr(distc_error_last(), needle))) return;
-    fprintf(stderr, "%s: got %d (%s), expected %d with \"%s\"\n", what, rc, distc_error_last(), code,
-            needle ? needle : "");
-    ++fails;
-}
+#include "mpi_expect.h"
 
 static double now(void) {
     struct timespec t;
@@ -38,19 +31,7 @@ static void within(double start, double limit, const char *what) {
     double took = now() - start;
     if (took <= limit) return;
     fprintf(stderr, "%s took %.1f s, more than %.0f s\n", what, took, limit);
-    ++fails;
-}
-
-static distc_pg *make_group(int64_t timeout_ms) {
-    distc_pg_options o = DISTC_PG_OPTIONS_INIT;
-    o.backend = "mpi";
-    o.timeout_ms = timeout_ms;
-    distc_pg *pg = NULL;
-    if (distc_pg_new_from_url(&pg, "mpi://", NULL, &o) != 0) {
-        fprintf(stderr, "group: %s\n", distc_error_last());
-        ++fails;
-    }
-    return pg;
+    ++mpi_fails;
 }
 
 int main(int argc, char **argv) {
@@ -62,7 +43,7 @@ int main(int argc, char **argv) {
     DLTensor t4 = {f, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &n4, NULL, 0};
 
     /* A free with an allreduce in flight that rank 1 never joins. */
-    distc_pg *pg = make_group(60000);
+    distc_pg *pg = mpi_group(60000, 0);
     if (!pg) return 1;
     if (rank == 0) {
         distc_work *w = NULL;
@@ -78,7 +59,7 @@ int main(int argc, char **argv) {
     MPI_Barrier(MPI_COMM_WORLD);
 
     /* A subgroup rank 1 never makes. */
-    pg = make_group(1500);
+    pg = mpi_group(1500, 0);
     if (!pg) return 1;
     if (rank == 0) {
         int32_t ranks[2] = {0, 1};
@@ -95,12 +76,10 @@ int main(int argc, char **argv) {
     MPI_Barrier(MPI_COMM_WORLD);
 
     /* A second group rank 1 never makes (last: MPI_COMM_WORLD keeps the dup pending on rank 0). */
-    pg = make_group(1500);
+    pg = mpi_group(1500, 0);
     if (!pg) return 1;
     if (rank == 0) {
-        distc_pg_options o = DISTC_PG_OPTIONS_INIT;
-        o.backend = "mpi";
-        o.timeout_ms = 1500;
+        distc_pg_options o = mpi_options(1500, 0);
         distc_pg *second = NULL;
         double start = now();
         expect(distc_pg_new_from_url(&second, "mpi://", NULL, &o), DISTC_ETIMEOUT,
@@ -109,5 +88,5 @@ int main(int argc, char **argv) {
     }
     distc_pg_free(pg);
     MPI_Finalize();
-    return fails != 0;
+    return mpi_fails != 0;
 }
