@@ -73,6 +73,12 @@ void ensure_mpi() {
         // MPI. (With Open MPI 4.1, SERIALIZED measured no cheaper for small
         // allreduces; only SINGLE was, which the progress thread rules out.)
         check(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &level), "MPI_Init_thread");
+        // MPI is distc's alone here: an error MPI raises where no group's
+        // communicator is at hand (Open MPI reports a failed non-blocking
+        // collective's test so) comes back as a code, not the job's end. A
+        // program that initialised MPI keeps its own handlers.
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
         // Groups are gone by then or never freed; MPI must still be finalised
         // for mpirun to see a clean exit.
         std::atexit(finalize_at_exit);
@@ -163,6 +169,16 @@ bool Op::cancel_receives() {
     return MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS;
 }
 
+std::string Group::op_name(const char *op, uint64_t seq) {
+    return std::string(op) + (seq ? " #" + std::to_string(seq) : "");
+}
+
+std::string Group::mark_broken(const std::string &why) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!aborted_.exchange(true)) abort_reason_ = why;
+    return abort_reason_;
+}
+
 void Group::fail_aborted() {
     std::lock_guard<std::mutex> lk(mu_);
     raise(DISTC_EABORTED, "the group was aborted (" + abort_reason_ + ")");
@@ -199,6 +215,7 @@ void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {
         } else if (rc != MPI_SUCCESS) {
             code = DISTC_EBACKEND;
             msg = "MPI reports: " + mpi_error(rc);
+            if (a->seq) mark_broken(op_name(a->op, a->seq) + " failed in MPI");
         } else if (done) {
             int32_t source = o.source_req >= 0 ? st[static_cast<size_t>(o.source_req)].MPI_SOURCE : o.source;
             if (o.finish) o.finish();
@@ -217,9 +234,7 @@ void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {
             code = DISTC_ETIMEOUT;
             msg = "timed out after " + std::to_string(a->timeout_ms) +
                   " ms (a peer stopped calling?); MPI cannot cancel it: the group was aborted";
-            std::lock_guard<std::mutex> lk(mu_);
-            if (!aborted_.exchange(true))
-                abort_reason_ = std::string(a->op) + (a->seq ? " #" + std::to_string(a->seq) : "") + " timed out";
+            mark_broken(op_name(a->op, a->seq) + " timed out");
         }
         if (code != 0) {
             distc_backend_work_fail(work, code, msg.c_str());
@@ -356,6 +371,10 @@ void Group::progress() {
                 } else if (rc != MPI_SUCCESS) {
                     code = DISTC_EBACKEND;
                     msg = "MPI reports: " + mpi_error(rc);
+                    if (p.seq) {
+                        reason = mark_broken(op_name(p.name, p.seq) + " failed in MPI");
+                        aborted = true;
+                    }
                 } else if (done) {
                     if (p.op.source_req >= 0) source = st[static_cast<size_t>(p.op.source_req)].MPI_SOURCE;
                     try {
@@ -374,12 +393,7 @@ void Group::progress() {
                     code = DISTC_ETIMEOUT;
                     msg = "timed out after " + std::to_string(p.timeout_ms) +
                           " ms (a rank stopped calling?); MPI cannot cancel it: the group was aborted";
-                    {
-                        std::lock_guard<std::mutex> g(mu_);
-                        if (!aborted_.exchange(true))
-                            abort_reason_ = std::string(p.name) + " #" + std::to_string(p.seq) + " timed out";
-                        reason = abort_reason_;
-                    }
+                    reason = mark_broken(op_name(p.name, p.seq) + " timed out");
                     aborted = true;
                 } else {
                     if (p.seq != 0) collective_waiting = true;

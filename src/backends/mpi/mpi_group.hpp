@@ -114,6 +114,10 @@ public:
         try {
             auto lk = mpi_lock();
             run();
+        } catch (const Failure &f) {
+            blocking_calls_.store(2 * a->seq, std::memory_order_release);
+            if (f.code == DISTC_EBACKEND) mark_broken(op_name(a->op, a->seq) + " failed in MPI");
+            throw;
         } catch (...) {
             blocking_calls_.store(2 * a->seq, std::memory_order_release);
             throw;
@@ -130,6 +134,12 @@ public:
     void abort(int code, const std::string &why);
 
 private:
+    // "allreduce #3" ("send": point-to-point has no number).
+    static std::string op_name(const char *op, uint64_t seq);
+    // A collective that failed in MPI, or that MPI cannot cancel, leaves the
+    // communicator unusable: later calls fail at once, naming `why` (the
+    // first reason stays). Returns the reason.
+    std::string mark_broken(const std::string &why);
     struct Pending {
         distc_work *work;
         Op op;
