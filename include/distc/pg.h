@@ -104,9 +104,10 @@ typedef struct distc_pg_options {
                                   rank. On other backends than gloo the check runs on the
                                   calling thread before the engine sees the call (over a host
                                   group of its own in the store; through the engine for
-                                  mpi://), so a call, asynchronous or not, returns only once
-                                  every rank made its own, and a mismatch fails the call
-                                  itself. */
+                                  mpi://, where a call in a completion callback of the group's
+                                  collectives is DISTC_ESTATE), so a call, asynchronous or not,
+                                  returns only once every rank made its own, and a mismatch
+                                  fails the call itself. */
     int32_t device;         /**< (version 2) the accelerator of a device backend ("nccl": the CUDA
                                   device); -1: the backend's choice (nccl: LOCAL_RANK modulo the
                                   device count, else 0) */
@@ -295,7 +296,9 @@ DISTC_EXTERN(int) distc_trace_dump_all(const char *dir);
 
 /**
  * Releases the handle. Queued work is aborted; work handles stay valid (and
- * report DISTC_EABORTED if their operation could not run). NULL is a no-op.
+ * report DISTC_EABORTED if their operation could not run). On the mpi
+ * backend work already handed to MPI is waited for (up to its timeout):
+ * MPI cannot take a buffer back. NULL is a no-op.
  */
 DISTC_EXTERN(void) distc_pg_free(distc_pg *pg);
 

@@ -107,6 +107,21 @@ bool test_until(MPI_Request &req, int64_t timeout_ms) {
     }
 }
 
+bool all_made_it(MPI_Comm comm, bool made, int64_t timeout_ms) {
+    auto *flag = new int(made ? 1 : 0);  // MPI reads it, and writes the minimum, until complete
+    MPI_Request req = MPI_REQUEST_NULL;
+    {
+        auto lk = mpi_lock();
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, flag, 1, MPI_INT, MPI_MIN, comm, &req);
+        if (rc != MPI_SUCCESS) delete flag;
+        check(rc, "MPI_Iallreduce");
+    }
+    if (!made || !test_until(req, timeout_ms)) return false;  // `flag` stays MPI's
+    const bool all = *flag != 0;
+    delete flag;
+    return all;
+}
+
 Group::Group(MPI_Comm comm, int64_t timeout_ms) : comm_(comm), timeout_ms_(timeout_ms) {
     auto lk = mpi_lock();
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -117,16 +132,16 @@ Group::Group(MPI_Comm comm, int64_t timeout_ms) : comm_(comm), timeout_ms_(timeo
 }
 
 Group::~Group() {
-    // Work still in flight fails now, as gloo's does, rather than after its
-    // timeout (a peer that never joins it would hold the free that long).
-    abort(DISTC_EABORTED, "the group was freed");
     {
         std::lock_guard<std::mutex> lk(mu_);
+        // The progress thread finishes what is in flight (bounded by its
+        // timeouts), then exits. Failing it at once would hand the caller
+        // back buffers that MPI, which cannot take them back, still writes.
         stop_ = true;
     }
     cv_.notify_all();
     if (progress_.joinable()) progress_.join();
-    if (abandoned_.empty()) {
+    if (abandoned_.empty() && !comm_in_use_) {
         int finalized = 0;
         MPI_Finalized(&finalized);
         if (!finalized) {
@@ -137,6 +152,7 @@ Group::~Group() {
     }
     // MPI may still write into what abandoned requests were given, and use
     // their communicator: both stay, for the life of the process.
+    if (abandoned_.empty()) return;
     static std::mutex mu;
     static auto *kept = new std::vector<Pending>;
     std::lock_guard<std::mutex> lk(mu);
@@ -258,7 +274,11 @@ Group *Group::split(int color, int key, const distc_backend_group_info *info) {
         check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
     }
     const int64_t timeout = info ? info->timeout_ms : timeout_ms_;
-    if (!test_until(req, timeout)) {
+    if (!all_made_it(comm_, test_until(req, timeout), timeout)) {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            comm_in_use_ = true;  // by the barrier and the verdict left to MPI
+        }
         abort(DISTC_EABORTED, "a subgroup's creation timed out");
         raise(DISTC_ETIMEOUT, "not every rank of the group joined the subgroup's creation within " +
                                   std::to_string(timeout) + " ms; MPI cannot cancel it: the group was aborted");

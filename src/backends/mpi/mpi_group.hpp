@@ -56,6 +56,13 @@ inline std::unique_lock<std::mutex> mpi_lock() {
 // request stays MPI's, with whatever it is to write).
 bool test_until(MPI_Request &req, int64_t timeout_ms);
 
+// After a collective step that may time out on some ranks (a barrier, a
+// dup): whether every rank of `comm` got through it in time (`made`: this
+// one did). A rank that gave up says so and leaves its answer to MPI, so
+// that a rank coming later, whose step matched the one given up, reads it
+// and gives up too instead of going on alone.
+bool all_made_it(MPI_Comm comm, bool made, int64_t timeout_ms);
+
 // An operation in flight: its requests, what to do on the host once they
 // completed (unpack, scale), and the memory it owns until then.
 struct Op {
@@ -164,6 +171,7 @@ private:
     std::condition_variable cv_;
     std::deque<Pending> incoming_;    // handed to the progress thread
     std::vector<Pending> abandoned_;  // requests of aborted operations (their memory stays)
+    bool comm_in_use_ = false;        // requests of distc's own were left on comm_: it is never freed
     bool stop_ = false;
     std::atomic<bool> aborted_{false};
     std::string abort_reason_;

@@ -235,11 +235,15 @@ int mpi_create(void **out, const distc_backend_group_info *info, void *) {
             if (rc != MPI_SUCCESS) delete made;
             check(rc, "MPI_Comm_idup");
         }
-        if (!test_until(req, info->timeout_ms))  // `made` stays MPI's
-            raise(DISTC_ETIMEOUT, "not every rank made its mpi:// group within " + std::to_string(info->timeout_ms) +
-                                      " ms (each is a collective of MPI_COMM_WORLD, in the same order on every rank)");
+        const std::string late = "not every rank made its mpi:// group within " + std::to_string(info->timeout_ms) +
+                                 " ms (each is a collective of MPI_COMM_WORLD, in the same order on every rank)";
+        if (!test_until(req, info->timeout_ms)) raise(DISTC_ETIMEOUT, late);  // `made` stays MPI's
         dup = *made;
         delete made;
+        // A rank that gave up left its dup to MPI, which a later rank's dup
+        // matches: the ranks meet once more on the new communicator, where
+        // the one that gave up never comes, so the late one fails too.
+        if (!all_made_it(dup, true, info->timeout_ms)) raise(DISTC_ETIMEOUT, late);
         *out = new Group(dup, info->timeout_ms);
     });
 }

@@ -69,7 +69,8 @@ void ProcessGroup::connect(const PgOptions &opts, const MakeAsync &make, const s
     device_types_ = backend_->device_types();
     stream_ordered_ = backend_->stream_ordered();
     // The host backend checks its calls itself.
-    if (debug_ && std::strcmp(backend_->name(), "gloo") != 0) check_ = CallCheck::make(info, *backend_, private_store_);
+    if (debug_ && std::strcmp(backend_->name(), "gloo") != 0)
+        check_ = CallCheck::make(info, *backend_, private_store_, this);
 }
 
 void ProcessGroup::agree_created(Store &store) {
@@ -87,7 +88,8 @@ void ProcessGroup::agree_created(Store &store) {
     // test_pg_groups counts what is left); other backends keep their own keys.
     try {
         if (store.add("connected", 1) < size_) return;
-        for (const char *space : {"", "debug/"})  // debug/: the host group of debug mode's CallCheck
+        for (const char *space : {"", "debug/"}) {  // debug/: the host group of debug mode's CallCheck
+            if (*space && !(check_ && check_->own_group())) continue;
             for (int r = 0; r < size_; ++r)
                 for (const std::string &k :
                      {"created/" + std::to_string(r), "mesh/" + std::to_string(r), std::to_string(r),
@@ -95,6 +97,7 @@ void ProcessGroup::agree_created(Store &store) {
                       "shm/" + std::to_string(r) + "/seg", "shm/" + std::to_string(r) + "/fail",
                       "net/" + std::to_string(r)})
                     store.delete_key(space + k);
+        }
         store.delete_key("connected");
     } catch (const Error &) {
         // A store that fails now leaves the keys behind; the group itself is connected and works.

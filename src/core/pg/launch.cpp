@@ -38,11 +38,7 @@ void ProcessGroup::check_call(const OpInfo &info, const AsyncArgs &a, uint64_t t
     AsyncArgs x = a;
     if (x.call.all_to_all()) x.call.count = info.digest;
     try {
-        try {
-            check_->check(x);
-        } catch (const BlockingCallTimedOut &) {
-            abort_timed_out(info, a);
-        }
+        check_->check(x);
     } catch (const Error &e) {
         if (traced) trace_->finished(traced, e.code(), e.what());
         throw;

@@ -52,9 +52,10 @@ pub struct distc_pg_options {
     #[doc = "rank. On other backends than gloo the check runs on the"]
     #[doc = "calling thread before the engine sees the call (over a host"]
     #[doc = "group of its own in the store; through the engine for"]
-    #[doc = "mpi://), so a call, asynchronous or not, returns only once"]
-    #[doc = "every rank made its own, and a mismatch fails the call"]
-    #[doc = "itself."]
+    #[doc = "mpi://, where a call in a completion callback of the group's"]
+    #[doc = "collectives is DISTC_ESTATE), so a call, asynchronous or not,"]
+    #[doc = "returns only once every rank made its own, and a mismatch"]
+    #[doc = "fails the call itself."]
     pub debug: i32,
     #[doc = "< (version 2) the accelerator of a device backend (\"nccl\": the CUDA"]
     #[doc = "device); -1: the backend's choice (nccl: LOCAL_RANK modulo the"]
@@ -283,7 +284,9 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Releases the handle. Queued work is aborted; work handles stay valid (and"]
-    #[doc = " report DISTC_EABORTED if their operation could not run). NULL is a no-op."]
+    #[doc = " report DISTC_EABORTED if their operation could not run). On the mpi"]
+    #[doc = " backend work already handed to MPI is waited for (up to its timeout):"]
+    #[doc = " MPI cannot take a buffer back. NULL is a no-op."]
     pub fn distc_pg_free(pg: *mut distc_pg);
 }
 extern "C" {
