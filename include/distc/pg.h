@@ -104,10 +104,9 @@ typedef struct distc_pg_options {
                                   rank. On other backends than gloo the check runs on the
                                   calling thread before the engine sees the call (over a host
                                   group of its own in the store; through the engine for
-                                  mpi://, where a call in a completion callback of the group's
-                                  collectives is DISTC_ESTATE), so a call, asynchronous or not,
-                                  returns only once every rank made its own, and a mismatch
-                                  fails the call itself. */
+                                  mpi://), so a call, asynchronous or not, returns only once
+                                  every rank made its own, and a mismatch fails the call
+                                  itself. */
     int32_t device;         /**< (version 2) the accelerator of a device backend ("nccl": the CUDA
                                   device); -1: the backend's choice (nccl: LOCAL_RANK modulo the
                                   device count, else 0) */

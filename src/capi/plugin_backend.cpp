@@ -30,8 +30,13 @@ std::vector<distc_buffer> bufs(TensorSpan ts) { return bufs(ts.data(), ts.size()
 
 distc_backend_op_args args(const AsyncArgs &a) {
     return distc_backend_op_args{
-        DISTC_BACKEND_OP_ARGS_VERSION,      a.timeout.count(), a.seq, a.premul_factor, a.stream, a.op,
-        a.blocking ? DISTC_OP_BLOCKING : 0u};
+        DISTC_BACKEND_OP_ARGS_VERSION,
+        a.timeout.count(),
+        a.seq,
+        a.premul_factor,
+        a.stream,
+        a.op,
+        (a.blocking ? DISTC_OP_BLOCKING : 0u) | (a.interruptible ? DISTC_OP_INTERRUPTIBLE : 0u)};
 }
 
 struct GroupInfo {

@@ -114,7 +114,7 @@ typedef struct distc_backend_op_args {
     void *stream;         /**< distc_op_options.stream (a cudaStream_t for CUDA backends); NULL: the default */
     const char *op;       /**< "allreduce" (static): with seq, how messages name the operation
                                 ("allreduce #3"); the core adds the rest to a failed work's message */
-    uint32_t flags;       /**< DISTC_OP_BLOCKING */
+    uint32_t flags;       /**< DISTC_OP_BLOCKING, DISTC_OP_INTERRUPTIBLE */
 } distc_backend_op_args;
 
 /**
@@ -132,6 +132,15 @@ typedef struct distc_backend_op_args {
  * the calling thread, inside the call, is the cheapest path.
  */
 #define DISTC_OP_BLOCKING 0x1u
+
+/**
+ * In distc_backend_op_args.flags, with DISTC_OP_BLOCKING: the call must end
+ * with an error at its timeout, or when the group is aborted, rather than
+ * outlive them (debug mode's check before each call asks for it). A backend
+ * whose fastest blocking path cannot be interrupted (MPI's blocking
+ * collectives) takes one that can. Backends built before it ignore it.
+ */
+#define DISTC_OP_INTERRUPTIBLE 0x2u
 
 /** One entry of batch_p2p. */
 typedef struct distc_backend_p2p {

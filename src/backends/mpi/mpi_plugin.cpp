@@ -155,7 +155,11 @@ const bool g_interruptible = [] {
     const char *e = std::getenv("DISTC_MPI_BLOCKING_COLLECTIVES");
     return e && std::strcmp(e, "interruptible") == 0;
 }();
-inline bool interruptible_collectives() { return g_interruptible; }
+// A blocking collective driven like point-to-point: everywhere with the
+// variable, or when the core asks for this one (DISTC_OP_INTERRUPTIBLE).
+inline bool interruptible(const distc_backend_op_args *a) {
+    return g_interruptible || (a->flags & DISTC_OP_INTERRUPTIBLE);
+}
 
 // Every operation has three shapes: MPI's blocking call on this thread (a
 // blocking distc collective); its non-blocking twin tested on this thread (a
@@ -167,7 +171,7 @@ int launch(distc_work *w, void *g, const distc_backend_op_args *a, Post &&post, 
     return guarded([&] {
         Group &G = group(g);
         G.check_usable();  // before anything reaches MPI (a post asks it for MPI_TAG_UB)
-        if ((a->flags & DISTC_OP_BLOCKING) && (p2p || interruptible_collectives())) {
+        if ((a->flags & DISTC_OP_BLOCKING) && (p2p || interruptible(a))) {
             Op o;
             o.source = source;
             {
@@ -267,8 +271,7 @@ int mpi_allreduce(distc_work *w, void *g, const distc_buffer *bs, size_t n, int3
                   : MPI_Allreduce(MPI_IN_PLACE, data, c, elem_type(dtype), mpi_op(dtype, op), G.comm()),
               "MPI_Allreduce");
     };
-    if (n == 1 && op != DISTC_AVG && op != DISTC_PREMUL_SUM && (a->flags & DISTC_OP_BLOCKING) &&
-        !interruptible_collectives()) {
+    if (n == 1 && op != DISTC_AVG && op != DISTC_PREMUL_SUM && (a->flags & DISTC_OP_BLOCKING) && !interruptible(a)) {
         // The common blocking call, MPI's and nothing else: no Op to keep scratch or a finishing step.
         return guarded([&] { G.run_blocking(w, a, [&] { reduce(bs[0].data, bs[0].count, bs[0].dtype, nullptr); }); });
     }

@@ -22,11 +22,12 @@ struct AsyncArgs {
     uint64_t seq;  // 0 for point-to-point
     Millis timeout;
     double premul_factor;
-    void *stream;          // the caller's device stream, or nullptr
-    const char *op;        // "allreduce" (static)
-    const OpLabel *label;  // the rest of the operation's name, for messages
-    bool blocking;         // a blocking call: no handle is given out (see DISTC_OP_BLOCKING)
-    Call call;             // the operation's fingerprint, which the host transports put on every message
+    void *stream;                // the caller's device stream, or nullptr
+    const char *op;              // "allreduce" (static)
+    const OpLabel *label;        // the rest of the operation's name, for messages
+    bool blocking;               // a blocking call: no handle is given out (see DISTC_OP_BLOCKING)
+    Call call;                   // the operation's fingerprint, which the host transports put on every message
+    bool interruptible = false;  // blocking, and must end at its timeout or an abort (DISTC_OP_INTERRUPTIBLE)
 };
 
 // Thrown by a blocking call the backend did not complete within its timeout

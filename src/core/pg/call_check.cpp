@@ -9,8 +9,7 @@
 
 namespace distc {
 
-std::unique_ptr<CallCheck> CallCheck::make(const AsyncGroupInfo &info, AsyncBackend &engine, bool private_store,
-                                           const void *runner) {
+std::unique_ptr<CallCheck> CallCheck::make(const AsyncGroupInfo &info, AsyncBackend &engine, bool private_store) {
     if (!private_store) {
         // Keys under "debug/" of the group's key space (creation.cpp removes
         // them once every rank is connected).
@@ -20,10 +19,10 @@ std::unique_ptr<CallCheck> CallCheck::make(const AsyncGroupInfo &info, AsyncBack
         own.device = -1;
         auto host = make_host_backend(own, false);
         AsyncBackend &via = *host;
-        return std::unique_ptr<CallCheck>(new CallCheck(std::move(host), via, info.size, runner));
+        return std::unique_ptr<CallCheck>(new CallCheck(std::move(host), via, info.size));
     }
     if (engine.device_types() & (uint64_t(1) << 1))  // kDLCPU
-        return std::unique_ptr<CallCheck>(new CallCheck(nullptr, engine, info.size, runner));
+        return std::unique_ptr<CallCheck>(new CallCheck(nullptr, engine, info.size));
     std::fprintf(
         stderr,
         "distc: rank %d: group '%s': DISTC_DEBUG=detail cannot check calls on the %s backend: it takes no host "
@@ -57,10 +56,6 @@ void CallCheck::check(const AsyncArgs &a) {
 }
 
 void CallCheck::gather_via_engine(Call *all, const Call &mine, const AsyncArgs &x) {
-    // The group's completion callbacks run on the engine's thread, which
-    // would wait here for itself.
-    if (in_callback_of(runner_))
-        fail(DISTC_ESTATE, "it cannot run in a completion callback of the group's own collectives on this backend");
     // What the engine reads and writes, on the heap: after a timeout it may
     // still write there, so then it is left to it.
     struct Exchange {
@@ -70,20 +65,12 @@ void CallCheck::gather_via_engine(Call *all, const Call &mine, const AsyncArgs &
     };
     auto *ex = new Exchange{mine, std::vector<Call>(static_cast<size_t>(size_)), {}};
     for (Call &c : ex->all) ex->outs.push_back(flat_tensor(&c, DType::UInt8, sizeof(Call)));
-    auto w = std::make_shared<Work>(x.seq, x.op, *x.label);
-    AsyncArgs async = x;
-    async.blocking = false;
-    try {
-        via_.allgather(w, ex->outs, flat_tensor(&ex->mine, DType::UInt8, sizeof(Call)), async);
-    } catch (...) {
-        delete ex;  // refused: the engine took nothing
-        throw;
-    }
-    // The engine fails it at its timeout; the margin covers its detection.
-    if (!w->wait(x.timeout + Millis(2000)))
-        fail(DISTC_ETIMEOUT, "the " + std::string(via_.name()) + " backend did not complete it within " +
-                                 std::to_string(x.timeout.count()) + " ms");
-    if (w->status() != 0) fail(w->status(), w->message());
+    // Blocking, on this thread, but interruptible: its timeout and an abort
+    // end it (MPI's own blocking allgather could only end the job).
+    AsyncArgs blocking = x;
+    blocking.blocking = blocking.interruptible = true;
+    via_.allgather(nullptr, ex->outs, flat_tensor(&ex->mine, DType::UInt8, sizeof(Call)),
+                   blocking);  // throws: `ex` stays
     std::copy(ex->all.begin(), ex->all.end(), all);
     delete ex;
 }

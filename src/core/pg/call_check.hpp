@@ -21,29 +21,25 @@ public:
     // group of its own in the group's store, or, when the store is this
     // process's alone (`private_store`: mpi://), through the engine's own
     // allgather of host bytes.
-    // `runner`: the group, whose completion callbacks cannot wait for the engine.
-    static std::unique_ptr<CallCheck> make(const AsyncGroupInfo &info, AsyncBackend &engine, bool private_store,
-                                           const void *runner);
+    static std::unique_ptr<CallCheck> make(const AsyncGroupInfo &info, AsyncBackend &engine, bool private_store);
 
     // Throws AgreedError(DISTC_EINVAL) when the ranks' calls of `a` differ;
     // the exchange's own failure otherwise, its message saying it was the
-    // check. Through the engine, DISTC_ESTATE in a completion callback of
-    // the group's collectives (they run on the engine's thread).
+    // check (BlockingCallTimedOut from an engine that overran its timeout).
     void check(const AsyncArgs &a);
     void abort();
     // Whether it has a host group of its own (its keys are in the store).
     bool own_group() const { return own_ != nullptr; }
 
 private:
-    CallCheck(std::unique_ptr<AsyncBackend> own, AsyncBackend &via, int size, const void *runner) :
-        own_(std::move(own)), via_(via), size_(size), runner_(runner) {}
-    // The engine's own allgather, asynchronous: its timeout and an abort end
-    // the wait (MPI's blocking one could only end the job).
+    CallCheck(std::unique_ptr<AsyncBackend> own, AsyncBackend &via, int size) :
+        own_(std::move(own)), via_(via), size_(size) {}
+    // The engine's own allgather, blocking but interruptible
+    // (DISTC_OP_INTERRUPTIBLE): its timeout and an abort end it.
     void gather_via_engine(Call *all, const Call &mine, const AsyncArgs &x);
     std::unique_ptr<AsyncBackend> own_;  // the host group it gathers in, or null
     AsyncBackend &via_;                  // own_, or the engine
     const int size_;
-    const void *runner_;
 };
 
 }  // namespace distc

@@ -69,8 +69,7 @@ void ProcessGroup::connect(const PgOptions &opts, const MakeAsync &make, const s
     device_types_ = backend_->device_types();
     stream_ordered_ = backend_->stream_ordered();
     // The host backend checks its calls itself.
-    if (debug_ && std::strcmp(backend_->name(), "gloo") != 0)
-        check_ = CallCheck::make(info, *backend_, private_store_, this);
+    if (debug_ && std::strcmp(backend_->name(), "gloo") != 0) check_ = CallCheck::make(info, *backend_, private_store_);
 }
 
 void ProcessGroup::agree_created(Store &store) {

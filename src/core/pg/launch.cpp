@@ -38,7 +38,11 @@ void ProcessGroup::check_call(const OpInfo &info, const AsyncArgs &a, uint64_t t
     AsyncArgs x = a;
     if (x.call.all_to_all()) x.call.count = info.digest;
     try {
-        check_->check(x);
+        try {
+            check_->check(x);
+        } catch (const BlockingCallTimedOut &) {
+            abort_timed_out(info, a);
+        }
     } catch (const Error &e) {
         if (traced) trace_->finished(traced, e.code(), e.what());
         throw;

@@ -52,10 +52,9 @@ pub struct distc_pg_options {
     #[doc = "rank. On other backends than gloo the check runs on the"]
     #[doc = "calling thread before the engine sees the call (over a host"]
     #[doc = "group of its own in the store; through the engine for"]
-    #[doc = "mpi://, where a call in a completion callback of the group's"]
-    #[doc = "collectives is DISTC_ESTATE), so a call, asynchronous or not,"]
-    #[doc = "returns only once every rank made its own, and a mismatch"]
-    #[doc = "fails the call itself."]
+    #[doc = "mpi://), so a call, asynchronous or not, returns only once"]
+    #[doc = "every rank made its own, and a mismatch fails the call"]
+    #[doc = "itself."]
     pub debug: i32,
     #[doc = "< (version 2) the accelerator of a device backend (\"nccl\": the CUDA"]
     #[doc = "device); -1: the backend's choice (nccl: LOCAL_RANK modulo the"]

@@ -6,6 +6,7 @@ pub const DISTC_BACKEND_OPS_VERSION: u32 = 2;
 pub const DISTC_BACKEND_GROUP_INFO_VERSION: u32 = 1;
 pub const DISTC_BACKEND_OP_ARGS_VERSION: u32 = 1;
 pub const DISTC_OP_BLOCKING: u32 = 1;
+pub const DISTC_OP_INTERRUPTIBLE: u32 = 2;
 pub const DISTC_BACKEND_STREAM_ORDERED: u32 = 1;
 pub const DISTC_WORK_HOOKS_VERSION: u32 = 1;
 pub const DISTC_DTYPE_BOOL: distc_dtype = 0;
@@ -86,7 +87,7 @@ pub struct distc_backend_op_args {
     #[doc = "< \"allreduce\" (static): with seq, how messages name the operation"]
     #[doc = "(\"allreduce #3\"); the core adds the rest to a failed work's message"]
     pub op: *const ::std::os::raw::c_char,
-    #[doc = "< DISTC_OP_BLOCKING"]
+    #[doc = "< DISTC_OP_BLOCKING, DISTC_OP_INTERRUPTIBLE"]
     pub flags: u32,
 }
 #[doc = " One entry of batch_p2p."]
