@@ -9,12 +9,7 @@ perf=$2
 python=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() {
-    name=$1
-    shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/checks.sh"
 
 for n in 1 2 3 4; do
     "$run" -n "$n" --no-prefix "$perf" -o all -d all -r all -b 8 -e 4K -f 16 -n 2 -w 1 > "$tmp/out" 2>&1

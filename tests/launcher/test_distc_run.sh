@@ -10,13 +10,7 @@ example=$2
 python=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # check NAME CONDITION...
-    name=$1
-    shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
-has() { grep -q -- "$1" "$2"; }
+. "$(dirname "$0")/checks.sh"
 
 # 1. The environment, and prefixed output on stdout and stderr.
 "$run" -n 3 sh -c 'echo "env $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $TORCHELASTIC_USE_AGENT_STORE $TORCHELASTIC_RESTART_COUNT port=$MASTER_PORT"; echo "to stderr $RANK" >&2' \

@@ -8,12 +8,7 @@ store=$1
 tmp=$(mktemp -d)
 pid=""
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-fails=0
-check() {
-    name=$1
-    shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/checks.sh"
 # refused "what" "message" ARGS...: exit 2, the message on stderr.
 refused() {
     what=$1

@@ -93,6 +93,13 @@ void ensure_mpi() {
     watch_finalize();
 }
 
+namespace {
+// A test loop's wait between tries: spin first (latency), then yield the core (a peer may need it).
+void pause_after(unsigned spins) {
+    if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(spins > 20000 ? 100 : 5));
+}
+}  // namespace
+
 bool test_until(MPI_Request &req, int64_t timeout_ms) {
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     for (unsigned spins = 0;; ++spins) {
@@ -103,7 +110,7 @@ bool test_until(MPI_Request &req, int64_t timeout_ms) {
         }
         if (done) return true;
         if (Clock::now() > deadline) return false;
-        if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(spins > 20000 ? 100 : 5));
+        pause_after(spins);
     }
 }
 
@@ -141,22 +148,20 @@ Group::~Group() {
     }
     cv_.notify_all();
     if (progress_.joinable()) progress_.join();
-    if (abandoned_.empty() && !comm_in_use_) {
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (!finalized) {
-            auto lk = mpi_lock();
-            MPI_Comm_free(&comm_);
-        }
+    // MPI may still write into what abandoned requests were given, and use
+    // a communicator with requests left on it: both stay, for the life of the process.
+    if (!abandoned_.empty() || comm_in_use_) {
+        static std::mutex mu;
+        static auto *kept = new std::vector<Pending>;
+        std::lock_guard<std::mutex> lk(mu);
+        for (auto &p : abandoned_) kept->push_back(std::move(p));
         return;
     }
-    // MPI may still write into what abandoned requests were given, and use
-    // their communicator: both stay, for the life of the process.
-    if (abandoned_.empty()) return;
-    static std::mutex mu;
-    static auto *kept = new std::vector<Pending>;
-    std::lock_guard<std::mutex> lk(mu);
-    for (auto &p : abandoned_) kept->push_back(std::move(p));
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    auto lk = mpi_lock();
+    MPI_Comm_free(&comm_);
 }
 
 std::string Op::recv_mismatch(const std::vector<MPI_Status> &st, bool in_status) const {
@@ -259,8 +264,7 @@ void Group::wait_here(distc_work *work, const distc_backend_op_args *a, Op &o) {
             abandoned_.push_back(Pending{nullptr, std::move(o), deadline, a->timeout_ms, a->op, a->seq});
             return;
         }
-        // Spin first (latency), then yield the core (a peer may need it).
-        if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(spins > 20000 ? 100 : 5));
+        pause_after(spins);
     }
 }
 

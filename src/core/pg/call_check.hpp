@@ -34,9 +34,6 @@ public:
 private:
     CallCheck(std::unique_ptr<AsyncBackend> own, AsyncBackend &via, int size) :
         own_(std::move(own)), via_(via), size_(size) {}
-    // The engine's own allgather, blocking but interruptible
-    // (DISTC_OP_INTERRUPTIBLE): its timeout and an abort end it.
-    void gather_via_engine(Call *all, const Call &mine, const AsyncArgs &x);
     std::unique_ptr<AsyncBackend> own_;  // the host group it gathers in, or null
     AsyncBackend &via_;                  // own_, or the engine
     const int size_;

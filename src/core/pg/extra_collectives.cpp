@@ -189,7 +189,7 @@ ProcessGroup::BytePrims ProcessGroup::byte_prims(const OpOptions &o) {
 }
 
 // Host memory through a device-only backend is out: those go through the store.
-bool ProcessGroup::bytes_via_store() const { return !(device_types_ & (uint64_t{1} << 1)); }
+bool ProcessGroup::bytes_via_store() const { return !takes_host_memory(device_types_); }
 
 std::vector<Bytes> ProcessGroup::all_gather_bytes(ByteView data, const OpOptions &o) {
     if (bytes_via_store()) return store_bytes("all_gather_bytes", o, -1, {data}).all;

@@ -13,6 +13,8 @@ namespace distc {
 
 // DLDeviceType values the core itself reads and writes: kDLCPU, kDLCUDAHost (pinned).
 inline bool host_memory(int32_t device_type) { return device_type == 1 || device_type == 3; }
+// Whether a backend's memory kinds (bit 1 << DLDeviceType each) include kDLCPU.
+inline bool takes_host_memory(uint64_t device_types) { return (device_types & (uint64_t{1} << 1)) != 0; }
 
 struct Tensor {
     void *data = nullptr;
