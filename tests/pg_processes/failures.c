@@ -101,7 +101,7 @@ void test_killed_rank(void **state) {
 /* The victim dies (SIGKILL from a thread) while 16 MiB allreduces and
  * broadcasts (from every root in turn) are on the wire, mid-message: the
  * others' sends, receives and copies break off, they get an error within the
- * timeout, and free the group. */
+ * timeout, and free the group; on one host and across fake hosts. */
 static void *kill_soon(void *arg) {
     (void)arg;
     usleep(150 * 1000);
@@ -142,6 +142,14 @@ void test_rank_killed_mid_message(void **state) {
     struct job j = {dt_free_port(), 3000, 1, 0, -1, 0};
     assert_int_equal(dt_run_procs(3, midway_child, &j, 60), 1);
     assert_true(dev_shm_clean());
+    /* Two fake hosts of two ranks, so the collectives go the hierarchical
+     * way: a host's leader (rank 2), then a rank that only shares memory
+     * (rank 1), dies mid-message. */
+    for (int victim = 2; victim >= 1; --victim) {
+        struct job h = {dt_free_port(), 3000, victim, 2, -1, 0};
+        assert_int_equal(dt_run_procs(4, midway_child, &h, 60), 1);
+        assert_true(dev_shm_clean());
+    }
 }
 
 /* The victim stays alive but stops calling: the others time out. */
