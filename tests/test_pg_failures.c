@@ -3,8 +3,8 @@
  * group, so that no peer completes that collective or a later one as if
  * nothing happened. The late-rank case: rank 0 times out on allreduce #1
  * before rank 1 arrives; rank 1 must then fail #1 too (not complete it from
- * what rank 0 sent before giving up), and both fail every later collective
- * with a message naming where the group broke.
+ * what rank 0 sent before giving up), naming rank 0's timeout, and both fail
+ * every later collective with a message naming where the group broke.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -54,6 +54,12 @@ static void rank_late(distc_pg *pg, int rank, int size, void *arg) {
         if (size == 2 && !(mesh && strcmp(mesh, "0") == 0))
             RK_CHECKF(strstr(distc_error_last(), "rank 0"), "no word of rank 0: %s", distc_error_last());
         RK_CHECKF(strstr(distc_error_last(), "gave up"), "no word of a rank giving up: %s", distc_error_last());
+        /* The lost link's message names why the group broke, as rank 0 left it in the store. */
+        if (rc == DISTC_EREMOTE)
+            RK_CHECKF(strstr(distc_error_last(), "the group's first failure: allreduce #1") &&
+                          strstr(distc_error_last(), "failed on rank 0: ") &&
+                          strstr(distc_error_last(), "imed out"), /* Gloo: "Timed out" */
+                      "no word of rank 0's timeout: %s", distc_error_last());
     }
     /* Every later collective fails at once on every rank, saying where the group broke. */
     RK_ERR2(distc_allreduce(NULL, pg, &t, DISTC_SUM, NULL), DISTC_EABORTED, "the group is broken", "allreduce #1");

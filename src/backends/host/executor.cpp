@@ -79,8 +79,15 @@ Executor::Outcome Executor::attempt(const Op &op, FnRef<int32_t()> body) noexcep
             // transport saw is a symptom.
             o.code = DISTC_EABORTED;
             o.message = "the group was aborted (" + o.message + ")";
-        } else if (op.collective && !agreed) {
-            break_group(what + " failed on rank " + std::to_string(rank_) + ": " + o.message);
+        } else {
+            // A peer that broke off left a note of the group's first failure
+            // (it may be this one's cause): this rank's error names it too.
+            std::string first;
+            if (op.collective && !agreed)
+                first = break_group(what + " failed on rank " + std::to_string(rank_) + ": " + o.message);
+            else if (o.code == DISTC_EREMOTE && notes_)
+                first = notes_->first();
+            if (o.code == DISTC_EREMOTE && !first.empty()) o.message += "; the group's first failure: " + first;
         }
         o.message = what + " failed: " + o.message;
     } catch (const std::exception &) {
@@ -89,7 +96,7 @@ Executor::Outcome Executor::attempt(const Op &op, FnRef<int32_t()> body) noexcep
     return o;
 }
 
-void Executor::break_group(const std::string &why) {
+std::string Executor::break_group(const std::string &why) {
     // A collective that failed here may have completed, or be about to, on
     // peers that had what they needed (a late rank reads what this one sent
     // before giving up). Breaking every link makes their same operation and
@@ -97,12 +104,15 @@ void Executor::break_group(const std::string &why) {
     // group closes its pairs and NCCL aborts its communicator.
     {
         std::lock_guard<std::mutex> lk(mu_);
-        if (!broken_.empty() || aborted_) return;
+        if (!broken_.empty() || aborted_) return {};
         broken_ = why;
     }
+    // The note goes first: a peer that sees the links go may look for it.
+    std::string first = notes_ ? notes_->tell(why) : std::string();
     closed_ = true;
     close_();
     drop_queued(false, "the group broke: " + why);
+    return first == why.substr(0, first.size()) ? std::string() : first;
 }
 
 void Executor::run_here(const Op &op, FnRef<int32_t()> body) {

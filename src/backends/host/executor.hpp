@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/host/failure_notes.hpp"
 #include "core/util/fn_ref.hpp"
 #include "core/work/work.hpp"
 
@@ -26,7 +27,9 @@ class Executor {
 public:
     // `close` breaks the group's links (every transport and Gloo's pairs) so
     // that peers' operations and this rank's in flight fail at once; any thread.
-    Executor(int rank, std::function<void()> close) : rank_(rank), close_(std::move(close)) {}
+    // `notes` tells the group's first failure to every rank (may be empty).
+    Executor(int rank, std::function<void()> close, std::unique_ptr<FailureNotes> notes = nullptr) :
+        rank_(rank), close_(std::move(close)), notes_(std::move(notes)) {}
     ~Executor();  // drops what is queued, cuts short what runs, joins the threads
     Executor(const Executor &) = delete;
     Executor &operator=(const Executor &) = delete;
@@ -64,7 +67,9 @@ private:
         int32_t source = -1;
     };
     Outcome attempt(const Op &op, FnRef<int32_t()> body) noexcept;
-    void break_group(const std::string &why);
+    // Returns the group's first failure where another rank's note has it
+    // ("" where this rank's is the first, or none could be left).
+    std::string break_group(const std::string &why);
     [[noreturn, gnu::cold]] void fail_closed() const;
     void drop_queued(bool stop, const std::string &why);
     void worker_loop();
@@ -72,6 +77,7 @@ private:
 
     const int rank_;
     const std::function<void()> close_;
+    const std::unique_ptr<FailureNotes> notes_;
     std::atomic<bool> closed_{false};  // aborted or broken: nothing new runs
     mutable std::mutex mu_;
     std::string broken_;  // why a collective failed here and broke the group

@@ -78,11 +78,9 @@ size_t HostBackend::mesh_limit() {
 }
 
 HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
-    rank_(info.rank), size_(info.size), debug_(debug), exec_(info.rank, [this] {
-        if (tcp_) tcp_->close();
-        if (shm_) shm_->close();
-        if (gloo_) gloo_->abort();
-    }) {
+    rank_(info.rank), size_(info.size), debug_(debug),
+    exec_(
+        info.rank, [this] { close_links(); }, info.size > 1 ? std::make_unique<FailureNotes>(info.store) : nullptr) {
     Address here{"127.0.0.1", "alone in its group"};
     if (size_ > 1) here = choose_address(*info.store, rank_, size_, info.timeout);
     if (debug_level() != DebugLevel::Off)
@@ -111,6 +109,12 @@ HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
 }
 
 HostBackend::~HostBackend() = default;
+
+void HostBackend::close_links() {
+    if (tcp_) tcp_->close();
+    if (shm_) shm_->close();
+    if (gloo_) gloo_->abort();
+}
 
 const char *HostBackend::transport(int peer) const {
     if (!algo_) return "gloo";
