@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pg_harness.h"
 #include "test_util.h"
@@ -104,6 +105,43 @@ static void rank_late_async(distc_pg *pg, int rank, int size, void *arg) {
 static void test_late_rank_after_an_async_timeout(void **state) {
     (void)state;
     dt_run_ranks(2, rank_late_async, NULL);
+}
+
+/* A rank that breaks the group right after a call it completed (its part
+ * taken by the kernel, not yet read by the peer) does not fail that call on
+ * the peer: what it sent gets there before its links go (a peer that reads
+ * within 0.1 s; TCP used to drop it with the reset). */
+static void rank_break_after_send(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg, (void)size;
+    enum { N = 1 << 20 };
+    float *x = malloc(N * sizeof *x);
+    int64_t n = N;
+    DLTensor t = {x, {kDLCPU, 0}, 1, DT_F32, &n, NULL, 0};
+    memset(x, 0, N * sizeof *x);
+    /* The first one grows TCP's buffers; for the second, rank 1 comes a
+     * moment later, so that rank 0's part is still in the kernel (on a TCP
+     * link) when it breaks the group. */
+    RK_OK(distc_broadcast(NULL, pg, &t, 0, NULL));
+    for (int i = 0; i < N; ++i) x[i] = rank == 0 ? (float)(i % 251) : -1.0f;
+    if (rank == 1) usleep(20 * 1000);
+    int rc = distc_broadcast(NULL, pg, &t, 0, NULL);
+    RK_CHECKF(rc == 0, "rank %d: broadcast #2, which rank 0 completed, gave %d (%s)", rank, rc, distc_error_last());
+    if (rank == 0) {
+        distc_op_options o = DISTC_OP_OPTIONS_INIT;
+        o.timeout_ms = 1;
+        RK_ERR(distc_barrier(NULL, pg, &o), DISTC_ETIMEOUT, "barrier #3");
+        gave_up("sent/gave_up");
+    } else {
+        RK_CHECKF(x[N - 1] == (float)((N - 1) % 251), "rank 1: the broadcast's last element is %g", x[N - 1]);
+        wait_until_given_up("sent/gave_up");
+        RK_CHECKF(distc_barrier(NULL, pg, NULL) != 0, "rank 1: a barrier after rank 0 broke the group succeeded");
+    }
+    free(x);
+}
+
+static void test_break_after_a_completed_send(void **state) {
+    (void)state;
+    for (int i = 0; i < 5; ++i) dt_run_ranks(2, rank_break_after_send, NULL);
 }
 
 /* ------------------------------------------------ mismatched collectives */
@@ -291,9 +329,8 @@ static void test_waiting_rank_sees_other_calls(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_late_rank_after_a_timeout),
-        cmocka_unit_test(test_late_rank_after_an_async_timeout),
-        cmocka_unit_test(test_mismatched_collectives),
+        cmocka_unit_test(test_late_rank_after_a_timeout),     cmocka_unit_test(test_late_rank_after_an_async_timeout),
+        cmocka_unit_test(test_break_after_a_completed_send),  cmocka_unit_test(test_mismatched_collectives),
         cmocka_unit_test(test_waiting_rank_sees_other_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
