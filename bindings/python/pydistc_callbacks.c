@@ -214,8 +214,11 @@ static int int_result(PyObject *r, int64_t *out, const char *op) {
     return 0;
 }
 
+/* Bytes for "y#": an empty value may come as NULL, which "y#" would make None. */
+static const char *bytes_at(const void *p) { return p ? (const char *)p : ""; }
+
 static int py_set(void *payload, const char *key, const void *value, size_t len) {
-    STORE_CALL(r, "set", "sy#", key, (const char *)value, (Py_ssize_t)len);
+    STORE_CALL(r, "set", "sy#", key, bytes_at(value), (Py_ssize_t)len);
     Py_XDECREF(r);
     STORE_RETURN();
 }
@@ -236,7 +239,7 @@ static int py_add(void *payload, const char *key, int64_t delta, int64_t *out) {
 
 static int py_compare_set(void *payload, const char *key, const void *expected, size_t expected_len,
                           const void *desired, size_t desired_len, distc_buf *out) {
-    STORE_CALL(r, "compare_set", "sy#y#", key, (const char *)expected, (Py_ssize_t)expected_len, (const char *)desired,
+    STORE_CALL(r, "compare_set", "sy#y#", key, bytes_at(expected), (Py_ssize_t)expected_len, bytes_at(desired),
                (Py_ssize_t)desired_len);
     if (r) rc_ = bytes_result(r, out, "compare_set");
     Py_XDECREF(r);
@@ -294,7 +297,7 @@ static int py_num_keys(void *payload, int64_t *out) {
 }
 
 static int py_append(void *payload, const char *key, const void *value, size_t len) {
-    STORE_CALL(r, "append", "sy#", key, (const char *)value, (Py_ssize_t)len);
+    STORE_CALL(r, "append", "sy#", key, bytes_at(value), (Py_ssize_t)len);
     Py_XDECREF(r);
     STORE_RETURN();
 }

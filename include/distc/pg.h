@@ -48,9 +48,9 @@
  * Failures: a collective that fails on one rank (a timeout, a dead peer)
  * breaks the group there, so that the same call fails on every rank; later
  * calls give DISTC_EABORTED. On the built-in backend the first rank to break
- * the group leaves why in the group's store, and an error that a peer's
- * breaking off caused (DISTC_EREMOTE) names it ("...; the group's first
- * failure: ...").
+ * the group leaves why in the group's store (not a custom store), and an
+ * error that a peer's breaking off caused (DISTC_EREMOTE) names it ("...;
+ * the group's first failure: ...").
  */
 #ifndef DISTC_PG_H
 #define DISTC_PG_H

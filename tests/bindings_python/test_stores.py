@@ -232,3 +232,31 @@ def test_python_store_serves_a_process_group():
     [t.start() for t in ts]
     [t.join(60) for t in ts]
     assert results == [3.0, 3.0]
+
+
+class CompareSetStore(DictStore):
+    """c10d's compare_set, bytes in and out, noting what it was given."""
+
+    def __init__(self):
+        super().__init__()
+        self.given = []
+
+    def compare_set(self, key, expected, desired):
+        self.given.append((type(expected), type(desired)))
+        with self.cv:
+            cur = self.d.get(key)
+            if (cur is None and not expected) or cur == bytes(expected):
+                self.d[key] = bytes(desired)
+                return bytes(desired)
+            return cur if cur is not None else bytes(expected)
+
+
+def test_python_store_gets_bytes_for_empty_values():
+    # A group whose creation fails announces why with compare_set(key, "",
+    # why): the empty value comes as b"", not None, or a c10d-style store
+    # (torch's among them) refuses it and the announcement is lost.
+    obj = CompareSetStore()
+    with pytest.raises(distc.DistcError):
+        distc.ProcessGroup(distc.CustomStore(obj), 0, 2, timeout=5, backend="no-such-backend")
+    assert obj.given and all(t == (bytes, bytes) for t in obj.given), obj.given
+    assert any(k.endswith("creation_failed") or b"no-such-backend" in v for k, v in obj.d.items()), obj.d

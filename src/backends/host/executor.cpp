@@ -15,7 +15,7 @@ Executor::~Executor() {
     if (running) {
         // An operation in flight may wait on peers for its whole timeout: cut it short.
         closed_ = true;
-        close_();
+        close_(false);
     }
     if (worker_.joinable()) worker_.join();
     for (auto &t : p2p_threads_) t.join();
@@ -27,7 +27,7 @@ void Executor::abort() {
         aborted_ = true;
     }
     closed_ = true;
-    close_();
+    close_(false);
     drop_queued(false, "the group was aborted");
 }
 
@@ -82,12 +82,13 @@ Executor::Outcome Executor::attempt(const Op &op, FnRef<int32_t()> body) noexcep
         } else {
             // A peer that broke off left a note of the group's first failure
             // (it may be this one's cause): this rank's error names it too.
+            const bool lost = o.code == DISTC_EREMOTE;
             std::string first;
             if (op.collective && !agreed)
-                first = break_group(what + " failed on rank " + std::to_string(rank_) + ": " + o.message);
-            else if (o.code == DISTC_EREMOTE && notes_)
+                first = break_group(what + " failed on rank " + std::to_string(rank_) + ": " + o.message, lost);
+            else if (lost && notes_)
                 first = notes_->first();
-            if (o.code == DISTC_EREMOTE && !first.empty()) o.message += "; the group's first failure: " + first;
+            if (lost && !own_note(first)) o.message += "; the group's first failure: " + first;
         }
         o.message = what + " failed: " + o.message;
     } catch (const std::exception &) {
@@ -96,7 +97,7 @@ Executor::Outcome Executor::attempt(const Op &op, FnRef<int32_t()> body) noexcep
     return o;
 }
 
-std::string Executor::break_group(const std::string &why) {
+std::string Executor::break_group(const std::string &why, bool lost_link) {
     // A collective that failed here may have completed, or be about to, on
     // peers that had what they needed (a late rank reads what this one sent
     // before giving up). Breaking every link makes their same operation and
@@ -107,12 +108,21 @@ std::string Executor::break_group(const std::string &why) {
         if (!broken_.empty() || aborted_) return {};
         broken_ = why;
     }
-    // The note goes first: a peer that sees the links go may look for it.
-    std::string first = notes_ ? notes_->tell(why) : std::string();
     closed_ = true;
-    close_();
+    close_(true);
     drop_queued(false, "the group broke: " + why);
-    return first == why.substr(0, first.size()) ? std::string() : first;
+    // The links first, the store after: a slow store must not let a peer
+    // complete what failed here. So a rank that lost a link waits a moment
+    // for the note of the peer that broke it, before its own.
+    if (!notes_) return {};
+    std::string first = lost_link ? notes_->first() : std::string();
+    if (first.empty()) first = notes_->tell(why);
+    return own_note(first) ? std::string() : first;
+}
+
+bool Executor::own_note(const std::string &note) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return note.empty() || (!broken_.empty() && note == broken_.substr(0, note.size()));
 }
 
 void Executor::run_here(const Op &op, FnRef<int32_t()> body) {

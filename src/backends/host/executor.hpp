@@ -26,9 +26,11 @@ namespace distc {
 class Executor {
 public:
     // `close` breaks the group's links (every transport and Gloo's pairs) so
-    // that peers' operations and this rank's in flight fail at once; any thread.
-    // `notes` tells the group's first failure to every rank (may be empty).
-    Executor(int rank, std::function<void()> close, std::unique_ptr<FailureNotes> notes = nullptr) :
+    // that peers' operations and this rank's in flight fail at once; any
+    // thread. Its argument: whether a failure here breaks them (else an
+    // abort or a free). `notes` tells the group's first failure to every
+    // rank (may be null).
+    Executor(int rank, std::function<void(bool)> close, std::unique_ptr<FailureNotes> notes = nullptr) :
         rank_(rank), close_(std::move(close)), notes_(std::move(notes)) {}
     ~Executor();  // drops what is queued, cuts short what runs, joins the threads
     Executor(const Executor &) = delete;
@@ -67,16 +69,19 @@ private:
         int32_t source = -1;
     };
     Outcome attempt(const Op &op, FnRef<int32_t()> body) noexcept;
-    // Returns the group's first failure where another rank's note has it
-    // ("" where this rank's is the first, or none could be left).
-    std::string break_group(const std::string &why);
+    // `lost_link`: the failure was a peer breaking off. Returns the group's
+    // first failure where another rank's note has it ("" where this rank's
+    // is the first, or none could be left).
+    std::string break_group(const std::string &why, bool lost_link);
+    // Whether `note` is this rank's own (it broke the group first).
+    bool own_note(const std::string &note) const;
     [[noreturn, gnu::cold]] void fail_closed() const;
     void drop_queued(bool stop, const std::string &why);
     void worker_loop();
     void p2p_loop();
 
     const int rank_;
-    const std::function<void()> close_;
+    const std::function<void(bool)> close_;
     const std::unique_ptr<FailureNotes> notes_;
     std::atomic<bool> closed_{false};  // aborted or broken: nothing new runs
     mutable std::mutex mu_;

@@ -9,10 +9,10 @@ namespace {
 constexpr const char *kKey = "broken";
 // A note is a line of an error message: long ones are cut.
 constexpr size_t kMaxNote = 2048;
-// Telling gives up this soon when the store does not answer: the links
-// break, and this rank's error comes, only after it. Reading waits this
-// long for a note: a rank that broke the group left one before its links
-// went, one that died leaves none.
+// Telling gives up this soon when the store does not answer (the links are
+// broken by then; this rank's error waits). Reading waits this long for a
+// note: a rank that broke the group writes one just after its links went,
+// one that died leaves none.
 constexpr Millis kTellWithin{300}, kReadWithin{100};
 
 std::string text(const Bytes &b) {
@@ -22,6 +22,7 @@ std::string text(const Bytes &b) {
 }  // namespace
 
 std::string FailureNotes::tell(const std::string &why) noexcept {
+    if (!store_) return {};
     try {
         std::string note = why.substr(0, kMaxNote);
         return text(store_->compare_set_within(kKey, ByteView(), ByteView(note.data(), note.size()), kTellWithin));
@@ -31,6 +32,7 @@ std::string FailureNotes::tell(const std::string &why) noexcept {
 }
 
 std::string FailureNotes::first() noexcept {
+    if (!store_) return {};
     try {
         return text(store_->get(kKey, kReadWithin));
     } catch (const std::exception &) {

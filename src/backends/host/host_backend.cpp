@@ -80,7 +80,8 @@ size_t HostBackend::mesh_limit() {
 HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
     rank_(info.rank), size_(info.size), debug_(debug),
     exec_(
-        info.rank, [this] { close_links(); }, info.size > 1 ? std::make_unique<FailureNotes>(info.store) : nullptr) {
+        info.rank, [this](bool breaking) { close_links(breaking); },
+        info.size > 1 ? std::make_unique<FailureNotes>(info.store) : nullptr) {
     Address here{"127.0.0.1", "alone in its group"};
     if (size_ > 1) here = choose_address(*info.store, rank_, size_, info.timeout);
     if (debug_level() != DebugLevel::Off)
@@ -110,10 +111,12 @@ HostBackend::HostBackend(const AsyncGroupInfo &info, bool debug) :
 
 HostBackend::~HostBackend() = default;
 
-void HostBackend::close_links() {
-    if (tcp_) tcp_->close();
+void HostBackend::close_links(bool breaking) {
+    if (tcp_ && breaking) tcp_->finish_sends();
     if (shm_) shm_->close();
     if (gloo_) gloo_->abort();
+    // Longer only where a TCP peer does not read what this rank sent.
+    if (tcp_) breaking ? tcp_->close_once_sent(std::chrono::milliseconds(100)) : tcp_->close();
 }
 
 const char *HostBackend::transport(int peer) const {

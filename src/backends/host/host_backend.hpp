@@ -90,8 +90,9 @@ private:
     void debug_check(const OpCtx &c);
     // Sends and receives, in the caller's order: waited for now, or queued when `w`.
     void p2p(const WorkPtr &w, Span<P2p> ops, const AsyncArgs &a);
-    // The executor's way to break the group: every transport and Gloo's pairs.
-    void close_links();
+    // The executor's way to close the group: every transport and Gloo's
+    // pairs; `breaking`: after a failure here, not an abort or a free.
+    void close_links(bool breaking);
 
     const int rank_, size_;
     const bool debug_;

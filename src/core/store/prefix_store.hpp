@@ -22,6 +22,7 @@ public:
     void multi_set(const std::vector<std::string> &keys, const std::vector<ByteView> &values) override;
 
     std::string local_address() override { return inner_->local_address(); }
+    bool bounds_its_waits() const override { return inner_->bounds_its_waits(); }
     Bytes compare_set_within(const std::string &key, ByteView expected, ByteView desired, Millis timeout) override {
         return inner_->compare_set_within(k(key), expected, desired, timeout);
     }

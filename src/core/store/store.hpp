@@ -45,6 +45,9 @@ public:
         (void)timeout;
         return compare_set(key, expected, desired);
     }
+    // Whether get and compare_set_within give up at their timeouts whatever
+    // the store's state: a custom store's callbacks may wait as they like.
+    virtual bool bounds_its_waits() const { return true; }
     virtual bool check(const std::vector<std::string> &keys) = 0;
     virtual void wait(const std::vector<std::string> &keys, Millis timeout) = 0;
     virtual bool delete_key(const std::string &key) = 0;

@@ -37,6 +37,7 @@ public:
         inner_->multi_set(keys, values);
     }
     std::string local_address() override { return inner_->local_address(); }
+    bool bounds_its_waits() const override { return inner_->bounds_its_waits(); }
     Bytes compare_set_within(const std::string &key, ByteView expected, ByteView desired, Millis timeout) override {
         return inner_->compare_set_within(key, expected, desired, timeout);
     }

@@ -30,10 +30,6 @@ Fd accept_one(int listener, Clock::time_point deadline, const std::string &missi
     }
 }
 
-// Breaking the links waits at most this long for what this rank sent to
-// reach its peers: longer only where a peer does not read (close()).
-constexpr auto kDrainWithin = std::chrono::milliseconds(100);
-
 // Whether all this rank sent on `fd`, and its FIN, reached the peer (or
 // the peer closed its end too, and reads no more).
 bool delivered(int fd) {
@@ -110,26 +106,30 @@ TcpTransport::TcpTransport(Store &store, int rank, int size, const std::string &
 
 void TcpTransport::close() noexcept {
     p2p_->close();
-    // First a FIN behind what this rank sent: a peer still reading a call
-    // this rank completed gets all of it, then the end. A reset at once
-    // would drop what the kernel had taken but not yet sent, and that peer
-    // would fail a call this rank reported done.
-    for (auto &s : socks_)
-        if (s.valid()) ::shutdown(s.get(), SHUT_WR);
-    const auto until = Clock::now() + kDrainWithin;
-    for (auto &s : socks_)
-        while (s.valid() && !delivered(s.get()) && Clock::now() < until) ::usleep(200);
     for (auto &s : socks_)
         if (s.valid()) {
-            // Then a reset: a peer's next send on it fails at once, even
-            // while what this rank sent is still unread there (the peer
-            // reads that first). connect(AF_UNSPEC) disconnects a TCP socket
-            // and keeps its descriptor, which other threads may still hold.
+            // A reset rather than a FIN: a peer's next send on it fails at
+            // once, even while what this rank sent before is still unread
+            // there (the peer reads that first). connect(AF_UNSPEC)
+            // disconnects a TCP socket and keeps its descriptor, which other
+            // threads may still hold.
             sockaddr unspec{};
             unspec.sa_family = AF_UNSPEC;
             ::connect(s.get(), &unspec, sizeof unspec);
             ::shutdown(s.get(), SHUT_RDWR);
         }
+}
+
+void TcpTransport::finish_sends() noexcept {
+    for (auto &s : socks_)
+        if (s.valid()) ::shutdown(s.get(), SHUT_WR);
+}
+
+void TcpTransport::close_once_sent(Clock::duration within) noexcept {
+    const auto until = Clock::now() + within;
+    for (auto &s : socks_)
+        while (s.valid() && !delivered(s.get()) && Clock::now() < until) ::usleep(200);
+    close();
 }
 
 std::string TcpTransport::describe(int peer) const {

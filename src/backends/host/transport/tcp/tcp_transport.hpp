@@ -35,7 +35,15 @@ public:
                   std::chrono::microseconds patience = {}) override {
         x_.run(links_, call, deadline, std::max(spin_, patience), 0, on_recv);
     }
+    // Resets every link at once: a peer's next send or receive on it fails.
     void close() noexcept override;
+    // For a rank that breaks its group: first a FIN behind what it sent on
+    // every link, so that a peer still reading a call this rank completed
+    // gets all of it, then the end (a reset at once drops what the kernel
+    // took but had not sent yet, and that peer would fail the call). Then,
+    // once that reached every peer or `within` passed, close().
+    void finish_sends() noexcept;
+    void close_once_sent(Clock::duration within) noexcept;
     std::string describe(int peer) const override;
 
 private:
