@@ -115,3 +115,56 @@ def _no_default_group():
     """Every test starts and ends without a default group."""
     yield
     distc.destroy_process_group()
+
+
+class DictStore:
+    """A store in a Python dict: the minimum a custom store needs, plus wait."""
+
+    def __init__(self):
+        self.d, self.cv = {}, threading.Condition()
+
+    def set(self, key, value):
+        with self.cv:
+            self.d[key] = bytes(value)
+            self.cv.notify_all()
+
+    def get(self, key, timeout):
+        with self.cv:
+            if not self.cv.wait_for(lambda: key in self.d, timeout):
+                raise TimeoutError(f"no key {key!r} after {timeout} s")
+            return self.d[key]
+
+    def add(self, key, delta):
+        with self.cv:
+            v = int(self.d.get(key, b"0")) + delta
+            self.d[key] = str(v).encode()
+            self.cv.notify_all()
+            return v
+
+    def check(self, keys):
+        with self.cv:
+            return all(k in self.d for k in keys)
+
+    def delete_key(self, key):
+        with self.cv:
+            return self.d.pop(key, None) is not None
+
+    def num_keys(self):
+        return len(self.d)
+
+
+class CompareSetStore(DictStore):
+    """c10d's compare_set, bytes in and out, noting what it was given."""
+
+    def __init__(self):
+        super().__init__()
+        self.given = []
+
+    def compare_set(self, key, expected, desired):
+        self.given.append((type(expected), type(desired)))
+        with self.cv:
+            cur = self.d.get(key)
+            if (cur is None and not expected) or cur == bytes(expected):
+                self.d[key] = bytes(desired)
+                return bytes(desired)
+            return cur if cur is not None else bytes(expected)

@@ -8,6 +8,8 @@ import signal
 import threading
 import time
 
+from conftest import CompareSetStore
+
 import distc
 
 
@@ -89,44 +91,14 @@ def test_a_stopped_store_neither_keeps_the_links_open_nor_holds_the_error_long()
     assert res1[0] == "DistcRemoteError", got
 
 
-class _BlockingStore:
-    """A dict store whose compare_set on the note's key blocks for seconds,
-    as a hung etcd or Redis store would."""
+class _BlockingStore(CompareSetStore):
+    """A store whose compare_set on the note's key blocks for seconds, as a
+    hung etcd or Redis store would."""
 
-    def __init__(self):
-        self.d, self.cv = {}, threading.Condition()
-
-    def set(self, k, v):
-        with self.cv:
-            self.d[k] = bytes(v)
-            self.cv.notify_all()
-
-    def get(self, k, timeout):
-        with self.cv:
-            if not self.cv.wait_for(lambda: k in self.d, None if timeout < 0 else timeout):
-                raise TimeoutError(k)
-            return self.d[k]
-
-    def add(self, k, delta):
-        with self.cv:
-            v = int(self.d.get(k, b"0")) + delta
-            self.d[k] = str(v).encode()
-            self.cv.notify_all()
-            return v
-
-    def compare_set(self, k, expected, desired):
-        if k.endswith("broken"):
+    def compare_set(self, key, expected, desired):
+        if key.endswith("broken"):
             time.sleep(3)
-        with self.cv:
-            cur = self.d.get(k)
-            if (cur is None and not expected) or cur == bytes(expected):
-                self.d[k] = bytes(desired)
-                return bytes(desired)
-            return cur if cur is not None else bytes(expected)
-
-    def check(self, keys):
-        with self.cv:
-            return all(k in self.d for k in keys)
+        return super().compare_set(key, expected, desired)
 
 
 def test_a_custom_store_does_not_hold_the_error():
