@@ -121,6 +121,7 @@ void TcpTransport::close() noexcept {
 }
 
 void TcpTransport::finish_sends() noexcept {
+    p2p_->close();  // its own connections: nothing of a collective on them
     for (auto &s : socks_)
         if (s.valid()) ::shutdown(s.get(), SHUT_WR);
 }
