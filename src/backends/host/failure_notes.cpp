@@ -11,9 +11,10 @@ constexpr const char *kKey = "broken";
 constexpr size_t kMaxNote = 2048;
 // Telling gives up this soon when the store does not answer (the links are
 // broken by then; this rank's error waits). Reading waits this long for a
-// note: a rank that broke the group writes one just after its links went,
+// note: a rank that broke the group writes one once its links are gone (a
+// TCP link may first wait up to 0.1 s for its sends: HostBackend::close_links),
 // one that died leaves none.
-constexpr Millis kTellWithin{300}, kReadWithin{100};
+constexpr Millis kTellWithin{300}, kReadWithin{250};
 
 std::string text(const Bytes &b) {
     return std::string(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(std::min(b.size(), kMaxNote)));
