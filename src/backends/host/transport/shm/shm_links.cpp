@@ -198,16 +198,19 @@ void ShmLinks::peer_gone(int peer, bool died) const {
 
 size_t ShmLinks::write(int peer, const iovec *iov, int n) {
     check_self();
-    if (bells_[peer].closed.load(std::memory_order_acquire)) peer_gone(peer, false);
     Ring &r = ring(me_, peer);
+    Out &o = out_[size_t(peer)];
+    // An offer the reader moved past is done, even where the reader closed
+    // its end since (it got the message, then freed its group).
+    if (o.pending.load(std::memory_order_relaxed) &&
+        r.tail.load(std::memory_order_acquire) >= o.until.load(std::memory_order_relaxed)) {
+        o.pending.store(false, std::memory_order_relaxed);
+        return o.len;
+    }
+    if (bells_[peer].closed.load(std::memory_order_acquire)) peer_gone(peer, false);
     if (r.stopped.load(std::memory_order_acquire))
         fail(DISTC_EREMOTE, name(peer) + " stopped reading what this rank sends it (it failed on a message)");
-    Out &o = out_[size_t(peer)];
-    if (o.pending.load(std::memory_order_relaxed)) {  // done once the reader moved past it
-        if (r.tail.load(std::memory_order_acquire) >= o.until.load(std::memory_order_relaxed)) {
-            o.pending.store(false, std::memory_order_relaxed);
-            return o.len;
-        }
+    if (o.pending.load(std::memory_order_relaxed)) {  // done once the reader moved past it (above)
         if (inline_after_.count() == 0 || Clock::now() - o.offered < inline_wait(o.len)) return 0;
         uint32_t st = kOffered;
         if (!r.offer.compare_exchange_strong(st, kInline, std::memory_order_acq_rel)) return 0;  // being read
