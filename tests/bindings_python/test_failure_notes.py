@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 
+import pytest
 from conftest import CompareSetStore
 
 import distc
@@ -79,9 +80,12 @@ def test_the_late_rank_names_the_first_failure():
     assert "timed out" in message1, message1
 
 
-def test_a_stopped_store_neither_keeps_the_links_open_nor_holds_the_error_long():
+@pytest.mark.parametrize("shm", ["1", "0"])
+def test_a_stopped_store_neither_keeps_the_links_open_nor_holds_the_error_long(shm, monkeypatch):
     # The note waits for the store (up to 0.3 s); the links must not: the
-    # late rank fails rather than completing what rank 0 reported failed.
+    # late rank fails rather than completing what rank 0 reported failed,
+    # over shared memory and over TCP (where a FIN comes before the reset).
+    monkeypatch.setenv("DISTC_SHM", shm)
     got = _late_rank(stop_store=True)
     (name0, _), took0 = got[0]
     assert name0 == "DistcTimeoutError", got
