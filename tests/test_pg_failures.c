@@ -144,6 +144,31 @@ static void test_break_after_a_completed_send(void **state) {
     for (int i = 0; i < 5; ++i) dt_run_ranks(2, rank_break_after_send, NULL);
 }
 
+/* A point-to-point call breaks nothing, but one waiting on a peer that
+ * broke the group names why it broke: the peer's note in the store. */
+static void rank_recv_from_breaker(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg, (void)size;
+    DLTensor t = f32_4();
+    if (rank == 0) {
+        int rc = distc_recv(NULL, pg, &t, 1, 0, NULL);
+        const char *mesh = getenv("DISTC_MESH_BYTES");
+        if (!(mesh && strcmp(mesh, "0") == 0)) /* Gloo's pairs carry point-to-point there */
+            RK_CHECKF(rc == DISTC_EREMOTE && strstr(distc_error_last(), "the group's first failure: barrier #1") &&
+                          strstr(distc_error_last(), "failed on rank 1"),
+                      "a receive from a rank that broke the group gave %d (%s)", rc, distc_error_last());
+        else
+            RK_CHECKF(rc != 0, "a receive from a rank that broke the group succeeded");
+    } else {
+        distc_op_options o = short_timeout();
+        RK_ERR(distc_barrier(NULL, pg, &o), DISTC_ETIMEOUT, "barrier #1");
+    }
+}
+
+static void test_recv_names_why_the_group_broke(void **state) {
+    (void)state;
+    dt_run_ranks(2, rank_recv_from_breaker, NULL);
+}
+
 /* ------------------------------------------------ mismatched collectives */
 
 /* Each rank's call in one scenario of a 2-rank mismatch, without debug mode. */
@@ -329,9 +354,9 @@ static void test_waiting_rank_sees_other_calls(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_late_rank_after_a_timeout),     cmocka_unit_test(test_late_rank_after_an_async_timeout),
-        cmocka_unit_test(test_break_after_a_completed_send),  cmocka_unit_test(test_mismatched_collectives),
-        cmocka_unit_test(test_waiting_rank_sees_other_calls),
+        cmocka_unit_test(test_late_rank_after_a_timeout),      cmocka_unit_test(test_late_rank_after_an_async_timeout),
+        cmocka_unit_test(test_break_after_a_completed_send),   cmocka_unit_test(test_mismatched_collectives),
+        cmocka_unit_test(test_recv_names_why_the_group_broke), cmocka_unit_test(test_waiting_rank_sees_other_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
