@@ -87,8 +87,8 @@ Executor::Outcome Executor::attempt(const Op &op, FnRef<int32_t()> body) noexcep
             if (op.collective && !agreed)
                 first = break_group(what + " failed on rank " + std::to_string(rank_) + ": " + o.message, lost);
             else if (lost && notes_)
-                first = notes_->first();
-            if (lost && !own_note(first)) o.message += "; the group's first failure: " + first;
+                first = others_note(notes_->first());
+            if (lost && !first.empty()) o.message += "; the group's first failure: " + first;
         }
         o.message = what + " failed: " + o.message;
     } catch (const std::exception &) {
@@ -117,12 +117,12 @@ std::string Executor::break_group(const std::string &why, bool lost_link) {
     if (!notes_) return {};
     std::string first = lost_link ? notes_->first() : std::string();
     if (first.empty()) first = notes_->tell(why);
-    return own_note(first) ? std::string() : first;
+    return others_note(first);
 }
 
-bool Executor::own_note(const std::string &note) const {
+std::string Executor::others_note(const std::string &note) const {
     std::lock_guard<std::mutex> lk(mu_);
-    return note.empty() || (!broken_.empty() && note == broken_.substr(0, note.size()));
+    return !broken_.empty() && note == broken_.substr(0, note.size()) ? std::string() : note;
 }
 
 void Executor::run_here(const Op &op, FnRef<int32_t()> body) {

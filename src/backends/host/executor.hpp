@@ -73,8 +73,8 @@ private:
     // first failure where another rank's note has it ("" where this rank's
     // is the first, or none could be left).
     std::string break_group(const std::string &why, bool lost_link);
-    // Whether `note` is this rank's own (it broke the group first).
-    bool own_note(const std::string &note) const;
+    // `note`, or "" where it is this rank's own (it broke the group first).
+    std::string others_note(const std::string &note) const;
     [[noreturn, gnu::cold]] void fail_closed() const;
     void drop_queued(bool stop, const std::string &why);
     void worker_loop();
