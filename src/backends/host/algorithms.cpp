@@ -1,5 +1,5 @@
 #include "backends/host/algorithms.hpp"
-#include "backends/host/copy_streaming.hpp"
+#include "core/util/copy_streaming.hpp"
 
 #include <algorithm>
 #include <cstring>

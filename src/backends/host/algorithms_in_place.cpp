@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "backends/host/algorithms.hpp"
-#include "backends/host/copy_streaming.hpp"
+#include "core/util/copy_streaming.hpp"
 #include "core/util/error.hpp"
 
 namespace distc {

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/util/copy_streaming.hpp"
 #include "core/util/env.hpp"
 #include "core/util/error.hpp"
 
@@ -24,8 +25,9 @@ namespace distc {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x64697374632d7334ULL;  // "distc-s4": stamped chunks on half lines
-constexpr size_t kHeader = 64;
+constexpr uint64_t kMagic = 0x64697374632d7335ULL;  // "distc-s5": stamped chunks, the trip's lines
+// The header's line, then line_trip()'s two.
+constexpr size_t kHeader = 3 * 64;
 constexpr uint64_t kLine = 64;
 #ifdef MADV_POPULATE_WRITE
 constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
@@ -83,16 +85,20 @@ size_t total(const iovec *iov, int n) {
     return t;
 }
 
-// Copies between the iovecs and a ring's bytes at `pos`..`pos + k` (wrapping).
+// Copies between the iovecs and a ring's bytes at `pos`..`pos + k`
+// (wrapping); into the ring, runs of at least `stream` bytes (0: none)
+// through non-temporal stores.
 template <bool kIn>
-void copy(uint8_t *ring, size_t cap, uint64_t pos, const iovec *iov, int n, size_t k) {
+void copy(uint8_t *ring, size_t cap, uint64_t pos, const iovec *iov, int n, size_t k, size_t stream = 0) {
     for (int i = 0; i < n && k; ++i) {
         auto *p = static_cast<uint8_t *>(iov[i].iov_base);
         size_t len = std::min(iov[i].iov_len, k);
         k -= len;
         while (len) {
             size_t at = static_cast<size_t>(pos & (cap - 1)), run = std::min(len, cap - at);
-            if (kIn)
+            if (kIn && stream && run >= stream)
+                copy_nontemporal(ring + at, p, run);
+            else if (kIn)
                 std::memcpy(ring + at, p, run);
             else
                 std::memcpy(p, ring + at, run);
@@ -127,6 +133,7 @@ ShmLinks::ShmLinks(uint8_t *base, int me, size_t ring_bytes, std::vector<int> ra
     if (h.magic != kMagic || h.n != static_cast<uint32_t>(n_) || h.ring_bytes != ring_bytes)
         fail(DISTC_EPROTO, "the shared memory segment is not laid out as this rank expects");
     salt_ = h.salt;
+    trip_ = reinterpret_cast<std::atomic<uint64_t> *>(base + 64);
     bells_ = reinterpret_cast<Bell *>(base + kHeader);
     rings_ = reinterpret_cast<Ring *>(base + kHeader + static_cast<size_t>(n_) * sizeof(Bell));
     data_ = reinterpret_cast<uint8_t *>(rings_ + static_cast<size_t>(n_) * static_cast<size_t>(n_));
@@ -280,7 +287,7 @@ void ShmLinks::publish(int peer, uint64_t pos, const ChunkHeader &c, const iovec
     uint8_t *d = data(me_, peer);
     iovec ci{const_cast<uint64_t *>(&c.len), sizeof c.len};
     copy<true>(d, cap_, pos + sizeof c.stamp, &ci, 1, sizeof c.len);
-    copy<true>(d, cap_, pos + sizeof c, iov, n, k);
+    copy<true>(d, cap_, pos + sizeof c, iov, n, k, stream_min_);
     __atomic_store_n(reinterpret_cast<uint64_t *>(d + (pos & (cap_ - 1))), stamp(pos), __ATOMIC_RELEASE);
     advance(ring(me_, peer).head, chunk_end(pos, c.in_place() ? 0 : k), peer);
 }
@@ -397,6 +404,48 @@ bool ShmLinks::ready(const Want &w) const {
 void ShmLinks::stop_reading(int peer) noexcept {
     ring(peer, me_).stopped.store(1, std::memory_order_seq_cst);
     ring_bell(peer);
+}
+
+double ShmLinks::line_trip(int peer, bool pinger, bool skip, Clock::time_point deadline) const {
+    // As bench/line_trip.c: each side stores the count into its own line
+    // and waits for the other's, with no pause between loads (a pause would
+    // be measured too).
+    constexpr uint64_t kTrips = 200, kRuns = 5, kSkip = ~uint64_t(0);
+    std::atomic<uint64_t> &ping = trip_[0], &pong = trip_[8];  // a line apart
+    if (skip) {
+        ping.store(kSkip, std::memory_order_release);
+        return 0;
+    }
+    // Whether `line` came to `v` (not kSkip) by the deadline, the peer alive.
+    auto until = [&](std::atomic<uint64_t> &line, uint64_t v) {
+        for (uint32_t i = 1;; ++i) {
+            const uint64_t x = line.load(std::memory_order_acquire);
+            if (x == v || x == kSkip) return x == v;
+            if (i % 4096 == 0) {
+                if (Clock::now() > deadline || !alive(peer)) return false;
+                // Still waiting for the peer to begin: its core may be this one.
+                if (v == 1) sched_yield();
+            }
+        }
+    };
+    if (!pinger) {
+        for (uint64_t v = 1; v <= kTrips * kRuns; ++v) {
+            if (!until(ping, v)) return 0;
+            pong.store(v, std::memory_order_release);
+        }
+        return 0;
+    }
+    double best = 0;
+    for (uint64_t r = 0, v = 0; r < kRuns; ++r) {
+        const auto t0 = Clock::now();
+        for (uint64_t i = 0; i < kTrips; ++i) {
+            ping.store(++v, std::memory_order_release);
+            if (!until(pong, v)) return 0;
+        }
+        const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / (2 * kTrips);
+        best = r == 0 ? ns : std::min(best, ns);
+    }
+    return best;
 }
 
 bool ShmLinks::alive(int peer) const {

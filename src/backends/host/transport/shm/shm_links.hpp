@@ -38,6 +38,11 @@
 // failed): it waits out a copy in progress, then points the slot at a copy
 // of the bytes (relocate) or withdraws the offer (abandon, and the reader
 // fails).
+//
+// Where cache lines cross cores slowly, a writer may stream its larger runs
+// into the ring (set_streaming: non-temporal stores, then a store fence
+// before the stamp): its stores then fetch no line back from the reader,
+// and the reader loads the bytes from memory. Only the writer decides.
 #pragma once
 
 #include <sys/types.h>
@@ -68,6 +73,7 @@ public:
     size_t read(int peer, const iovec *iov, int n) override;
     void wait(const std::vector<Want> &wants, Clock::time_point deadline) override;
     int count() const override { return n_; }
+    int me() const { return me_; }  // this rank's local index
     // Where the next chunk from `peer` has come whole and carries at least
     // `n` bytes inline.
     bool peek(int peer, void *to, size_t n) override;
@@ -84,6 +90,9 @@ public:
         inline_after_ = inline_after;
     }
     size_t single_copy() const { return cma_min_; }
+    // Inline runs of at least `bytes` (0: none) go into the rings through
+    // non-temporal stores.
+    void set_streaming(size_t bytes) { stream_min_ = bytes; }
     // The reader publishes its tail only when it finds nothing more to read,
     // when it sleeps, after an in-place chunk, and otherwise once per eighth
     // of the ring: a writer that polls the tail of a full ring would make
@@ -118,6 +127,14 @@ public:
     // (a first lap through a ring would otherwise fault on every page, as
     // writer and reader meet there). Best effort.
     void populate() noexcept;
+    // One way of a cache line's trip between this rank and local rank
+    // `peer`, in ns, through two lines of the segment that serve one pair
+    // once (the group's first two local ranks, as it starts): the `pinger`
+    // times round trips and returns the fastest of a few runs' means; the
+    // other answers them and returns 0. So does a pinger whose peer did not
+    // answer all by `deadline` or died, and one that passes `skip`, which
+    // tells the other not to wait.
+    double line_trip(int peer, bool pinger, bool skip, Clock::time_point deadline) const;
     // Makes this rank's wait() return soon (any thread).
     void wake() { ring_bell(me_); }
 
@@ -248,6 +265,7 @@ private:
     int n_, me_;
     size_t cap_;
     uint64_t salt_;
+    std::atomic<uint64_t> *trip_;  // line_trip()'s two lines
     Bell *bells_;
     Ring *rings_;
     uint8_t *data_;
@@ -259,7 +277,8 @@ private:
     std::vector<Out> out_;
     std::vector<In> in_;
     size_t cma_min_ = 0;
-    bool lazy_ = false;  // show_lazily()
+    size_t stream_min_ = 0;  // set_streaming()
+    bool lazy_ = false;      // show_lazily()
     std::chrono::microseconds inline_after_{0};
     std::atomic<bool> closed_{false};
     bool light_;  // this process takes asymmetric fences (Bell::light)

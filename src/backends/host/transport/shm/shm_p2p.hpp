@@ -56,6 +56,7 @@ public:
     // they go inline (ShmLinks::set_single_copy). A send whose receive is not
     // there yet so waits about one copy's time more than it did inline.
     void set_single_copy(size_t bytes) { links_->set_single_copy(bytes, std::chrono::milliseconds(20)); }
+    void set_streaming(size_t bytes) { links_->set_streaming(bytes); }
     std::string who(int peer) const override;
     bool poll() override;
     void polling_starts() override { ++pollers_; }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/util/copy_streaming.hpp"
 #include "core/util/debug.hpp"
 #include "core/util/env.hpp"
 #include "core/util/error.hpp"
@@ -71,6 +73,23 @@ double ShmTransport::kernel_copy_ratio() {
         return kernel / std::max(mem, 1e-9);
     }();
     return ratio;
+}
+
+double ShmTransport::line_trip(Millis timeout) {
+    // The first two local ranks meet in the segment; the others have no part.
+    // The first measures once per process (a group made later says what it
+    // found), where each rank has a core of its own (a spinning peer would
+    // otherwise wait for this core) and nobody set DISTC_SHM_NONTEMPORAL.
+    static std::atomic<double> known{0};
+    const int me = links_->me();
+    if (me > 1) return 0;
+    const auto deadline = Clock::now() + std::min(timeout, kTripWait);
+    const char *told = std::getenv("DISTC_SHM_NONTEMPORAL");
+    const bool skip =
+        known.load() > 0 || oversubscribed(static_cast<int>(ranks_.size())) || (told && *told) || !kNonTemporalStores;
+    const double trip = links_->line_trip(1 - me, me == 0, me == 0 && skip, deadline);
+    if (me == 0 && trip > 0) known.store(trip);
+    return me == 0 ? known.load() : 0;
 }
 
 bool ShmTransport::copies_fast(std::vector<double> ratios) {
@@ -137,7 +156,8 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     // can read the memory of every rank on its host ('n' if not), 'o' or 'd'
     // for whether its host's ranks outnumber its cores, then how much longer
     // than memcpy its kernel takes to copy (kernel_copy_ratio, in hundredths;
-    // nothing after 'n': not measured); '0' and why, if not made.
+    // nothing after 'n': not measured), and from the host's first local rank
+    // ";t=" and the cache-line trip in ns (line_trip); '0' and why, if not made.
     std::string mine = "1-";
     if (loc.peers_of(rank).size() > 1) {
         try {
@@ -151,6 +171,7 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
             mine = readable ? "1c" : "1n";
             mine += oversubscribed(static_cast<int>(loc.peers_of(rank).size())) ? 'o' : 'd';
             if (readable) mine += std::to_string(std::lround(std::min(kernel_copy_ratio(), 1e6) * 100));
+            if (const double trip = t->line_trip(timeout); trip > 0) mine += ";t=" + std::to_string(std::lround(trip));
         } catch (const Error &e) {
             mine = std::string("0rank ") + std::to_string(rank) + ": " + e.what();
         }
@@ -172,6 +193,7 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
     bool single_copy = single_copy_bytes(false) > 0;
     int over_votes = 0, under_votes = 0, r = 0;
     std::vector<double> ratios;
+    double trip = 0;
     for (const Bytes &b : store.multi_get(keys, timeout)) {
         if (b.size() < 2 || b[0] != '1') {
             why_not = b.empty() ? "a rank said nothing" : std::string(b.begin() + 1, b.end());
@@ -180,9 +202,13 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         single_copy = single_copy && b[1] != 'n';
         if (!here[static_cast<size_t>(r++)]) continue;
         if (b.size() > 2) ++(b[2] == 'o' ? over_votes : under_votes);
-        if (b.size() > 3) ratios.push_back(std::atof(std::string(b.begin() + 3, b.end()).c_str()) / 100);
+        const std::string rest(b.begin() + std::min<size_t>(b.size(), 3), b.end());
+        if (b[1] == 'c' && !rest.empty() && rest[0] != ';') ratios.push_back(std::atof(rest.c_str()) / 100);
+        if (size_t at = rest.find(";t="); at != std::string::npos) trip = std::atof(rest.c_str() + at + 3);
     }
     const bool fast = copies_fast(ratios);
+    const bool streams =
+        kNonTemporalStores && env_flag("DISTC_SHM_NONTEMPORAL", trip >= kSlowTripNs && under_votes >= over_votes);
     if (t && debug_level() != DebugLevel::Off) {
         std::string copy = single_copy_bytes(false) > 0 ? "single copy off (a rank may not read its peers' memory)"
                                                         : "single copy off (DISTC_SHM_CMA_BYTES=0)";
@@ -194,9 +220,14 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
                           kernel_copy_ratio(), fast ? "fast" : "slow");
             copy = b;
         }
-        std::fprintf(stderr, "distc: rank %d: shared memory with %zu ranks on its host; %s; ranks %s cores\n", rank,
-                     loc.peers_of(rank).size(), copy.c_str(),
-                     under_votes >= over_votes ? "do not outnumber" : "outnumber");
+        char lines[120] = "no cache-line trip measured";
+        if (trip > 0) std::snprintf(lines, sizeof lines, "a cache line crosses cores in %.0f ns", trip);
+        std::fprintf(stderr,
+                     "distc: rank %d: shared memory with %zu ranks on its host; %s; ranks %s cores; %s, and the "
+                     "rings are written %s\n",
+                     rank, loc.peers_of(rank).size(), copy.c_str(),
+                     under_votes >= over_votes ? "do not outnumber" : "outnumber", lines,
+                     streams ? "past the caches (non-temporal stores)" : "through the caches");
     }
     if (t) {
         t->reads_ = single_copy;
@@ -207,6 +238,9 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         const char *cma = std::getenv("DISTC_SHM_CMA_BYTES");
         const bool offers = single_copy && (fast || (cma && *cma));
         t->links_->set_single_copy(offers ? single_copy_bytes(false) : 0);
+        const size_t stream = streams ? kStreamRunBytes : 0;
+        t->links_->set_streaming(stream);
+        t->p2p_->set_streaming(stream);
         t->p2p_->set_single_copy(single_copy ? single_copy_bytes(true, fast) : 0);
         // A receive may wait long on a peer that is descheduled (more ranks
         // than cores) or still copying; each time its spin runs out, the

@@ -74,6 +74,22 @@ public:
     // A host's verdict from its ranks' kernel_copy_ratio: fast where the
     // lower median is below kSlowRatio (at least half of them measured fast).
     static bool copies_fast(std::vector<double> ratios);
+    // Where a cache line takes kSlowTripNs or more to cross from one
+    // rank's core to another's (line_trip), and each rank has a core of its
+    // own, a rank writes runs of kStreamRunBytes or more into the rings
+    // with non-temporal stores (DISTC_SHM_NONTEMPORAL=1 or 0 says instead):
+    // its stores then fetch no line back from the reader first, and the
+    // reader takes them from memory instead of from the writer's cache. On
+    // the VM where the trip took about 300 ns, the collectives and messages
+    // that go through the rings took 0.77-0.95 of their time at 32 KiB-4
+    // MiB (bench/results/shm_nontemporal_ab.txt); where the trip takes
+    // 70-150 ns (the Intel VMs measured) they were not measured this way,
+    // and the bound keeps them as they were. The readers need not agree:
+    // the bytes are the same.
+    static constexpr double kSlowTripNs = 200;
+    static constexpr size_t kStreamRunBytes = size_t(16) << 10;
+    // Waits this long at most for the other rank of the trip.
+    static constexpr Millis kTripWait{100};
     void read_peer(int peer, uint64_t addr, void *to, size_t n) override { links_->read_from(peer, addr, to, n); }
     void write_peer(int peer, uint64_t addr, const void *from, size_t n) override {
         links_->write_to(peer, addr, from, n);
@@ -82,6 +98,11 @@ public:
     std::string describe(int peer) const override;
 
 private:
+    // The trip, in ns, for the host's first local rank (the first time in
+    // this process: measured with the second; later: what it found then);
+    // 0 for the others, or where nothing was measured.
+    double line_trip(Millis timeout);
+
     std::vector<int> ranks_;  // by peer index: the group rank
     std::vector<pid_t> pids_;
     std::chrono::microseconds spin_;

@@ -22,4 +22,16 @@ constexpr size_t kStreamBytes = size_t(4) << 20;
 // dst and src must not overlap.
 void copy_streaming(void *dst, const void *src, size_t n);
 
+// Whether copy_nontemporal streams here (memcpy where not).
+#if defined(__x86_64__)
+constexpr bool kNonTemporalStores = true;
+#else
+constexpr bool kNonTemporalStores = false;
+#endif
+
+// memcpy(dst, src, n) through non-temporal stores whatever the size (but
+// for the destination's partial lines at either end), and a store fence
+// after them: what the caller stores next is seen after these bytes.
+void copy_nontemporal(void *dst, const void *src, size_t n);
+
 }  // namespace distc
