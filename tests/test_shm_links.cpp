@@ -1,6 +1,7 @@
 // The shared-memory rings' pieces that a group's collectives cannot pin
 // down: bytes written with non-temporal stores (ShmLinks::set_streaming)
 // read back the same across every wrap of a small ring and every alignment,
+// a write told not to offer in place puts a large piece inline,
 // and the cache-line trip (ShmLinks::line_trip) that decides it is
 // measured between two ranks, returns 0 without its other rank, and lets
 // that rank go at once when the first says it skips.
@@ -77,6 +78,29 @@ void test_streamed_bytes_read_back(void **) {
     }
 }
 
+// A piece past the single-copy size is offered in place (only its chunk's
+// header enters the ring), unless the writer says it may not be: then its
+// bytes go inline (point-to-point's exchanges, ShmP2p::set_inline_exchanges).
+void test_inline_when_no_offer(void **) {
+    std::vector<uint8_t> src(1000, 7), dst(1000, 0);
+    iovec v{src.data(), src.size()};
+    {
+        Pair p;
+        p.a->set_single_copy(64);
+        assert_int_equal(p.a->write(1, &v, 1), 0);  // offered: done once read
+        assert_true(p.b->unread(0) < 64);
+        iovec d{dst.data(), dst.size()};
+        assert_int_equal(p.b->read(0, &d, 1), src.size());  // read in place (memcpy in one process)
+        assert_memory_equal(dst.data(), src.data(), src.size());
+    }
+    {
+        Pair p;
+        p.a->set_single_copy(64);
+        assert_int_equal(p.a->write(1, &v, 1, false), src.size());
+        assert_true(p.b->unread(0) >= src.size());
+    }
+}
+
 void test_trip_measured_between_two(void **) {
     Pair p;
     const auto deadline = Clock::now() + std::chrono::seconds(10);
@@ -110,9 +134,8 @@ void test_skip_lets_the_other_go(void **) {
 
 int main() {
     const CMUnitTest tests[] = {
-        cmocka_unit_test(test_streamed_bytes_read_back),
-        cmocka_unit_test(test_trip_measured_between_two),
-        cmocka_unit_test(test_trip_without_its_peer),
+        cmocka_unit_test(test_streamed_bytes_read_back),  cmocka_unit_test(test_inline_when_no_offer),
+        cmocka_unit_test(test_trip_measured_between_two), cmocka_unit_test(test_trip_without_its_peer),
         cmocka_unit_test(test_skip_lets_the_other_go),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);

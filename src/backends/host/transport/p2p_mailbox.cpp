@@ -20,6 +20,13 @@ uint64_t machine_memory() {
     }();
     return bytes;
 }
+
+// Whether the batch receives from `peer` (named, not any source).
+bool exchanges(Span<AsyncBackend::P2p> ops, int peer) {
+    for (const auto &o : ops)
+        if (!o.send && o.peer == peer) return true;
+    return false;
+}
 }  // namespace
 
 // Its memory is taken as its bytes arrive, in chunks (Arrival::dest: 64
@@ -152,7 +159,8 @@ int P2pMailbox::post_wait(Span<AsyncBackend::P2p> ops, Millis timeout) {
         for (; n < ops.size(); ++n) {
             const auto &o = ops[n];
             const auto tag = static_cast<uint32_t>(o.tag);
-            posted[n] = o.send ? send_locked(o.tensor, o.peer, tag) : recv_locked(o.tensor, o.peer, tag);
+            posted[n] = o.send ? send_locked(o.tensor, o.peer, tag, exchanges(ops, o.peer))
+                               : recv_locked(o.tensor, o.peer, tag);
         }
         const auto deadline = deadline_in(timeout);
         for (size_t i = 0; i < n; ++i) last = wait_locked(lk, *posted[i], deadline, timeout);
@@ -164,9 +172,10 @@ int P2pMailbox::post_wait(Span<AsyncBackend::P2p> ops, Millis timeout) {
     return last;
 }
 
-std::shared_ptr<P2pMailbox::Op> P2pMailbox::send_locked(const Tensor &t, int dst, uint32_t tag) {
+std::shared_ptr<P2pMailbox::Op> P2pMailbox::send_locked(const Tensor &t, int dst, uint32_t tag, bool exchange) {
     if (closed_) fail(DISTC_EABORTED, closed_why_);
     auto op = std::make_shared<Op>(true, dst, tag, t.bytes(), t.nbytes());
+    op->exchange = exchange;
     route_[static_cast<size_t>(dst)]->queue(op);
     return op;
 }

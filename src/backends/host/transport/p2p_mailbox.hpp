@@ -37,7 +37,10 @@ public:
         uint32_t tag;
         uint8_t *data;
         size_t len;
-        size_t done = 0;             // send: the carrier's progress (0: nothing of it moved yet)
+        size_t done = 0;  // send: the carrier's progress (0: nothing of it moved yet)
+        // send: one of a batch that also receives from its peer, an exchange
+        // (the peer likely sends at the same moment)
+        bool exchange = false;
         std::vector<uint8_t> kept;   // a withdrawn send's payload, so that the stream stays whole
         Arrival *filling = nullptr;  // receive: the message being written into it
         // Stored last, with release, under mu(): a waiter that sees it set
@@ -164,7 +167,7 @@ private:
     // The parts of posting and waiting, mu() held (`lk`: a wait lets go of
     // it while it yields or sleeps). A wait that gives up withdraws `op` and
     // throws, naming `timeout`.
-    std::shared_ptr<Op> send_locked(const Tensor &t, int dst, uint32_t tag);
+    std::shared_ptr<Op> send_locked(const Tensor &t, int dst, uint32_t tag, bool exchange = false);
     std::shared_ptr<Op> recv_locked(const Tensor &t, int src, uint32_t tag);
     int wait_locked(std::unique_lock<std::mutex> &lk, Op &op, Clock::time_point deadline, Millis timeout);
     void withdraw(Op &op);  // a wait gave up on it

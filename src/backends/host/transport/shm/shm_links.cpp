@@ -203,7 +203,7 @@ void ShmLinks::peer_gone(int peer, bool died) const {
                             " (it gave up on the group after a failure there, or died)");
 }
 
-size_t ShmLinks::write(int peer, const iovec *iov, int n) {
+size_t ShmLinks::write(int peer, const iovec *iov, int n, bool may_offer) {
     check_self();
     Ring &r = ring(me_, peer);
     Out &o = out_[size_t(peer)];
@@ -232,7 +232,7 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n) {
     // inline, or where the ring looks too full for what comes.
     if (o.tail < o.reoffer) o.tail = r.tail.load(std::memory_order_acquire);
     // A new offer waits until the reader passed the last one that went inline.
-    const bool offers = cma_min_ && o.inline_left == 0 && o.tail >= o.reoffer;
+    const bool offers = may_offer && cma_min_ && o.inline_left == 0 && o.tail >= o.reoffer;
     const bool offer = offers && iov[0].iov_len >= cma_min_;
     // Inline: what fits, up to the next piece that goes in place.
     int m = 0;

@@ -69,7 +69,9 @@ public:
     static void init(uint8_t *base, int n, size_t ring_bytes);
 
     // Peers are local ranks (0 .. n-1), not group ranks.
-    size_t write(int peer, const iovec *iov, int n) override;
+    size_t write(int peer, const iovec *iov, int n) override { return write(peer, iov, n, true); }
+    // And with `may_offer` false, every piece inline, whatever its size.
+    size_t write(int peer, const iovec *iov, int n, bool may_offer);
     size_t read(int peer, const iovec *iov, int n) override;
     void wait(const std::vector<Want> &wants, Clock::time_point deadline) override;
     int count() const override { return n_; }

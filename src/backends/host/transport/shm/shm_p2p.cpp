@@ -144,7 +144,7 @@ bool ShmP2p::write_some(int l) {
         if (op.len > sent) iov[n++] = {op.data + sent, op.len - sent};
         size_t w;
         try {
-            w = links_->write(l, iov, n);
+            w = links_->write(l, iov, n, !(op.exchange && inline_exchanges_));
         } catch (const Error &e) {
             lost_out(l, e.what());
             return true;

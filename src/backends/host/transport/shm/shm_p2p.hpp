@@ -57,6 +57,9 @@ public:
     // there yet so waits about one copy's time more than it did inline.
     void set_single_copy(size_t bytes) { links_->set_single_copy(bytes, std::chrono::milliseconds(20)); }
     void set_streaming(size_t bytes) { links_->set_streaming(bytes); }
+    // The sends of a batch that also receives from their peer (an exchange:
+    // both ranks copy at once) go inline whatever their size.
+    void set_inline_exchanges(bool on) { inline_exchanges_ = on; }
     std::string who(int peer) const override;
     bool poll() override;
     void polling_starts() override { ++pollers_; }
@@ -105,6 +108,7 @@ private:
     std::vector<Links::Want> wants_;
     bool closed_ = false;
     bool routed_ = false;
+    bool inline_exchanges_ = false;  // set_inline_exchanges()
     // While waiters poll the rings, the thread rests off its doorbell (so
     // writers need not wake it): until none does, and a while more after
     // one got its message (the next wait is likely to come soon).

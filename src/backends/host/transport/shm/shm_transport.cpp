@@ -242,6 +242,12 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         t->links_->set_streaming(stream);
         t->p2p_->set_streaming(stream);
         t->p2p_->set_single_copy(single_copy ? single_copy_bytes(true, fast) : 0);
+        // Two ranks that each send the other a message at once copy faster
+        // through the rings, where the kernel copies slowly and each has a
+        // core (both kernel copies at once slow each other down; one way,
+        // in place was as fast or faster): bench/results/shm_p2p_rings_amd.txt.
+        t->p2p_->set_inline_exchanges(
+            env_flag("DISTC_SHM_INLINE_EXCHANGES", single_copy && !fast && under_votes >= over_votes));
         // A receive may wait long on a peer that is descheduled (more ranks
         // than cores) or still copying; each time its spin runs out, the
         // carrier's thread must take over, which costs more than polling.
