@@ -81,7 +81,7 @@ public:
     // its stores then fetch no line back from the reader first, and the
     // reader takes them from memory instead of from the writer's cache. On
     // the VM where the trip took about 300 ns, the collectives and messages
-    // that go through the rings took 0.77-0.95 of their time at 32 KiB-4
+    // that go through the rings took 0.80-0.99 of their time at 64 KiB-4
     // MiB (bench/results/shm_nontemporal_ab.txt); where the trip takes
     // 70-150 ns (the Intel VMs measured) they were not measured this way,
     // and the bound keeps them as they were. The readers need not agree:
