@@ -82,10 +82,10 @@ public:
     // reader takes them from memory instead of from the writer's cache. On
     // the VM where the trip took about 300 ns, the collectives and messages
     // that go through the rings took 0.80-0.99 of their time at 64 KiB-4
-    // MiB (bench/results/shm_nontemporal_ab.txt); where the trip takes
-    // 70-150 ns (the Intel VMs measured) they were not measured this way,
-    // and the bound keeps them as they were. The readers need not agree:
-    // the bytes are the same.
+    // MiB (bench/results/shm_nontemporal_ab.txt), and in its fast state
+    // (about 75 ns) 1.1-2.9 times as long: a group keeps the choice it made
+    // as it started, even where a VM's cores move later. The readers need
+    // not agree: the bytes are the same.
     static constexpr double kSlowTripNs = 200;
     static constexpr size_t kStreamRunBytes = size_t(16) << 10;
     // Waits this long at most for the other rank of the trip.
