@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -33,21 +34,16 @@ constexpr size_t kRing = 4096;
 
 // A segment of two local ranks, both in this process.
 struct Pair {
-    uint8_t *base;
-    ShmLinks *a, *b;
+    std::unique_ptr<uint8_t, decltype(&std::free)> base{nullptr, &std::free};
+    std::unique_ptr<ShmLinks> a, b;
     Pair() {
         const size_t bytes = ShmLinks::segment_bytes(2, kRing);
-        base = static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
-        std::memset(base, 0, bytes);
-        ShmLinks::init(base, 2, kRing);
+        base.reset(static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)));
+        std::memset(base.get(), 0, bytes);
+        ShmLinks::init(base.get(), 2, kRing);
         const std::vector<pid_t> pids{::getpid(), ::getpid()};
-        a = new ShmLinks(base, 0, kRing, {0, 1}, pids);
-        b = new ShmLinks(base, 1, kRing, {0, 1}, pids);
-    }
-    ~Pair() {
-        delete a;
-        delete b;
-        std::free(base);
+        a = std::make_unique<ShmLinks>(base.get(), 0, kRing, std::vector<int>{0, 1}, pids);
+        b = std::make_unique<ShmLinks>(base.get(), 1, kRing, std::vector<int>{0, 1}, pids);
     }
 };
 

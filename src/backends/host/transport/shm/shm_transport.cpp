@@ -207,8 +207,8 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         if (size_t at = rest.find(";t="); at != std::string::npos) trip = std::atof(rest.c_str() + at + 3);
     }
     const bool fast = copies_fast(ratios);
-    const bool streams =
-        kNonTemporalStores && env_flag("DISTC_SHM_NONTEMPORAL", trip >= kSlowTripNs && under_votes >= over_votes);
+    const bool core_each = under_votes >= over_votes;  // the host's ranks do not outnumber its cores
+    const bool streams = kNonTemporalStores && env_flag("DISTC_SHM_NONTEMPORAL", trip >= kSlowTripNs && core_each);
     if (t && debug_level() != DebugLevel::Off) {
         std::string copy = single_copy_bytes(false) > 0 ? "single copy off (a rank may not read its peers' memory)"
                                                         : "single copy off (DISTC_SHM_CMA_BYTES=0)";
@@ -225,14 +225,13 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         std::fprintf(stderr,
                      "distc: rank %d: shared memory with %zu ranks on its host; %s; ranks %s cores; %s, and the "
                      "rings are written %s\n",
-                     rank, loc.peers_of(rank).size(), copy.c_str(),
-                     under_votes >= over_votes ? "do not outnumber" : "outnumber", lines,
+                     rank, loc.peers_of(rank).size(), copy.c_str(), core_each ? "do not outnumber" : "outnumber", lines,
                      streams ? "past the caches (non-temporal stores)" : "through the caches");
     }
     if (t) {
         t->reads_ = single_copy;
         t->cheap_ = fast;
-        t->cheap_rounds_ = under_votes >= over_votes;
+        t->cheap_rounds_ = core_each;
         // A slow kernel copy: the collectives' large pieces go through the
         // rings too, unless DISTC_SHM_CMA_BYTES asks otherwise.
         const char *cma = std::getenv("DISTC_SHM_CMA_BYTES");
@@ -246,8 +245,7 @@ bool ShmTransport::make_for_group(Store &store, int rank, int size, const Locali
         // through the rings, where the kernel copies slowly and each has a
         // core (both kernel copies at once slow each other down; one way,
         // in place was as fast or faster): bench/results/shm_p2p_rings_amd.txt.
-        t->p2p_->set_inline_exchanges(
-            env_flag("DISTC_SHM_INLINE_EXCHANGES", single_copy && !fast && under_votes >= over_votes));
+        t->p2p_->set_inline_exchanges(env_flag("DISTC_SHM_INLINE_EXCHANGES", single_copy && !fast && core_each));
         // A receive may wait long on a peer that is descheduled (more ranks
         // than cores) or still copying; each time its spin runs out, the
         // carrier's thread must take over, which costs more than polling.
