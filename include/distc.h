@@ -16,5 +16,6 @@
 #include "distc/pg.h"
 #include "distc/sys/backend.h"
 #include "distc/reducer.h"
+#include "distc/mem.h"
 
 #endif /* DISTC_H */

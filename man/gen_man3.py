@@ -22,7 +22,7 @@ import roff  # noqa: E402
 
 # The umbrella header's order: each area's page lists what it declares.
 HEADERS = ["common.h", "version.h", "errors.h", "store.h", "sys/store.h", "work.h", "pg.h", "sys/backend.h",
-           "reducer.h"]
+           "reducer.h", "mem.h"]
 MANUAL = "distc Library Functions"
 
 

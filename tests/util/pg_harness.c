@@ -550,7 +550,17 @@ double dt_round(DLDataType dt, double v) {
 struct dt_owned {
     DLTensor t; /* first: a DLTensor * is a struct dt_owned * */
     int64_t shape[2];
+    int shared; /* t.data is from distc_mem_alloc */
 };
+
+/* DT_SHARED_MEMORY=1: every tensor's memory from distc_mem_alloc (shared with
+ * the host's ranks); =even: only those of even ranks (a group whose buffers
+ * are partly shared); else calloc. */
+static int dt_tensor_shared(void) {
+    const char *e = getenv("DT_SHARED_MEMORY");
+    if (!e || !*e || !strcmp(e, "0")) return 0;
+    return strcmp(e, "even") != 0 || tls_rank % 2 == 0;
+}
 
 static DLTensor *dt_tensor_new(DLDataType dt, int ndim, int64_t d0, int64_t d1) {
     struct dt_owned *o = calloc(1, sizeof *o);
@@ -558,7 +568,16 @@ static DLTensor *dt_tensor_new(DLDataType dt, int ndim, int64_t d0, int64_t d1) 
     o->shape[1] = d1;
     int64_t n = ndim == 1 ? d0 : d0 * d1;
     /* At least 16 bytes: zero-element tensors still have a real data pointer. */
-    o->t.data = calloc(1, (size_t)n * dt_dtype_size(dt) + 16);
+    const size_t bytes = (size_t)n * dt_dtype_size(dt) + 16;
+    o->shared = dt_tensor_shared();
+    if (o->shared) {
+        if (distc_mem_alloc(&o->t.data, bytes) != 0) {
+            fprintf(stderr, "distc_mem_alloc(%zu): %s\n", bytes, distc_error_last());
+            abort();
+        }
+    } else {
+        o->t.data = calloc(1, bytes);
+    }
     o->t.device.device_type = kDLCPU;
     o->t.device.device_id = 0;
     o->t.ndim = ndim;
@@ -574,7 +593,14 @@ DLTensor *dt_tensor_2d(DLDataType dt, int64_t rows, int64_t cols) { return dt_te
 
 void dt_tensor_free(DLTensor *t) {
     if (!t) return;
-    free(t->data);
+    if (((struct dt_owned *)t)->shared) {
+        if (distc_mem_free(t->data) != 0) {
+            fprintf(stderr, "distc_mem_free: %s\n", distc_error_last());
+            abort();
+        }
+    } else {
+        free(t->data);
+    }
     free((struct dt_owned *)t);
 }
 

@@ -196,8 +196,10 @@ void Algorithms::reduce_chunked(Tensor &t, ReduceOp op, int to, const Call &call
 void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, const Call &call, Millis timeout) {
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
-    if (in_place_everyone(in.nbytes(), kInPlaceReduceBytes) && in.numel >= static_cast<size_t>(size_))
-        return reduce_scatter_in_place(in, out, op, call, deadline);
+    bool published = false;
+    if (in.numel >= static_cast<size_t>(size_) &&
+        in_place_shared(in.nbytes(), kInPlaceReduceBytes, in.data, in.nbytes(), call, deadline, published))
+        return reduce_scatter_in_place(in, out, op, call, deadline, published);
     Tensor all = in;
     if (in.nbytes() > kDirectReduceBytes && in.numel >= static_cast<size_t>(size_))
         return reduce_chunked(all, op, kNobody, call, deadline, out.bytes());
@@ -225,8 +227,10 @@ void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, cons
 void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Millis timeout) {
     std::lock_guard<TurnLock> lk(mu_);
     auto deadline = deadline_in(timeout);
-    if (to != kNobody && in_place_everyone(t.nbytes(), kInPlaceReduceBytes) && t.numel >= static_cast<size_t>(size_))
-        return reduce_in_place(t, op, to, call, deadline);
+    bool published = false;
+    if (to != kNobody && t.numel >= static_cast<size_t>(size_) &&
+        in_place_shared(t.nbytes(), kInPlaceReduceBytes, t.data, t.nbytes(), call, deadline, published))
+        return reduce_in_place(t, op, to, call, deadline, published);
     if (t.nbytes() > direct_reduce_bytes(size_, t_.cheap_rounds()) && t.numel >= static_cast<size_t>(size_))
         reduce_chunked(t, op, to, call, deadline);
     else  // a small reduce-scatter reduces everything everywhere and keeps its part
@@ -304,10 +308,22 @@ void Algorithms::allgather(const Tensor &in, Tensor &out, const Call &call, Mill
     size_t n = in.nbytes();
     if (in_place_everyone(n * static_cast<size_t>(size_ - 1), kInPlaceBytes))
         return allgather_in_place(in, out, n, call, deadline);
+    // An input that lies in `out` goes into our slot first, as
+    // allgather_in_place moves it before it publishes; others are read
+    // where they are (a peer that reads a part just written here would take
+    // its lines from this core's cache, several times slower).
+    uint8_t *own = out.bytes() + n * static_cast<size_t>(rank_);
+    Tensor mine = in;
+    if (overlaps(in.data, n, out.data, out.nbytes()) && own != in.data && n) {
+        std::memmove(own, in.data, n);
+        mine.data = own;
+    }
+    bool published = false;
+    if (in_place_shared(n * static_cast<size_t>(size_ - 1), kInPlaceBytes, mine.data, n, call, deadline, published))
+        return allgather_in_place(mine, out, n, call, deadline, published);
     // Our own part first, and sent from there: `in` may alias a slot of `out`
     // that a receive fills while our sends are still going.
-    uint8_t *own = out.bytes() + n * static_cast<size_t>(rank_);
-    if (own != in.data && n) std::memmove(own, in.data, n);
+    if (own != mine.data && n) std::memmove(own, mine.data, n);
     for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         t_.send(p, own, n);
@@ -421,11 +437,24 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
     }
     // A pair that moves enough between them reads in place; both ranks of a
     // pair see the same two sizes (or their split check fails), so decide alike.
+    // Where the transport reads peers but not cheaply, a pair that moves
+    // kSharedProbeBytes or more tells where its parts are all the same, and
+    // reads in place if both lie in shared memory (distc_mem_alloc); if not,
+    // it sends them in a second round (both sides see both Parts).
     const size_t P = static_cast<size_t>(size_);
-    const bool reads = t_.copies_in_place_cheaply();
-    const size_t pair_from = from(kInPlaceBytes);
-    bool any = false;
+    const bool reads = t_.copies_in_place_cheaply(), probes = !reads && t_.reads_peers();
+    const size_t pair_from = from(kInPlaceBytes),
+                 probe_from = t_.cheap_rounds() ? kSharedProbeBytes.cheap : kSharedProbeBytes.otherwise;
+    bool any = false, probed = false;
     reads_.assign(P, false);
+    probes_.assign(P, false);
+    pair_skip_.resize(P, 0);
+    auto probe_pair = [&](int p) {  // unless it still backs off from a probe that found a part not shared
+        unsigned &skip = pair_skip_[size_t(p)];
+        if (skip == 0) return true;
+        --skip;
+        return false;
+    };
     parts_out_.resize(P);
     parts_in_.resize(P);
     std::vector<size_t> &out_bytes = out_bytes_, &in_bytes = in_bytes_;
@@ -438,9 +467,12 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
         in_bytes[size_t(p)] = ni;
         if (p == rank_) {
             if (ni && out.bytes() + ooff != src + ioff) copy_streaming(out.bytes() + ooff, src + ioff, ni);
-        } else if (reads && ni + no >= pair_from) {
-            reads_[size_t(p)] = any = true;
-            parts_out_[size_t(p)] = {reinterpret_cast<uintptr_t>(src + ioff), ni, no};
+        } else if ((reads && ni + no >= pair_from) || (probes && ni + no >= probe_from && probe_pair(p))) {
+            reads_[size_t(p)] = reads;
+            probes_[size_t(p)] = !reads;
+            any = any || reads;
+            probed = probed || !reads;
+            parts_out_[size_t(p)] = {peer_buffer(src + ioff, ni), ni, no};
             t_.send(p, &parts_out_[size_t(p)], sizeof(Part));
             t_.recv(p, &parts_in_[size_t(p)], sizeof(Part), 0);  // id 0: a Part
         } else {
@@ -458,6 +490,25 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
     t_.progress(mine, deadline, [&](int peer, int id) {
         if (id == 0) check_part(peer, call);  // as it arrives: before the digest's check, which names nobody
     });
+    if (probed) {
+        bool sent = false;
+        ioff = ooff = 0;
+        for (int p = 0; p < size_; ++p) {
+            if (probes_[size_t(p)]) {
+                if (parts_out_[size_t(p)].buf.region && parts_in_[size_t(p)].buf.region) {
+                    reads_[size_t(p)] = any = true;
+                } else {
+                    pair_skip_[size_t(p)] = kProbeBackoff;
+                    t_.send(p, src + ioff, in_bytes[size_t(p)]);
+                    t_.recv(p, out.bytes() + ooff, out_bytes[size_t(p)]);
+                    sent = true;
+                }
+            }
+            ioff += in_bytes[size_t(p)];
+            ooff += out_bytes[size_t(p)];
+        }
+        if (sent) run(call, deadline);
+    }
     if (any) read_parts(out.bytes(), out_bytes, call, deadline);
 }
 

@@ -106,36 +106,56 @@ private:
     // Where every rank copies anyway: only where the transport copies in
     // place cheaply (Transport::copies_in_place_cheaply).
     bool in_place_everyone(size_t bytes, From f) const;
+    // Where it reads peers' memory but not cheaply (the kernel copies
+    // slowly), ranks whose buffers all lie in shared memory (distc_mem_alloc)
+    // still copy in place, with loads and stores: from these sizes (where
+    // the rings' calls take hundreds of times the round) they publish their
+    // buffers first, and so learn alike whether all of them do.
+    static constexpr From kSharedProbeBytes{1024 * 1024, 8192 * 1024};
+    // A probe that finds a buffer not shared costs the next kProbeBackoff
+    // calls that could probe theirs (all ranks saw the same buffers, so they
+    // skip alike; all-to-all counts per pair): a caller that never uses
+    // shared memory then pays one round in that many calls.
+    static constexpr unsigned kProbeBackoff = 16;
+    // in_place_everyone, or else that probe. Sets `published` where the
+    // probe published `buffer` (`n` bytes): the path in place must not again.
+    bool in_place_shared(size_t bytes, From f, const void *buffer, size_t n, const Call &call,
+                         Clock::time_point deadline, bool &published);
     // Sends every peer `n` bytes at mine + p * stride and receives each
     // peer's at theirs + p * n, in one run.
     void swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call, Clock::time_point deadline);
     // An empty message to and from every peer (`only`: those marked).
     // After `copied` bytes of copies in place, which peers may still be making.
     void sync(const Call &call, Clock::time_point deadline, size_t copied, const std::vector<bool> *only = nullptr);
-    // Tells the peers where this rank's buffer is; theirs land in peer_addr_.
-    void publish(const void *buffer, const Call &call, Clock::time_point deadline);
+    // Tells the peers where this rank's buffer (the `n` bytes they may touch)
+    // is; theirs land in peer_addr_, and the transport may map their memory.
+    void publish(const void *buffer, size_t n, const Call &call, Clock::time_point deadline);
     // Bytes [off, off + bytes) of every rank's buffer (own: ours), reduced
     // in rank order into `out` and into the buffers of `push` (kEveryone, a
     // rank, or kNobody).
     void reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off, size_t bytes, DType dt, ReduceOp op, int push);
     // The reduction into every rank's `t` (to: kEveryone) or the root's.
-    void reduce_in_place(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline);
+    // Each publishes its buffer first, unless `published` (in_place_shared).
+    void reduce_in_place(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline,
+                         bool published = false);
     // Every non-root copies the root's buffer.
     void broadcast_in_place(Tensor &t, int root, const Call &call, Clock::time_point deadline);
     void reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
-                                 Clock::time_point deadline);
-    void allgather_in_place(const Tensor &in, Tensor &out, size_t n, const Call &call, Clock::time_point deadline);
+                                 Clock::time_point deadline, bool published = false);
+    void allgather_in_place(const Tensor &in, Tensor &out, size_t n, const Call &call, Clock::time_point deadline,
+                            bool published = false);
     // Each non-root writes its part into the root's `out` (gather), or reads
     // it out of the root's `in` (scatter), all at once; the root copies its own.
     void gather_in_place(const Tensor &in, Tensor *out, size_t n, int root, const Call &call,
                          Clock::time_point deadline);
     void scatter_in_place(const Tensor *in, Tensor &out, size_t n, int root, const Call &call,
                           Clock::time_point deadline);
-    // All-to-all's pairs marked in reads_: each side sends the other a Part
+    // All-to-all's pairs marked in reads_ (or probes_): each side sends the other a Part
     // (where its bytes for it are), checked as it arrives; then read_parts
     // copies the peers' bytes into `dst`.
     struct Part {
-        uint64_t addr, bytes, expect;  // where this rank's part for the peer is, its size, what it expects back
+        PeerBuffer buf;          // where this rank's part for the peer is
+        uint64_t bytes, expect;  // its size, and what this rank expects back
     };
     void check_part(int peer, const Call &call) const;
     void read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call, Clock::time_point deadline);
@@ -145,11 +165,15 @@ private:
     TurnLock mu_;                         // one operation on the wire at a time; guards what follows
     std::unique_ptr<uint8_t[]> scratch_;  // kept between collectives: no page faults per call
     size_t scratch_cap_ = 0;
-    std::unique_ptr<bool[]> reduced_;  // per segment of this rank's chunk: ready to go on (gates sends)
-    std::vector<int> arrived_;         // per segment: peers whose piece is in
-    std::vector<uint64_t> peer_addr_;  // in place: where each peer's buffer is
+    std::unique_ptr<bool[]> reduced_;   // per segment of this rank's chunk: ready to go on (gates sends)
+    std::vector<int> arrived_;          // per segment: peers whose piece is in
+    std::vector<uint64_t> peer_addr_;   // in place: where each peer's buffer is
+    std::vector<PeerBuffer> peer_buf_;  // and what it published
     std::vector<Part> parts_out_, parts_in_;
-    std::vector<bool> reads_;  // all-to-all: the pairs that read in place
+    std::vector<bool> reads_;          // all-to-all: the pairs that read in place
+    std::vector<bool> probes_;         // and those that sent Parts to learn whether both are shared
+    unsigned probe_skip_ = 0;          // in_place_shared's probes still to skip (kProbeBackoff)
+    std::vector<unsigned> pair_skip_;  // and all-to-all's, per peer
     std::vector<size_t> out_bytes_, in_bytes_;
 };
 

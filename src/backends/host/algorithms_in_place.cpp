@@ -31,8 +31,6 @@ constexpr size_t kBlockBytes = 128 * 1024;
 constexpr size_t kPatientBytesPerUs = 2000, kMaxPatienceUs = 5000;
 constexpr size_t kPageBytes = 4096;
 
-uint64_t address_of(const void *p) { return reinterpret_cast<uintptr_t>(p); }
-
 }  // namespace
 
 size_t Algorithms::from(From f) const {
@@ -41,6 +39,24 @@ size_t Algorithms::from(From f) const {
 bool Algorithms::in_place(size_t bytes, size_t least) const { return bytes >= least && t_.reads_peers(); }
 bool Algorithms::in_place_everyone(size_t bytes, From f) const {
     return t_.copies_in_place_cheaply() && bytes >= from(f);
+}
+
+bool Algorithms::in_place_shared(size_t bytes, From f, const void *buffer, size_t n, const Call &call,
+                                 Clock::time_point deadline, bool &published) {
+    published = false;
+    if (in_place_everyone(bytes, f)) return true;
+    if (!t_.reads_peers() || bytes < (t_.cheap_rounds() ? kSharedProbeBytes.cheap : kSharedProbeBytes.otherwise))
+        return false;
+    if (probe_skip_ > 0) {
+        --probe_skip_;
+        return false;
+    }
+    publish(buffer, n, call, deadline);
+    published = true;
+    bool all = peer_buffer(buffer, n).region != 0;
+    for (int p = 0; p < size_; ++p) all = all && (p == rank_ || peer_buf_[size_t(p)].region != 0);
+    if (!all) probe_skip_ = kProbeBackoff;
+    return all;  // else through the rings, where nobody reads the buffers published
 }
 
 void Algorithms::swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call,
@@ -53,10 +69,17 @@ void Algorithms::swap(const void *mine, size_t stride, void *theirs, size_t n, c
     run(call, deadline);
 }
 
-void Algorithms::publish(const void *buffer, const Call &call, Clock::time_point deadline) {
-    peer_addr_.resize(static_cast<size_t>(size_));
-    uint64_t mine = address_of(buffer);
-    swap(&mine, 0, peer_addr_.data(), sizeof mine, call, deadline);
+void Algorithms::publish(const void *buffer, size_t n, const Call &call, Clock::time_point deadline) {
+    const size_t P = static_cast<size_t>(size_);
+    peer_buf_.resize(P);
+    peer_addr_.resize(P);
+    const PeerBuffer mine = peer_buffer(buffer, n);
+    swap(&mine, 0, peer_buf_.data(), sizeof mine, call, deadline);
+    for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        peer_addr_[size_t(p)] = peer_buf_[size_t(p)].addr;
+        t_.attach_peer(p, peer_buf_[size_t(p)]);
+    }
 }
 
 void Algorithms::sync(const Call &call, Clock::time_point deadline, size_t copied, const std::vector<bool> *only) {
@@ -77,20 +100,26 @@ void Algorithms::reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off,
     uint8_t *acc = scratch(2 * block), *in = acc + block;
     for (size_t b = 0; b < bytes; b += block) {
         const size_t len = std::min(block, bytes - b), count = len / esz;
-        // Rank r's piece: our own in place, a peer's copied into `into`.
-        auto piece = [&](int r, uint8_t *into) -> const uint8_t * {
-            if (r == rank_) return own + b;
-            t_.read_peer(r, peer_addr_[size_t(r)] + off + b, into, len);
-            return into;
+        // Calls use() with rank r's block: our own in place, a peer's where
+        // it can be read with loads (under the peer's watch), else copied
+        // into `into` first.
+        auto with_piece = [&](int r, uint8_t *into, FnRef<void(const uint8_t *)> use) {
+            if (r == rank_) return use(own + b);
+            const uint64_t at = peer_addr_[size_t(r)] + off + b;
+            if (t_.read_peer_directly(r, at, len, use)) return;
+            t_.read_peer(r, at, into, len);
+            use(into);
         };
         // In rank order, as every other path reduces: the same bits.
-        const uint8_t *a = piece(0, acc);
-        for (int r = 1; r < size_; ++r) {
-            const uint8_t *x = piece(r, in);
-            uint8_t *to = r == size_ - 1 ? out + b : acc;
-            fn(to, a, x, count);
-            a = acc;
+        if (size_ == 1) {
+            if (out != own) std::memmove(out + b, own + b, len);
+        } else {
+            with_piece(0, acc, [&](const uint8_t *first) {
+                with_piece(1, in, [&](const uint8_t *x) { fn(size_ == 2 ? out + b : acc, first, x, count); });
+            });
         }
+        for (int r = 2; r < size_; ++r)
+            with_piece(r, in, [&](const uint8_t *x) { fn(r == size_ - 1 ? out + b : acc, acc, x, count); });
         // Into the peers' buffers while the block is still in cache. Only
         // this rank reads or writes this chunk of theirs in the call, and it
         // read this block already.
@@ -101,10 +130,11 @@ void Algorithms::reduce_from_peers(const uint8_t *own, uint8_t *out, size_t off,
     }
 }
 
-void Algorithms::reduce_in_place(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline) {
+void Algorithms::reduce_in_place(Tensor &t, ReduceOp op, int to, const Call &call, Clock::time_point deadline,
+                                 bool published) {
     const size_t esz = dtype_size(t.dtype), P = static_cast<size_t>(size_);
     const size_t me = static_cast<size_t>(rank_), lo = t.numel * me / P * esz, hi = t.numel * (me + 1) / P * esz;
-    publish(t.data, call, deadline);
+    if (!published) publish(t.data, t.nbytes(), call, deadline);
     // Our chunk of every buffer, reduced into ours and written into theirs
     // (or the root's). Peers read and write only their own chunks of our
     // buffer meanwhile.
@@ -119,7 +149,7 @@ void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock
     // go on at once where there was one (the root's writes pin the
     // non-roots' pages, the readers the root's).
     const size_t split = n * m / P / kPageBytes * kPageBytes;
-    publish(t.data, call, deadline);
+    publish(t.data, n, call, deadline);
     if (rank_ == root) {
         for (size_t k = 1; k < P; ++k) {  // split < n: every non-root gets a share
             const int p = int((size_t(root) + k) % P);
@@ -140,22 +170,22 @@ void Algorithms::broadcast_in_place(Tensor &t, int root, const Call &call, Clock
 }
 
 void Algorithms::reduce_scatter_in_place(const Tensor &in, Tensor &out, ReduceOp op, const Call &call,
-                                         Clock::time_point deadline) {
+                                         Clock::time_point deadline, bool published) {
     const size_t part = out.nbytes(), off = part * static_cast<size_t>(rank_);
-    publish(in.data, call, deadline);
+    if (!published) publish(in.data, in.nbytes(), call, deadline);
     reduce_from_peers(in.bytes() + off, out.bytes(), off, part, in.dtype, op, kNobody);
     sync(call, deadline, in.nbytes());  // no peer reads our buffer any more
 }
 
 void Algorithms::allgather_in_place(const Tensor &in, Tensor &out, size_t n, const Call &call,
-                                    Clock::time_point deadline) {
+                                    Clock::time_point deadline, bool published) {
     uint8_t *own = out.bytes() + n * static_cast<size_t>(rank_);
     // Peers read our input where the caller has it: lines that no core is
     // writing (our own slot of `out` is written now). Unless it lies in
     // `out`, where our reads may overwrite it: then our slot, filled first.
     const bool inside = overlaps(in.data, n, out.data, out.nbytes());
     if (inside && own != in.data && n) std::memmove(own, in.data, n);
-    publish(inside ? own : in.data, call, deadline);
+    if (!published) publish(inside ? own : in.data, n, call, deadline);
     // Two ranks take the parts in rank order: both read one input at a time
     // (its owner with memcpy, the peer through the kernel), so its lines
     // come from memory once for the two. With more ranks every peer would
@@ -179,7 +209,7 @@ void Algorithms::gather_in_place(const Tensor &in, Tensor *out, size_t n, int ro
     // input lies in `out`, where they may overwrite it: then first.
     const bool first = own && overlaps(in.data, n, out->data, out->nbytes());
     if (first && own != in.data) std::memmove(own, in.data, n);
-    publish(own ? out->data : in.data, call, deadline);
+    publish(own ? out->data : in.data, own ? out->nbytes() : n, call, deadline);
     if (own && !first) copy_streaming(own, in.data, n);
     if (!own) t_.write_peer(root, peer_addr_[size_t(root)] + n * me, in.data, n);
     sync(call, deadline, n);  // every part is in; no peer writes the root's buffer any more
@@ -192,7 +222,7 @@ void Algorithms::scatter_in_place(const Tensor *in, Tensor &out, size_t n, int r
     // The root's own part while the others read theirs, unless its `out`
     // lies in `in`, where they may still read: then last.
     const bool last = own && overlaps(in->data, in->nbytes(), out.data, n);
-    publish(own ? in->data : out.data, call, deadline);
+    publish(own ? in->data : out.data, own ? in->nbytes() : n, call, deadline);
     if (own && !last) copy_streaming(out.data, own, n);
     if (!own) t_.read_peer(root, peer_addr_[size_t(root)] + n * me, out.data, n);
     sync(call, deadline, n);  // no peer reads the root's buffer any more
@@ -220,7 +250,8 @@ void Algorithms::read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, 
         const int p = (rank_ + k) % size_;
         if (p == 0) at = 0;
         if (reads_[size_t(p)] && out_bytes[size_t(p)]) {
-            t_.read_peer(p, parts_in_[size_t(p)].addr, dst + at, out_bytes[size_t(p)]);
+            t_.attach_peer(p, parts_in_[size_t(p)].buf);
+            t_.read_peer(p, parts_in_[size_t(p)].buf.addr, dst + at, out_bytes[size_t(p)]);
             copied += out_bytes[size_t(p)];
         }
         at += out_bytes[size_t(p)];

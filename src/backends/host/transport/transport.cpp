@@ -1,8 +1,14 @@
 #include "backends/host/transport/transport.hpp"
 
 #include "core/util/env.hpp"
+#include "core/util/shared_memory.hpp"
 
 namespace distc {
+
+PeerBuffer peer_buffer(const void *p, size_t n) {
+    const SharedRegion r = shared_region_of(p, n);
+    return PeerBuffer{reinterpret_cast<uintptr_t>(p), r.id, r.base, r.fd};
+}
 
 std::chrono::microseconds spin_from_env(const char *name, long long dflt) {
     // At most a second: a spin runs before the deadline is looked at again.

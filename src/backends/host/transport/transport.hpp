@@ -25,6 +25,20 @@
 
 namespace distc {
 
+// Where a rank's buffer lies, as a peer that reads or writes it in place
+// needs to know: its address, and the shared-memory region that holds it
+// where the caller allocated it with distc_mem_alloc (core/util/
+// shared_memory.hpp), which a peer on the same host may map to reach it
+// with loads and stores. Sent between ranks as it is.
+struct PeerBuffer {
+    uint64_t addr = 0;
+    uint64_t region = 0;       // the region's id; 0: none
+    uint64_t region_base = 0;  // the region's first byte, in the owner's process
+    int64_t region_fd = -1;    // the owner's file descriptor of it
+};
+// `n` bytes at `p`, as this rank describes them to its peers.
+PeerBuffer peer_buffer(const void *p, size_t n);
+
 class Transport {
 public:
     virtual ~Transport() = default;
@@ -70,6 +84,15 @@ public:
     virtual void write_peer(int, uint64_t, const void *, size_t) {
         fail(DISTC_EINTERNAL, std::string(name()) + " cannot write peers' memory");
     }
+    // A peer published `b` (the buffer read_peer and write_peer reach until
+    // the next call names another): the transport may map its region, so
+    // that they copy with memcpy instead of through the kernel.
+    virtual void attach_peer(int, const PeerBuffer &) {}
+    // Where `peer`'s bytes [addr, addr + n) can be read with loads (a rank of
+    // this process, or a region attach_peer mapped), calls use() with them,
+    // on the terms of read_peer, and returns true; false otherwise. n is at
+    // most a few hundred KiB (a cache-sized block).
+    virtual bool read_peer_directly(int, uint64_t, size_t, FnRef<void(const uint8_t *)>) { return false; }
     // Breaks every link so that peers fail at once; any thread, any time.
     virtual void close() noexcept = 0;
     // "rank 3 at 10.0.0.2:40123 (tcp)", for messages.

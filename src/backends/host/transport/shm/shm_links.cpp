@@ -127,7 +127,8 @@ void ShmLinks::init(uint8_t *base, int n, size_t ring_bytes) {
 
 ShmLinks::ShmLinks(uint8_t *base, int me, size_t ring_bytes, std::vector<int> ranks, const std::vector<pid_t> &pids) :
     n_(static_cast<int>(ranks.size())), me_(me), cap_(ring_bytes), ranks_(std::move(ranks)), pids_(pids),
-    self_(::getpid()), pidfds_(ranks_.size()), out_(ranks_.size()), in_(ranks_.size()), light_(asymmetric_fences()) {
+    self_(::getpid()), pidfds_(ranks_.size()), mem_(pids_), out_(ranks_.size()), in_(ranks_.size()),
+    light_(asymmetric_fences()) {
     Header h;
     std::memcpy(&h, base, sizeof h);
     if (h.magic != kMagic || h.n != static_cast<uint32_t>(n_) || h.ring_bytes != ring_bytes)

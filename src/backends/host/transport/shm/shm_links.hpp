@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "backends/host/transport/exchange.hpp"
+#include "backends/host/transport/shm/peer_memory.hpp"
 #include "core/util/socket.hpp"
 
 namespace distc {
@@ -114,6 +115,17 @@ public:
     // and freed the buffer): that throws DISTC_EREMOTE, and the peer's
     // close() waits for a piece under way.
     void write_to(int peer, uint64_t addr, const void *from, size_t n);
+    // `peer`'s buffer of this call is `b`: where it lies in a region of
+    // shared memory that maps here (PeerMemory), read_from, write_to and
+    // read_directly copy with memcpy, as between ranks of one process.
+    void attach(int peer, const PeerBuffer &b) {
+        if (!same_process(peer)) mem_.attach(peer, b);
+    }
+    // Calls use() with `peer`'s bytes [addr, addr + n) where they can be read
+    // with loads (a rank of this process, or attached memory), on the terms
+    // of read_from, and returns true; false otherwise.
+    bool read_directly(int peer, uint64_t addr, size_t n, FnRef<void(const uint8_t *)> use);
+    size_t peer_regions_mapped() const { return mem_.mapped(); }
     // Whether this process can read `pid`'s memory at `addr`, where `expect` is.
     static bool can_read(pid_t pid, const void *addr, uint64_t expect);
 
@@ -263,6 +275,10 @@ private:
     void touch(int peer, size_t n, Piece &&piece);
     void check_alive(const std::vector<Want> &wants) const;  // throws for the first that died
     bool same_process(int peer) const { return pids_[size_t(peer)] == self_; }
+    // Where `peer`'s bytes [addr, addr + n) are in this process, if anywhere.
+    uint8_t *local(int peer, uint64_t addr, size_t n) const {
+        return same_process(peer) ? reinterpret_cast<uint8_t *>(addr) : mem_.view(peer, addr, n);
+    }
 
     int n_, me_;
     size_t cap_;
@@ -276,6 +292,7 @@ private:
     // This process's: getpid() is a system call, too dear for every copy.
     pid_t self_;
     std::vector<Fd> pidfds_;  // by local rank, for peers in other processes
+    PeerMemory mem_;
     std::vector<Out> out_;
     std::vector<In> in_;
     size_t cma_min_ = 0;

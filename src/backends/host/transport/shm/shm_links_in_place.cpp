@@ -2,7 +2,8 @@
 // a writer's offer in place (read_in_place), the collectives read and write
 // peers' buffers where they are (read_from, write_to), and a writer moves or
 // withdraws what it offered (relocate, abandon). Between processes the kernel
-// copies (process_vm_readv/writev); between ranks of one process, memcpy.
+// copies (process_vm_readv/writev); between ranks of one process, and into
+// and out of peers' shared memory mapped here (PeerMemory), memcpy.
 #include <sched.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -45,9 +46,8 @@ size_t ShmLinks::read_in_place(int peer, const iovec *iov, int n, size_t k, uint
 }
 
 size_t ShmLinks::copy_from(int peer, uint64_t from, const iovec *iov, int n, size_t k) {
-    if (same_process(peer)) {  // a rank in this process: its buffer is ours to read
+    if (const uint8_t *p = local(peer, from, k)) {  // a rank in this process, or memory mapped here
         size_t left = k;
-        auto *p = reinterpret_cast<const uint8_t *>(from);
         for (int i = 0; i < n && left; ++i) {
             size_t len = std::min(iov[i].iov_len, left);
             std::memcpy(iov[i].iov_base, p, len);
@@ -100,10 +100,10 @@ void ShmLinks::touch(int peer, size_t n, Piece &&piece) {
 
 void ShmLinks::write_to(int peer, uint64_t addr, const void *from, size_t n) {
     auto *src = static_cast<const uint8_t *>(from);
-    const bool here = same_process(peer);  // a rank in this process: its buffer is ours to write
+    uint8_t *here = local(peer, addr, n);  // a rank in this process, or memory mapped here
     touch(peer, n, [&](size_t off, size_t k) -> size_t {
         if (here) {
-            std::memcpy(reinterpret_cast<void *>(addr + off), src + off, k);
+            std::memcpy(here + off, src + off, k);
             return k;
         }
         // The kernel may copy less than asked (a page it could not pin).
@@ -124,6 +124,16 @@ void ShmLinks::read_from(int peer, uint64_t addr, void *to, size_t n) {
         iovec v{dst + off, k};
         return copy_from(peer, addr + off, &v, 1, k);  // perhaps less than asked (a page it could not pin)
     });
+}
+
+bool ShmLinks::read_directly(int peer, uint64_t addr, size_t n, FnRef<void(const uint8_t *)> use) {
+    const uint8_t *at = local(peer, addr, n);
+    if (!at) return false;
+    touch(peer, n, [&](size_t, size_t) -> size_t {
+        use(at);  // all n at once, under one look whether the peer closed
+        return n;
+    });
+    return true;
 }
 
 bool ShmLinks::can_read(pid_t pid, const void *addr, uint64_t expect) {

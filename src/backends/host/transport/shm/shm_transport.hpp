@@ -94,6 +94,10 @@ public:
     void write_peer(int peer, uint64_t addr, const void *from, size_t n) override {
         links_->write_to(peer, addr, from, n);
     }
+    void attach_peer(int peer, const PeerBuffer &b) override { links_->attach(peer, b); }
+    bool read_peer_directly(int peer, uint64_t addr, size_t n, FnRef<void(const uint8_t *)> use) override {
+        return links_->read_directly(peer, addr, n, use);
+    }
     void close() noexcept override;
     std::string describe(int peer) const override;
 
