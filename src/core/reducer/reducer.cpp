@@ -7,6 +7,7 @@
 #include "core/reducer/sparse.hpp"
 
 #include "core/util/error.hpp"
+#include "core/util/shared_memory.hpp"
 #include "core/work/continuation.hpp"
 
 namespace distc {
@@ -91,10 +92,33 @@ std::unique_ptr<Reducer::Storage> Reducer::allocate(DType dt, size_t numel) {
         s->t.device_type = grads_[0].device_type;
         s->t.device_id = grads_[0].device_id;
     } else {
-        s->host = std::make_unique<Scratch>(dt, numel);
-        s->t = s->host->t;
+        const size_t bytes = checked_mul(numel, dtype_size(dt), "a bucket");
+        try {
+            if (bytes >= kSharedBucketBytes) {
+                s->t.data = shared_alloc(bytes);
+                s->shared = true;
+                s->t.numel = numel;
+                s->t.dtype = dt;
+                s->t.dim0 = static_cast<int64_t>(numel);
+            }
+        } catch (const Error &) {  // out of file descriptors, say: plain memory serves as well
+        }
+        if (!s->shared) {
+            s->host = std::make_unique<Scratch>(dt, numel);
+            s->t = s->host->t;
+        }
     }
     return s;
+}
+
+Reducer::Storage::~Storage() {
+    if (device) device->release(t.device_type, t.data);
+    if (shared) {
+        try {
+            shared_free(t.data);
+        } catch (...) {  // it is ours: cannot fail
+        }
+    }
 }
 
 void Reducer::copy(void *dst, const void *src, size_t n) {

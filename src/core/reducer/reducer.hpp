@@ -95,19 +95,23 @@ public:
     SparseGrad sparse_grad(size_t i) const;
 
 private:
-    // A bucket's memory: host scratch, or device memory of the group's backend.
+    // A bucket's memory: host memory the ranks of a host share (distc_mem_alloc:
+    // their collectives then copy and reduce without the kernel), host scratch
+    // where that cannot be had, or device memory of the group's backend.
     struct Storage {
         Tensor t;
         std::unique_ptr<Scratch> host;
+        bool shared = false;             // t.data is from shared_alloc
         DeviceMemory *device = nullptr;  // releases t.data when set
         Storage() = default;
         Storage(const Storage &) = delete;
         Storage &operator=(const Storage &) = delete;
-        ~Storage() {
-            if (device) device->release(t.device_type, t.data);
-        }
+        ~Storage();
     };
     std::unique_ptr<Storage> allocate(DType dt, size_t numel);
+    // Host buckets from this size on are shared memory; smaller ones go
+    // through the rings, not in place, where it makes no difference.
+    static constexpr size_t kSharedBucketBytes = size_t(64) << 10;
     // Host memcpy / memset, or the backend's device copy / fill on the stream.
     void copy(void *dst, const void *src, size_t n);
     void zero(void *p, size_t n);
