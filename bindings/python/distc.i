@@ -118,6 +118,15 @@ DISTC_OUT_SCALAR(size_t, n_buckets, PyLong_FromSize_t)
 %typemap(in, numinputs=0) void **view (void *tmp = NULL) { $1 = &tmp; }
 %typemap(argout) void **view { $result = SWIG_Python_AppendOutput($result, PyLong_FromVoidPtr(tmp$argnum)); }
 
+/* distc_mem_alloc / distc_mem_free: the memory's address as an int, for
+ * the package (_memory.py) to view as an array and free when it goes. */
+%typemap(in, numinputs=0) void **out (void *tmp = NULL) { $1 = &tmp; }
+%typemap(argout) void **out { $result = SWIG_Python_AppendOutput($result, PyLong_FromVoidPtr(tmp$argnum)); }
+%typemap(in) void *ptr {
+    $1 = $input == Py_None ? NULL : PyLong_AsVoidPtr($input);
+    if (PyErr_Occurred()) SWIG_fail;
+}
+
 /* distc_work_wait_stream: a stream handle as an int (torch: stream.cuda_stream); None is the default stream. */
 %typemap(in) void *stream {
     $1 = $input == Py_None ? NULL : PyLong_AsVoidPtr($input);

@@ -22,6 +22,7 @@ from ._store import CustomStore, FileStore, HashStore, PrefixStore, Store, TCPSt
 from ._future import Future, collect_all, wait_all
 from ._group import ProcessGroup, Work
 from ._bucket import GradBucket
+from ._memory import shared_empty, shared_zeros
 from ._reducer import Reducer, compute_bucket_assignment_by_size
 from ._api import (Backend, GroupMember, P2POp, all_gather, all_gather_coalesced, all_gather_into_tensor,
                    all_gather_into_tensor_coalesced, all_gather_object, all_reduce, all_reduce_coalesced, all_to_all,

@@ -22,7 +22,7 @@ const L = LibDistc
 export DistcError, Store, HashStore, FileStore, TCPStore, PrefixStore, ProcessGroup, Reducer
 export rank, nranks, backend, transport, allreduce!, bcast!, reduce!, allgather!, reducescatter!, alltoall!,
        barrier, send, recv!, allgather_bytes, new_subgroup, split_group, abort!, setkey!, getkey, addkey!,
-       waitkeys, checkkeys, deletekey!, numkeys, prepare!, mark_ready!, finalize!
+       waitkeys, checkkeys, deletekey!, numkeys, prepare!, mark_ready!, finalize!, shared_zeros
 const DistcError = L.DistcError
 
 # ---------------------------------------------------------------- element types
@@ -367,6 +367,29 @@ mutable struct Reducer
         finalizer(close, r)
         return r
     end
+end
+
+# ---------------------------------------------------------------- shared memory
+
+"""
+    shared_zeros(T, dims...) -> Array{T}
+
+An array of zeros in memory the ranks of this host share (`distc_mem_alloc`):
+large collectives on it copy and reduce between the ranks' arrays with loads
+and stores instead of the kernel's copies. Any array works with every call;
+this one is faster from a few MiB. Its memory goes when the array is
+garbage collected.
+"""
+function shared_zeros(::Type{T}, dims::Integer...) where {T}
+    isbitstype(T) || throw(ArgumentError("shared_zeros: $T is not a plain data type"))
+    any(d -> d < 0, dims) && throw(ArgumentError("shared_zeros: negative dimension in $dims"))
+    shape = map(Int, dims)
+    p = Ref{Ptr{Cvoid}}(C_NULL)
+    L.distc_mem_alloc(p, max(prod(shape; init = 1) * sizeof(T), 1))
+    A = unsafe_wrap(Array, Ptr{T}(p[]), shape; own = false)
+    # The zeroed pages are zeros of every plain type; they are ours to free.
+    finalizer(a -> L.distc_mem_free(pointer(a)), A)
+    return A
 end
 
 # ---------------------------------------------------------------- handles

@@ -14,3 +14,4 @@ include!("gen/work.rs");
 include!("gen/pg.rs");
 include!("gen/sys_backend.rs");
 include!("gen/reducer.rs");
+include!("gen/mem.rs");

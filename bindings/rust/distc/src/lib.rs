@@ -30,6 +30,7 @@ mod element;
 mod error;
 mod future;
 mod group;
+mod memory;
 mod reducer;
 mod store;
 
@@ -38,5 +39,6 @@ pub use element::{Complex32, Complex64, Element, BF16, F16};
 pub use error::{Error, ErrorKind, Result};
 pub use future::{Bucket, BucketBuffer, Future};
 pub use group::{dump_trace_all, GroupOptions, ProcessGroup, ReduceOp, Scope, Work};
+pub use memory::SharedBuffer;
 pub use reducer::{PowerSgdOptions, Reducer, ReducerOptions};
 pub use store::{rendezvous, version, Store, TcpStoreOptions};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use distc::{ErrorKind, GroupOptions, ProcessGroup, ReduceOp};
+use distc::{ErrorKind, GroupOptions, ProcessGroup, ReduceOp, SharedBuffer};
 
 const CHILD: &str = "DISTC_RS_CHILD";
 
@@ -54,6 +54,12 @@ fn rank_job() {
     assert_eq!(b, [n - 1; 3]);
     let all = pg.all_gather_bytes(format!("rank {r}").as_bytes()).unwrap();
     assert_eq!(all.len(), n as usize);
+    // Shared memory (distc_mem_alloc), large enough to go in place on any host.
+    let mut s = SharedBuffer::<f32>::zeroed(3 << 20).unwrap();
+    assert!(s.iter().all(|&v| v == 0.0));
+    s.fill(r as f32 + 1.0);
+    pg.all_reduce(&mut s, ReduceOp::Sum).unwrap();
+    assert!(s.iter().all(|&v| v == (n * (n + 1) / 2) as f32));
     println!("RANK-OK {r} of {n}");
 }
 
