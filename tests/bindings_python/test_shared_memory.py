@@ -1,0 +1,105 @@
+"""distc.shared_empty / shared_zeros: arrays in memory the ranks of a host
+share (distc_mem_alloc), their checks, their release when the last view
+goes, and collectives on them between processes."""
+import gc
+
+import numpy as np
+import pytest
+
+import distc
+from conftest import run_procs
+
+
+def test_shape_dtype_and_zeroed():
+    a = distc.shared_empty((3, 5), np.float64)
+    assert a.shape == (3, 5) and a.dtype == np.float64 and a.flags.writeable
+    assert a.ctypes.data % 4096 == 0
+    assert not a.any()
+    a[:] = 7
+    assert (a == 7).all()
+    assert distc.shared_zeros(4, "int32").tolist() == [0, 0, 0, 0]
+    assert distc.shared_empty(0).size == 0  # no elements: still memory of its own
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        distc.shared_empty((2, -1))
+    with pytest.raises(TypeError):
+        distc.shared_empty(2.5)
+    with pytest.raises(TypeError):
+        distc.shared_empty(4, "no such dtype")
+    # The C functions themselves: a pointer not from distc_mem_alloc.
+    with pytest.raises(distc.DistcInvalidArgument) as e:
+        distc._distc.distc_mem_free(4096)
+    assert "distc_mem_alloc" in str(e.value)
+    with pytest.raises(distc.DistcInvalidArgument):
+        distc._distc.distc_mem_alloc(0)
+
+
+def test_released_with_its_last_view():
+    # Each allocation holds a file descriptor until freed: more than a
+    # process may have open at once, one after the other, so each goes.
+    import resource
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for _ in range(min(soft, 65536) + 100):
+        a = distc.shared_empty(1024)
+        a[0] = 1
+    view = distc.shared_empty(1024)[10:20]  # the base goes with its last view
+    gc.collect()
+    view[:] = 3
+    assert view.sum() == 30
+
+
+def _regions_mapped():
+    """Mappings of distc_mem_alloc memory in this process: its own and its peers'."""
+    with open("/proc/self/maps") as f:
+        return sum("memfd:distc-mem" in line for line in f)
+
+
+def collectives_on_shared_memory(pg):
+    r, size = pg.rank(), pg.size()
+    # 12 MiB of float32 (a multiple of 2 and 3 ranks): in place on every
+    # host, where the kernel copies slowly too, even with more ranks than cores.
+    n = 3 << 20
+    a = distc.shared_empty(n, np.float32)
+    a[:] = np.arange(n, dtype=np.float32) % 97 + r
+    before = _regions_mapped()
+    pg.all_reduce(a)
+    # The peers' buffers were mapped here, beside this rank's own.
+    assert _regions_mapped() >= before + size - 1, (before, _regions_mapped())
+    want = (np.arange(n, dtype=np.float32) % 97) * size + sum(range(size))
+    assert np.array_equal(a, want), "allreduce"
+    out = distc.shared_empty(n * size, np.float32)
+    mine = distc.shared_empty(n, np.float32)
+    mine[:] = r + 1
+    pg.all_gather_into_tensor(out, mine)
+    assert np.array_equal(out, np.repeat(np.arange(1, size + 1, dtype=np.float32), n)), "allgather"
+    part = distc.shared_empty(n // size, np.float32)
+    pg.reduce_scatter_tensor(part, a)
+    assert np.array_equal(part, want[r * (n // size):(r + 1) * (n // size)] * size), "reduce_scatter"
+    b = distc.shared_empty(n, np.uint8)
+    if r == 0:
+        b[:] = np.arange(n) % 251
+    pg.broadcast(b, 0)
+    assert np.array_equal(b, np.arange(n) % 251), "broadcast"
+    # Plain arrays on odd ranks beside shared ones on even ranks: the same result.
+    c = np.empty(n, np.float32) if r % 2 else distc.shared_empty(n, np.float32)
+    c[:] = r + 1
+    pg.all_reduce(c)
+    assert (c == size * (size + 1) // 2).all(), "allreduce, partly shared"
+    # After a call whose buffers were not all shared the ranks stop looking
+    # for a while, all alike (a rank that looked alone would fail the call).
+    for i in range(20):
+        a[:] = i + r
+        pg.all_reduce(a)
+        assert (a == i * size + sum(range(size))).all(), f"allreduce {i} after one partly shared"
+    return r
+
+
+@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("kernel", ["fast", "slow"])
+def test_collectives_in_processes(size, kernel, monkeypatch):
+    # Both paths whatever this host's kernel: in place as ordinary buffers go
+    # (fast), or after the ranks learned that all buffers are shared (slow).
+    monkeypatch.setenv("DISTC_SHM_KERNEL_COPY", kernel)
+    assert run_procs(size, collectives_on_shared_memory, join_s=240) == list(range(size))
