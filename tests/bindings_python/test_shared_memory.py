@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import distc
-from conftest import run_procs
+from conftest import run_procs, run_threads
 
 
 def test_shape_dtype_and_zeroed():
@@ -94,6 +94,30 @@ def collectives_on_shared_memory(pg):
         pg.all_reduce(a)
         assert (a == i * size + sum(range(size))).all(), f"allreduce {i} after one partly shared"
     return r
+
+
+def test_reducer_buckets_are_shared():
+    """A reducer puts host buckets of 64 KiB or more in shared memory, and frees them with itself."""
+    gc.collect()
+    base = _regions_mapped()
+
+    def body(pg):
+        grads = [np.zeros(1 << 16, np.float32), np.zeros(1 << 16, np.float32)]  # 256 KiB each
+        before = _regions_mapped()
+        with distc.Reducer(pg, grads, bucket_cap_mb=0.25, first_bucket_mb=0.25) as red:
+            assert _regions_mapped() >= before + red.num_buckets, (before, _regions_mapped())
+            red.prepare_for_backward()
+            for i in reversed(range(2)):
+                grads[i][...] = pg.rank() + i
+                red.mark_ready(i)
+            red.finalize()
+            assert (grads[1] == 1.5).all() and (grads[0] == 0.5).all()
+        return True
+
+    # Threads: both ranks' buckets in this process, and gone with their reducers.
+    assert run_threads(2, body) == [True, True]
+    gc.collect()
+    assert _regions_mapped() == base
 
 
 @pytest.mark.parametrize("size", [2, 3])
