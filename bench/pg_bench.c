@@ -198,8 +198,8 @@ int main(int argc, char **argv) {
     if (rc) distc_pg_abort(b->pg); /* peers fail fast instead of waiting out their timeout */
     distc_pg_free(b->pg);
 #endif
-    free(b->buf);
-    free(b->out);
+    buf_free(&cfg, b->buf);
+    buf_free(&cfg, b->out);
     free(b->views);
     free(b->view_ptrs);
     return rc;

@@ -14,7 +14,8 @@
  * --backend nccl (or --device cuda) puts the buffers in CUDA memory: the
  * CUDA runtime is loaded at run time, so distc-perf itself needs no CUDA.
  * Each rank uses the device LOCAL_RANK modulo the device count, as the nccl
- * backend does; times then include the GPU finishing the calls.
+ * backend does; times then include the GPU finishing the calls. --device
+ * shared puts them in host memory from distc_mem_alloc instead.
  */
 #define _GNU_SOURCE
 #include <distc.h>
@@ -75,7 +76,8 @@ static int usage(int code) {
             "  -c, --check 0|1      check every result; #wrong counts mismatches (default 1)\n"
             "  --backend NAME       gloo, mpi, ... (default gloo)\n"
             "  --url URL            rendezvous (default env://; mpi:// for --backend mpi)\n"
-            "  --device cpu|cuda    where the buffers live (default cuda for --backend nccl, else cpu)\n"
+            "  --device cpu|cuda|shared  where the buffers live (default cuda for --backend nccl, else cpu;\n"
+            "                       shared: host memory from distc_mem_alloc, which the host's ranks map)\n"
             "  --json, --csv        one record per row for machines, instead of the table\n"
             "  -h, --help           this text\n");
     return code;
@@ -185,7 +187,7 @@ static int parse(int argc, char **argv, cfg *c) {
         else if (!strcmp(a, "--url"))
             c->url = v;
         else if (!strcmp(a, "--device"))
-            ok = !strcmp(c->device = v, "cpu") || !strcmp(v, "cuda");
+            ok = !strcmp(c->device = v, "cpu") || !strcmp(v, "cuda") || !strcmp(v, "shared");
         else {
             fprintf(stderr, "distc-perf: unknown option %s\n", a);
             return usage(2);
@@ -372,6 +374,7 @@ int main(int argc, char **argv) {
     }
     g_corrupt = c.corrupt;
     if (!strcmp(c.device, "cuda") && load_cuda() != 0) return 1;
+    g_shared = !strcmp(c.device, "shared");
     distc_pg_options po = DISTC_PG_OPTIONS_INIT;
     po.backend = c.backend;
     if (distc_pg_new_from_url(&g_pg, c.url, NULL, &po) != 0) {

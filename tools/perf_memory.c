@@ -3,12 +3,14 @@
 #define _GNU_SOURCE
 #include "perf_memory.h"
 
+#include <distc.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int g_cuda = -1; /* the CUDA device, or -1: host memory */
+int g_shared = 0;
 static struct {
     int (*malloc_)(void **, size_t);
     int (*free_)(void *);
@@ -39,12 +41,15 @@ int load_cuda(void) {
 }
 
 void *mem_alloc(size_t n) {
-    if (g_cuda < 0) return calloc(1, n ? n : 1);
     void *p = NULL;
+    if (g_shared) return distc_mem_alloc(&p, n ? n : 1) == 0 ? p : NULL; /* zeroed, as calloc's */
+    if (g_cuda < 0) return calloc(1, n ? n : 1);
     return cu.malloc_(&p, n ? n : 1) ? NULL : p;
 }
 void mem_free(void *p) {
-    if (g_cuda < 0)
+    if (g_shared)
+        distc_mem_free(p);
+    else if (g_cuda < 0)
         free(p);
     else if (p)
         cu.free_(p);

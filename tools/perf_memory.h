@@ -4,7 +4,8 @@
 
 #include <stddef.h>
 
-extern int g_cuda; /* the CUDA device, or -1: host memory */
+extern int g_cuda;   /* the CUDA device, or -1: host memory */
+extern int g_shared; /* host memory from distc_mem_alloc (--device shared) */
 /* Loads libcudart and picks the device (LOCAL_RANK modulo the count); 0 or -1 with a message. */
 int load_cuda(void);
 void *mem_alloc(size_t n);

@@ -44,6 +44,7 @@ typedef struct config {
     int64_t timeout_ms;
     int json;
     int memcpy_only; /* --memcpy: time memcpy of each size instead, one process */
+    int shared_mem;  /* --shared-memory: the ops' buffers from distc_mem_alloc */
 } config;
 
 /* ------------------------------------------------------------------ state */
@@ -89,6 +90,9 @@ int memcpy_rows(const config *cfg);
  * must see the same alignment: here distc's ranks had heap buffers and
  * Open MPI's mmap'd ones. */
 void *page_alloc(size_t n);
+/* The ops' buffers: page_alloc, or distc_mem_alloc with --shared-memory. */
+void *buf_alloc(const config *cfg, size_t n);
+void buf_free(const config *cfg, void *p);
 int reserve(bench *b, size_t n_buf, size_t n_out);
 
 /* Rank-dependent inputs of the check call. Small integers: exact in float. */

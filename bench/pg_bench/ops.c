@@ -20,15 +20,28 @@ void *page_alloc(size_t n) {
     return posix_memalign(&p, 4096, n ? n : 1) == 0 ? p : NULL;
 }
 
+void *buf_alloc(const config *cfg, size_t n) {
+    void *p = NULL;
+    if (!cfg->shared_mem) return page_alloc(n);
+    return distc_mem_alloc(&p, n ? n : 1) == 0 ? p : NULL;
+}
+
+void buf_free(const config *cfg, void *p) {
+    if (cfg->shared_mem)
+        distc_mem_free(p);
+    else
+        free(p);
+}
+
 int reserve(bench *b, size_t n_buf, size_t n_out) {
     if (n_buf > b->cap_buf) {
-        free(b->buf);
-        b->buf = (float *)page_alloc(n_buf * sizeof(float));
+        buf_free(b->cfg, b->buf);
+        b->buf = (float *)buf_alloc(b->cfg, n_buf * sizeof(float));
         b->cap_buf = b->buf ? n_buf : 0;
     }
     if (n_out > b->cap_out) {
-        free(b->out);
-        b->out = (float *)page_alloc(n_out * sizeof(float));
+        buf_free(b->cfg, b->out);
+        b->out = (float *)buf_alloc(b->cfg, n_out * sizeof(float));
         b->cap_out = b->out ? n_out : 0;
     }
     if ((n_buf && !b->buf) || (n_out && !b->out)) {

@@ -52,6 +52,7 @@ static void usage(const char *argv0, FILE *f) {
             "usage: %s [--rank R --size N --port P [--host ADDR]] [-o OPS] [-b MIN] [-e MAX] [-f FACTOR]\n"
             "          [--iters N] [--warmup N] [--min-iters N] [--reps R] [--time-ms T] [--timeout-ms MS] [--json]\n"
             "          [--memcpy]  (one process: memcpy of each size, the bandwidth anchor)\n"
+            "          [--shared-memory]  (the buffers from distc_mem_alloc: shared with the host's ranks)\n"
             "  One rank of a collective benchmark; without --rank/--size/--port: env:// (RANK, WORLD_SIZE,\n"
             "  MASTER_ADDR, MASTER_PORT). OPS: allreduce,broadcast,allgather,reduce_scatter,alltoall,\n"
             "  gather, scatter, sendrecv, barrier or all (default all).\n"
@@ -92,6 +93,10 @@ int parse_args(config *cfg, int argc, char **argv) {
         }
         if (!strcmp(a, "--memcpy")) {
             cfg->memcpy_only = 1;
+            continue;
+        }
+        if (!strcmp(a, "--shared-memory")) {
+            cfg->shared_mem = 1;
             continue;
         }
         if (i + 1 >= argc) {
