@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/pg/types.hpp"
+#include "core/util/buffer_pool.hpp"
 #include "core/util/checked.hpp"
 #include "core/util/span.hpp"
 
@@ -50,15 +51,19 @@ inline bool overlaps(const void *a, size_t na, const void *b, size_t nb) {
 
 // Scratch memory without zero-filling: every byte is written before it is read.
 // Its size is checked (core/util/checked.hpp): counts may come from peers.
+// Large ones come from, and go back to, the buffer pool (buffer_pool.hpp).
 struct Scratch {
-    std::unique_ptr<uint8_t[]> buf;
+    PooledBytes buf;
     Tensor t;
-    Scratch(DType dt, size_t numel) : buf(new uint8_t[checked_mul(numel, dtype_size(dt), "a scratch buffer") + 1]) {
-        t.data = buf.get();
+    Scratch(DType dt, size_t numel) : buf(pool_take(checked_mul(numel, dtype_size(dt), "a scratch buffer") + 1)) {
+        t.data = buf.p.get();
         t.numel = numel;
         t.dtype = dt;
         t.dim0 = static_cast<int64_t>(numel);
     }
+    ~Scratch() { pool_give(std::move(buf)); }
+    Scratch(const Scratch &) = delete;
+    Scratch &operator=(const Scratch &) = delete;
 };
 
 }  // namespace distc
