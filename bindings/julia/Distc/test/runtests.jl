@@ -56,6 +56,18 @@ end
     end
 end
 
+@testset "shared memory" begin
+    A = shared_zeros(Float32, 3, 4)
+    @test size(A) == (3, 4) && all(A .== 0)
+    A .= 2
+    pg = ProcessGroup(HashStore(), 0, 1)
+    allreduce!(pg, A)
+    @test all(A .== 2)
+    close(pg)
+    @test_throws ArgumentError shared_zeros(Float64, -1)
+    @test_throws ArgumentError shared_zeros(String, 2)
+end
+
 @testset "errors carry the library's message" begin
     pg = ProcessGroup(HashStore(), 0, 1)
     err = try
