@@ -87,6 +87,20 @@ def collectives_on_shared_memory(pg):
     c[:] = r + 1
     pg.all_reduce(c)
     assert (c == size * (size + 1) // 2).all(), "allreduce, partly shared"
+    # A message from shared memory: its receiver maps the sender's region
+    # and copies it out with memcpy (an exchange too, which goes inline
+    # otherwise). A sender whose receiver is late sends inline after a
+    # while, so ten tries (as many on each rank): the first one read in
+    # place maps the region.
+    if size == 2:
+        msg = distc.shared_empty(1 << 20, np.float32)
+        got = np.empty(1 << 20, np.float32)
+        before = _regions_mapped()
+        for i in range(10):
+            msg[:] = r + i
+            pg.batch_isend_irecv([(0, msg, 1 - r, 0), (1, got, 1 - r, 0)]).wait()  # (send, ...), (receive, ...)
+            assert (got == 1 - r + i).all(), "sendrecv from shared memory"
+        assert _regions_mapped() >= before + 1, "the sender's region is mapped here"
     # After a call whose buffers were not all shared the ranks stop looking
     # for a while, all alike (a rank that looked alone would fail the call).
     for i in range(20):

@@ -208,8 +208,14 @@ private:
         std::atomic<uint64_t> offer_addr;
         // The reader gave up on this ring (stop_reading): the writer's next move throws.
         std::atomic<uint32_t> stopped;
-        char pad2[44];
+        uint32_t pad1b;
+        // The shared memory the offer lies in (distc_mem_alloc; region 0:
+        // none), for the reader to map and copy from with memcpy (PeerMemory).
+        std::atomic<uint64_t> offer_region, offer_base;
+        std::atomic<int64_t> offer_fd;
+        char pad2[16];
     };
+    static_assert(sizeof(Ring) == 3 * 64, "a ring's words fill three cache lines");
     struct ChunkHeader {
         uint64_t stamp;  // stamp(position): the chunk is complete (written last)
         uint64_t len;    // the chunk's bytes; kInPlace set: offered in place, not inline
@@ -275,6 +281,8 @@ private:
     void touch(int peer, size_t n, Piece &&piece);
     void check_alive(const std::vector<Want> &wants) const;  // throws for the first that died
     bool same_process(int peer) const { return pids_[size_t(peer)] == self_; }
+    // Says where the offer of `n` bytes at `addr` is, and in which shared memory.
+    static void note_offer(Ring &r, uint64_t addr, size_t n);
     // Where `peer`'s bytes [addr, addr + n) are in this process, if anywhere.
     uint8_t *local(int peer, uint64_t addr, size_t n) const {
         return same_process(peer) ? reinterpret_cast<uint8_t *>(addr) : mem_.view(peer, addr, n);

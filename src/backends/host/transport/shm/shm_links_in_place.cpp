@@ -14,6 +14,7 @@
 
 #include "backends/host/transport/shm/shm_links.hpp"
 #include "core/util/error.hpp"
+#include "core/util/shared_memory.hpp"
 
 namespace distc {
 
@@ -42,7 +43,18 @@ size_t ShmLinks::read_in_place(int peer, const iovec *iov, int n, size_t k, uint
         std::atomic<uint32_t> &offer;
         ~Done() { offer.store(kTaken, std::memory_order_release); }
     } done{r.offer};
-    return copy_from(peer, r.offer_addr.load(std::memory_order_relaxed) + off, iov, n, k);
+    const uint64_t addr = r.offer_addr.load(std::memory_order_relaxed);
+    attach(peer, PeerBuffer{addr, r.offer_region.load(std::memory_order_relaxed),
+                            r.offer_base.load(std::memory_order_relaxed), r.offer_fd.load(std::memory_order_relaxed)});
+    return copy_from(peer, addr + off, iov, n, k);
+}
+
+void ShmLinks::note_offer(Ring &r, uint64_t addr, size_t n) {
+    const SharedRegion s = shared_region_of(reinterpret_cast<const void *>(addr), n);
+    r.offer_addr.store(addr, std::memory_order_relaxed);
+    r.offer_region.store(s.id, std::memory_order_relaxed);
+    r.offer_base.store(s.base, std::memory_order_relaxed);
+    r.offer_fd.store(s.fd, std::memory_order_relaxed);
 }
 
 size_t ShmLinks::copy_from(int peer, uint64_t from, const iovec *iov, int n, size_t k) {
@@ -167,7 +179,7 @@ void ShmLinks::relocate(int peer, const uint8_t *from, size_t n, const uint8_t *
     if (was == kNoOffer) return;
     o.addr = reinterpret_cast<uint64_t>(to + (a - from));
     Ring &r = ring(me_, peer);
-    r.offer_addr.store(o.addr, std::memory_order_relaxed);
+    note_offer(r, o.addr, o.len);
     r.offer.store(was, std::memory_order_release);
 }
 
