@@ -3,7 +3,8 @@
  * @brief Memory that the ranks of one host reach without copies through the kernel.
  *
  * A buffer from distc_mem_alloc() is shared memory (a memfd of its own) that
- * a peer process on the same host maps the first time a collective names it.
+ * a peer process on the same host maps the first time a collective or a
+ * message names it.
  * The shared-memory transport's large collectives read and write peers'
  * buffers where they lie: for ordinary memory the kernel copies them
  * (process_vm_readv/writev, which pins every page), for this memory the
@@ -14,9 +15,13 @@
  * forbids reading its processes' memory) falls back to the kernel's copies.
  *
  * It pays where every rank's buffer of a collective is such memory, from
- * the sizes at which the collectives copy in place (tens of KiB where the
- * kernel copies quickly, 4 MiB elsewhere). The DDP reducer puts its host
- * buckets in it by itself.
+ * the sizes at which the collectives copy in place: tens of KiB where the
+ * kernel copies quickly; elsewhere from 1 MiB (8 MiB where a host's ranks
+ * outnumber its cores), where the ranks first learn that all their buffers
+ * are shared. A message sent from it (32 KiB or more; 256 KiB where the
+ * kernel copies slowly) is copied once by its receiver with memcpy. The DDP
+ * reducer puts its host buckets in it by itself. A child process forked
+ * after an allocation shares it rather than getting a copy.
  *
  * Thread-safety: both functions may be called from any thread.
  */
