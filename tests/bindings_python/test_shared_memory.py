@@ -40,6 +40,8 @@ def test_released_with_its_last_view():
     # Each allocation holds a file descriptor until freed: more than a
     # process may have open at once, one after the other, so each goes.
     import resource
+    gc.collect()
+    base = _regions_mapped()
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     for _ in range(min(soft, 65536) + 100):
         a = distc.shared_empty(1024)
@@ -48,6 +50,10 @@ def test_released_with_its_last_view():
     gc.collect()
     view[:] = 3
     assert view.sum() == 30
+    assert _regions_mapped() == base + 2  # `a` and the view's base: every other one unmapped
+    del a, view
+    gc.collect()
+    assert _regions_mapped() == base
 
 
 def _regions_mapped():

@@ -42,7 +42,8 @@ PeerMemory::Mapping PeerMemory::map(int peer, const PeerBuffer &b) {
     char path[64];
     std::snprintf(path, sizeof path, "/proc/%d/fd/%lld", static_cast<int>(pids_[size_t(peer)]),
                   static_cast<long long>(b.region_fd));
-    const int fd = ::open(path, O_RDWR | O_CLOEXEC);
+    // Not blocking, and no terminal taken: a peer may name any descriptor.
+    const int fd = ::open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return m;
     struct stat st {};
     void *p = MAP_FAILED;
