@@ -24,6 +24,8 @@ def test_shape_dtype_and_zeroed():
 def test_bad_arguments():
     with pytest.raises(ValueError):
         distc.shared_empty((2, -1))
+    with pytest.raises(ValueError):
+        distc.shared_empty(-1)
     with pytest.raises(TypeError):
         distc.shared_empty(2.5)
     with pytest.raises(TypeError):

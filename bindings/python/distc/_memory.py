@@ -23,9 +23,7 @@ def _raw(nbytes):
 
 
 def _shape(shape):
-    if isinstance(shape, int) or hasattr(shape, "__index__"):
-        return (operator.index(shape),)
-    shape = tuple(operator.index(d) for d in shape)
+    shape = (operator.index(shape),) if hasattr(shape, "__index__") else tuple(operator.index(d) for d in shape)
     if any(d < 0 for d in shape):
         raise ValueError("negative dimensions are not allowed: %r" % (shape,))
     return shape
