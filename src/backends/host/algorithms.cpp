@@ -443,18 +443,11 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
     // it sends them in a second round (both sides see both Parts).
     const size_t P = static_cast<size_t>(size_);
     const bool reads = t_.copies_in_place_cheaply(), probes = !reads && t_.reads_peers();
-    const size_t pair_from = from(kInPlaceBytes),
-                 probe_from = t_.cheap_rounds() ? kSharedProbeBytes.cheap : kSharedProbeBytes.otherwise;
+    const size_t pair_from = from(kInPlaceBytes), probe_bytes = probe_from();
     bool any = false, probed = false;
     reads_.assign(P, false);
     probes_.assign(P, false);
     pair_skip_.resize(P, 0);
-    auto probe_pair = [&](int p) {  // unless it still backs off from a probe that found a part not shared
-        unsigned &skip = pair_skip_[size_t(p)];
-        if (skip == 0) return true;
-        --skip;
-        return false;
-    };
     parts_out_.resize(P);
     parts_in_.resize(P);
     std::vector<size_t> &out_bytes = out_bytes_, &in_bytes = in_bytes_;
@@ -467,7 +460,8 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
         in_bytes[size_t(p)] = ni;
         if (p == rank_) {
             if (ni && out.bytes() + ooff != src + ioff) copy_streaming(out.bytes() + ooff, src + ioff, ni);
-        } else if ((reads && ni + no >= pair_from) || (probes && ni + no >= probe_from && probe_pair(p))) {
+        } else if ((reads && ni + no >= pair_from) ||
+                   (probes && ni + no >= probe_bytes && probes_now(pair_skip_[size_t(p)]))) {
             reads_[size_t(p)] = reads;
             probes_[size_t(p)] = !reads;
             any = any || reads;

@@ -121,6 +121,10 @@ private:
     // probe published `buffer` (`n` bytes): the path in place must not again.
     bool in_place_shared(size_t bytes, From f, const void *buffer, size_t n, const Call &call,
                          Clock::time_point deadline, bool &published);
+    // kSharedProbeBytes for this transport.
+    size_t probe_from() const;
+    // Whether a probe goes ahead, or (counting one down) `skip` says it backs off.
+    static bool probes_now(unsigned &skip);
     // Sends every peer `n` bytes at mine + p * stride and receives each
     // peer's at theirs + p * n, in one run.
     void swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call, Clock::time_point deadline);

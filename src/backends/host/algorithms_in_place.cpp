@@ -45,18 +45,23 @@ bool Algorithms::in_place_shared(size_t bytes, From f, const void *buffer, size_
                                  Clock::time_point deadline, bool &published) {
     published = false;
     if (in_place_everyone(bytes, f)) return true;
-    if (!t_.reads_peers() || bytes < (t_.cheap_rounds() ? kSharedProbeBytes.cheap : kSharedProbeBytes.otherwise))
-        return false;
-    if (probe_skip_ > 0) {
-        --probe_skip_;
-        return false;
-    }
+    if (!t_.reads_peers() || bytes < probe_from() || !probes_now(probe_skip_)) return false;
     publish(buffer, n, call, deadline);
     published = true;
     bool all = peer_buffer(buffer, n).region != 0;
     for (int p = 0; p < size_; ++p) all = all && (p == rank_ || peer_buf_[size_t(p)].region != 0);
     if (!all) probe_skip_ = kProbeBackoff;
     return all;  // else through the rings, where nobody reads the buffers published
+}
+
+size_t Algorithms::probe_from() const {
+    return t_.cheap_rounds() ? kSharedProbeBytes.cheap : kSharedProbeBytes.otherwise;
+}
+
+bool Algorithms::probes_now(unsigned &skip) {
+    if (skip == 0) return true;
+    --skip;
+    return false;
 }
 
 void Algorithms::swap(const void *mine, size_t stride, void *theirs, size_t n, const Call &call,

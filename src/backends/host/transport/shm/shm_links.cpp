@@ -20,7 +20,6 @@
 #include "core/util/copy_streaming.hpp"
 #include "core/util/env.hpp"
 #include "core/util/error.hpp"
-#include "core/util/shared_memory.hpp"
 
 namespace distc {
 
@@ -234,11 +233,6 @@ size_t ShmLinks::write(int peer, const iovec *iov, int n, bool may_offer) {
     // inline, or where the ring looks too full for what comes.
     if (o.tail < o.reoffer) o.tail = r.tail.load(std::memory_order_acquire);
     // A new offer waits until the reader passed the last one that went inline.
-    // A piece in shared memory is offered even where the caller would rather
-    // not (an exchange): its reader maps it and copies it once with memcpy.
-    if (!may_offer && cma_min_)
-        for (int m = 0; m < n && !may_offer; ++m)
-            may_offer = iov[m].iov_len >= cma_min_ && shared_region_of(iov[m].iov_base, iov[m].iov_len).id != 0;
     const bool offers = may_offer && cma_min_ && o.inline_left == 0 && o.tail >= o.reoffer;
     const bool offer = offers && iov[0].iov_len >= cma_min_;
     // Inline: what fits, up to the next piece that goes in place.

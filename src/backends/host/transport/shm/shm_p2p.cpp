@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/util/error.hpp"
+#include "core/util/shared_memory.hpp"
 #include "support/sigpipe.hpp"
 
 namespace distc {
@@ -136,7 +137,10 @@ bool ShmP2p::write_some(int l) {
     bool moved = false;
     while (!o.queue.empty()) {
         Op &op = *o.queue.front();
-        if (op.done == 0) o.hdr = Header{kMessage, op.tag, op.len};
+        if (op.done == 0) {
+            o.hdr = Header{kMessage, op.tag, op.len};
+            o.may_offer = !(op.exchange && inline_exchanges_) || shared_region_of(op.data, op.len).id != 0;
+        }
         iovec iov[2];
         int n = 0;
         if (op.done < sizeof o.hdr) iov[n++] = {reinterpret_cast<uint8_t *>(&o.hdr) + op.done, sizeof o.hdr - op.done};
@@ -144,7 +148,7 @@ bool ShmP2p::write_some(int l) {
         if (op.len > sent) iov[n++] = {op.data + sent, op.len - sent};
         size_t w;
         try {
-            w = links_->write(l, iov, n, !(op.exchange && inline_exchanges_));
+            w = links_->write(l, iov, n, o.may_offer);
         } catch (const Error &e) {
             lost_out(l, e.what());
             return true;

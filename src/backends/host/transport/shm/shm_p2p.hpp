@@ -58,7 +58,8 @@ public:
     void set_single_copy(size_t bytes) { links_->set_single_copy(bytes, std::chrono::milliseconds(20)); }
     void set_streaming(size_t bytes) { links_->set_streaming(bytes); }
     // The sends of a batch that also receives from their peer (an exchange:
-    // both ranks copy at once) go inline whatever their size.
+    // both ranks copy at once) go inline whatever their size, but for those
+    // in shared memory (distc_mem_alloc).
     void set_inline_exchanges(bool on) { inline_exchanges_ = on; }
     std::string who(int peer) const override;
     bool poll() override;
@@ -74,6 +75,10 @@ private:
     struct Out {
         std::deque<std::shared_ptr<Op>> queue;
         Header hdr{};  // the front send's, while it goes
+        // Whether it may go in place: not an exchange that goes inline
+        // (set_inline_exchanges), unless it lies in shared memory, where its
+        // receiver maps it and copies it once with memcpy.
+        bool may_offer = true;
         std::string broken;
     };
     struct In {
