@@ -414,6 +414,13 @@ int mpi_alltoall(distc_work *w, void *g, const distc_buffer *outs, const distc_b
             soff += nbytes(vi[r]);
             roff += nbytes(vo[r]);
         }
+        // MPI forbids a send buffer that overlaps the receive buffer (in
+        // place, as torch allows): the sends go from a copy.
+        if (soff && roff && sp < rp + roff && rp < sp + soff) {
+            uint8_t *t = o.temp(soff);
+            std::memcpy(t, sp, soff);
+            sp = t;
+        }
         check(req ? MPI_Ialltoallv(sp, sc, sd, MPI_BYTE, rp, rc, rd, MPI_BYTE, G.comm(), req)
                   : MPI_Alltoallv(sp, sc, sd, MPI_BYTE, rp, rc, rd, MPI_BYTE, G.comm()),
               "MPI_Alltoallv");

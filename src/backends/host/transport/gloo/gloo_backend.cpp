@@ -265,11 +265,19 @@ void GlooBackend::alltoallv(const Tensor &in, Span<size_t> ic, Tensor &out, Span
     std::vector<int64_t> ib, ob;
     for (size_t c : ic) ib.push_back(static_cast<int64_t>(c * es));
     for (size_t c : oc) ob.push_back(static_cast<int64_t>(c * es));
+    // Gloo receives while its sends may still read: an input that overlaps
+    // the output (in place, as torch allows) goes from a copy.
+    std::vector<uint8_t> copy;
+    uint8_t *src = in.bytes();
+    if (overlaps(in.data, in.nbytes(), out.data, out.nbytes())) {
+        copy.assign(src, src + in.nbytes());
+        src = copy.data();
+    }
     // Gloo wants real buffers even when nothing moves.
     uint8_t dummy_in = 0, dummy_out = 0;
     guarded([&] {
         gloo::AlltoallvOptions o(context_);
-        o.setInput(in.numel ? in.bytes() : &dummy_in, ib);
+        o.setInput(in.numel ? src : &dummy_in, ib);
         o.setOutput(out.numel ? out.bytes() : &dummy_out, ob);
         o.setTag(ctx.tag);
         o.setTimeout(positive(ctx.timeout));
