@@ -21,58 +21,7 @@
 
 #include <cmocka.h>
 
-#include "pg_harness.h"
-
-#define MAX_SIZE 4
-
-/* Rank r's element i: small integers of both signs, different on every rank. */
-static int64_t val(int rank, int64_t i) { return (i * 7 + rank * 13) % 1001 - 500; }
-
-static int env_is(const char *name, const char *value) {
-    const char *v = getenv(name);
-    return v && strcmp(v, value) == 0;
-}
-
-/* DISTC_MESH_BYTES=0: every collective goes to Gloo. */
-static int gloo_only(void) {
-    const char *m = getenv("DISTC_MESH_BYTES");
-    return m && atoll(m) == 0;
-}
-
-static int64_t sum_of(int size, int64_t i) {
-    int64_t s = 0;
-    for (int r = 0; r < size; ++r) s += val(r, i);
-    return s;
-}
-
-static int64_t max_of(int size, int64_t i) {
-    int64_t m = val(0, i);
-    for (int r = 1; r < size; ++r) m = val(r, i) > m ? val(r, i) : m;
-    return m;
-}
-
-static DLTensor *filled(DLDataType dt, int64_t n, int rank) {
-    DLTensor *t = dt_tensor_1d(dt, n);
-    for (int64_t i = 0; i < n; ++i) dt_set(t, i, (double)val(rank, i));
-    return t;
-}
-
-/* Every element of t equals want(i); reports the first that does not. */
-#define CHECK_ALL(what, t, n, want)                                                                              \
-    do {                                                                                                         \
-        for (int64_t i_ = 0; i_ < (n); ++i_) {                                                                   \
-            int64_t i = i_;                                                                                      \
-            double w_ = (double)(want);                                                                          \
-            if (dt_get((t), i_) != w_) {                                                                         \
-                RK_CHECKF(0, "%s: element %lld is %g, expected %g", (what), (long long)i_, dt_get((t), i_), w_); \
-                break;                                                                                           \
-            }                                                                                                    \
-        }                                                                                                        \
-    } while (0)
-
-static void for_sizes(dt_rank_fn fn) {
-    for (int size = 1; size <= MAX_SIZE; ++size) dt_run_ranks(size, fn, NULL);
-}
+#include "pg_large/large.h"
 
 /* ------------------------------------------------------------------ reductions */
 
@@ -294,97 +243,6 @@ static void test_gather_scatter_aliased(void **state) {
     for_sizes(rank_gather_scatter_aliased);
 }
 
-/* Rank r sends count(r, q) int32 elements to rank q: sizes differ per pair
- * and rank, and its part for itself is over 4 MiB (copied streaming). */
-static int64_t count(int r, int q) { return 100000 + 37 * r + 1001 * q + (r == q ? 1000003 : 0); }
-
-static void rank_alltoall_uneven(distc_pg *pg, int rank, int size, void *arg) {
-    (void)arg;
-    int64_t in_splits[MAX_SIZE], out_splits[MAX_SIZE], in_n = 0, out_n = 0;
-    for (int q = 0; q < size; ++q) {
-        in_splits[q] = count(rank, q);
-        out_splits[q] = count(q, rank);
-        in_n += in_splits[q];
-        out_n += out_splits[q];
-    }
-    DLTensor *in = dt_tensor_1d(DT_I32, in_n), *out = dt_tensor_1d(DT_I32, out_n);
-    int32_t *pi = in->data, *po = out->data;
-    /* Element k of the part for q: rank * 1e6 + q * 1e5 + k mod 1e5, recognisable on arrival. */
-    for (int q = 0, off = 0; q < size; off += (int)in_splits[q], ++q)
-        for (int64_t k = 0; k < in_splits[q]; ++k) pi[off + k] = (int32_t)(rank * 1000000 + q * 100000 + k % 100000);
-    if (RK_OK(distc_alltoall_single(NULL, pg, out, in, out_splits, in_splits, NULL)))
-        for (int r = 0, off = 0; r < size; off += (int)out_splits[r], ++r)
-            for (int64_t k = 0; k < out_splits[r]; ++k)
-                if (!RK_CHECKF(po[off + k] == (int32_t)(r * 1000000 + rank * 100000 + k % 100000),
-                               "alltoall from %d: element %lld is %d", r, (long long)k, po[off + k]))
-                    break;
-    dt_tensor_free(in);
-    dt_tensor_free(out);
-}
-
-static void test_alltoall_uneven(void **state) {
-    (void)state;
-    for_sizes(rank_alltoall_uneven);
-}
-
-/* Ranks that disagree on an uneven all-to-all's sizes both get DISTC_EINVAL
- * saying so, not each other's bytes: rank 1 expects two elements more from
- * rank 0 than rank 0 sends. `arg` points to the elements per part: small
- * parts go as messages; large ones are read in place where the transport
- * can (each side checks the sizes the other sent); and at the edge, one
- * rank of the pair reads in place while the other sends a message. */
-static void rank_alltoall_disagree(distc_pg *pg, int rank, int size, void *arg) {
-    (void)size;
-    const int64_t n = *(const int64_t *)arg;
-    int64_t in_splits[2] = {n, n}, out_splits[2] = {n, n};
-    if (rank == 1) out_splits[0] = n + 2;
-    DLTensor *in = dt_tensor_1d(DT_I32, 2 * n), *out = dt_tensor_1d(DT_I32, out_splits[0] + out_splits[1]);
-    RK_ERR2(distc_alltoall_single(NULL, pg, out, in, out_splits, in_splits, NULL), DISTC_EINVAL, "split sizes disagree",
-            rank == 0 ? "rank 1" : "rank 0");
-    dt_tensor_free(in);
-    dt_tensor_free(out);
-}
-
-static void test_alltoall_disagree(void **state) {
-    if (gloo_only()) skip(); /* Gloo cannot tell: it would wait for the missing bytes */
-    (void)state;
-    /* 64 KiB between a pair is where it starts to read in place: rank 0
-     * moves 2 * 8191 int32 with rank 1 (8 bytes short), rank 1 two more. */
-    static const int64_t parts[] = {4, 100000, 8191};
-    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; ++k)
-        dt_run_ranks(2, rank_alltoall_disagree, (void *)&parts[k]);
-}
-
-/* Ranks 1 and 2 disagree on the sizes between them; rank 0 agrees with
- * both. Rank 0 fails too, with DISTC_EINVAL: every rank's first message
- * carries its share of a digest of all the split sizes. (Ranks 1 and 2 each
- * send to rank 0 before they hear from each other, so rank 0 receives every
- * message it waits for: without the digest it mostly succeeded.) */
-static void rank_alltoall_bystander(distc_pg *pg, int rank, int size, void *arg) {
-    (void)size;
-    const int64_t n = *(const int64_t *)arg;
-    int64_t in_splits[3] = {n, n, n}, out_splits[3] = {n, n, n};
-    if (rank == 2) out_splits[1] = n + 2;
-    DLTensor *in = dt_tensor_1d(DT_I32, 3 * n),
-             *out = dt_tensor_1d(DT_I32, out_splits[0] + out_splits[1] + out_splits[2]);
-    /* Or DISTC_EREMOTE where another rank failed and closed its links
-     * first: failed either way, never a success. */
-    const char *want = rank == 0 ? "split sizes disagree between other ranks" : rank == 1 ? "rank 2" : "rank 1";
-    int rc = distc_alltoall_single(NULL, pg, out, in, out_splits, in_splits, NULL);
-    const char *why = distc_error_last();
-    RK_CHECKF((rc == DISTC_EINVAL && strstr(why, want)) || rc == DISTC_EREMOTE, "rank %d: %d (%s)", rank, rc, why);
-    dt_tensor_free(in);
-    dt_tensor_free(out);
-}
-
-static void test_alltoall_bystander(void **state) {
-    if (gloo_only()) skip(); /* Gloo cannot tell */
-    (void)state;
-    static const int64_t parts[] = {4, 100000};
-    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; ++k)
-        dt_run_ranks(3, rank_alltoall_bystander, (void *)&parts[k]);
-}
-
 /* One rank of 4 broadcasts another size than the others. The non-roots all
  * fail. In place (shared memory, single copy) the root fails too, and no
  * rank reads the root's buffer first: the root frees it as soon as its call
@@ -564,9 +422,9 @@ int main(void) {
         cmocka_unit_test(test_reduce_scatter),      cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_broadcast_bystander), cmocka_unit_test(test_allgather),
         cmocka_unit_test(test_gather_scatter),      cmocka_unit_test(test_gather_scatter_aliased),
-        cmocka_unit_test(test_alltoall_uneven),     cmocka_unit_test(test_alltoall_disagree),
-        cmocka_unit_test(test_alltoall_bystander),  cmocka_unit_test(test_abort_while_written),
-        cmocka_unit_test(test_returns_alone),
+        cmocka_unit_test(test_alltoall_uneven),     cmocka_unit_test(test_alltoall_in_place),
+        cmocka_unit_test(test_alltoall_disagree),   cmocka_unit_test(test_alltoall_bystander),
+        cmocka_unit_test(test_abort_while_written), cmocka_unit_test(test_returns_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

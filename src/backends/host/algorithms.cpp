@@ -428,25 +428,40 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
         in_total += in_counts[static_cast<size_t>(p)] * esz;
         out_total += out_counts[static_cast<size_t>(p)] * esz;
     }
+    const size_t P = static_cast<size_t>(size_);
     const uint8_t *src = in.bytes();
-    // Receives land while sends are still going: overlapping buffers send from a copy.
-    if (overlaps(src, in_total, out.data, out_total)) {
+    // One buffer whose parts lie where the parts from each peer go (torch's
+    // all_to_all_single with output = input, MPI_IN_PLACE): a pair where
+    // both ranks are so swaps its two parts in place (swap_parts); parts
+    // that go as messages are sent from copies (`sent_from`), since receives
+    // land while sends are still going. Any other overlap sends everything
+    // from a copy.
+    bool swaps = src == out.bytes();
+    for (size_t p = 0; p < P && swaps; ++p) swaps = in_counts[p] == out_counts[p];
+    if (!swaps && overlaps(src, in_total, out.data, out_total)) {
         uint8_t *copy = scratch(in_total);
         std::memcpy(copy, src, in_total);
         src = copy;
     }
+    uint8_t *copies = nullptr;
+    auto sent_from = [&](size_t off, size_t n) -> const uint8_t * {
+        if (!swaps) return src + off;
+        if (!copies) copies = scratch(in_total);
+        std::memcpy(copies + off, src + off, n);
+        return copies + off;
+    };
     // A pair that moves enough between them reads in place; both ranks of a
     // pair see the same two sizes (or their split check fails), so decide alike.
     // Where the transport reads peers but not cheaply, a pair that moves
     // kSharedProbeBytes or more tells where its parts are all the same, and
-    // reads in place if both lie in shared memory (distc_mem_alloc); if not,
-    // it sends them in a second round (both sides see both Parts).
-    const size_t P = static_cast<size_t>(size_);
+    // reads in place if both lie in shared memory (distc_mem_alloc). A pair
+    // that cannot (or where one rank swaps and the other does not) sends
+    // its parts in a second round (both sides see both Parts).
     const bool reads = t_.copies_in_place_cheaply(), probes = !reads && t_.reads_peers();
     const size_t pair_from = from(kInPlaceBytes), probe_bytes = probe_from();
-    bool any = false, probed = false;
+    bool told = false;
     reads_.assign(P, false);
-    probes_.assign(P, false);
+    told_.assign(P, false);
     pair_skip_.resize(P, 0);
     parts_out_.resize(P);
     parts_in_.resize(P);
@@ -462,16 +477,13 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
             if (ni && out.bytes() + ooff != src + ioff) copy_streaming(out.bytes() + ooff, src + ioff, ni);
         } else if ((reads && ni + no >= pair_from) ||
                    (probes && ni + no >= probe_bytes && probes_now(pair_skip_[size_t(p)]))) {
-            reads_[size_t(p)] = reads;
-            probes_[size_t(p)] = !reads;
-            any = any || reads;
-            probed = probed || !reads;
-            parts_out_[size_t(p)] = {peer_buffer(src + ioff, ni), ni, no};
+            told_[size_t(p)] = told = true;
+            parts_out_[size_t(p)] = {peer_buffer(src + ioff, ni), ni, no, swaps};
             t_.send(p, &parts_out_[size_t(p)], sizeof(Part));
             t_.recv(p, &parts_in_[size_t(p)], sizeof(Part), 0);  // id 0: a Part
         } else {
             // A peer that sends another size than we expect is caught by the message header.
-            t_.send(p, src + ioff, ni);
+            t_.send(p, sent_from(ioff, ni), ni);
             t_.recv(p, out.bytes() + ooff, no);
         }
         ioff += ni;
@@ -484,16 +496,19 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
     t_.progress(mine, deadline, [&](int peer, int id) {
         if (id == 0) check_part(peer, call);  // as it arrives: before the digest's check, which names nobody
     });
-    if (probed) {
+    bool any = false;
+    if (told) {
         bool sent = false;
         ioff = ooff = 0;
         for (int p = 0; p < size_; ++p) {
-            if (probes_[size_t(p)]) {
-                if (parts_out_[size_t(p)].buf.region && parts_in_[size_t(p)].buf.region) {
+            const Part &m = parts_out_[size_t(p)], &t = parts_in_[size_t(p)];
+            if (told_[size_t(p)]) {
+                const bool shared = reads || (m.buf.region && t.buf.region);
+                if (shared && m.swaps == t.swaps) {
                     reads_[size_t(p)] = any = true;
                 } else {
-                    pair_skip_[size_t(p)] = kProbeBackoff;
-                    t_.send(p, src + ioff, in_bytes[size_t(p)]);
+                    if (!shared) pair_skip_[size_t(p)] = kProbeBackoff;
+                    t_.send(p, sent_from(ioff, in_bytes[size_t(p)]), in_bytes[size_t(p)]);
                     t_.recv(p, out.bytes() + ooff, out_bytes[size_t(p)]);
                     sent = true;
                 }
@@ -503,7 +518,8 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
         }
         if (sent) run(call, deadline);
     }
-    if (any) read_parts(out.bytes(), out_bytes, call, deadline);
+    if (any)
+        swaps ? swap_parts(out.bytes(), out_bytes, call, deadline) : read_parts(out.bytes(), out_bytes, call, deadline);
 }
 
 void Algorithms::barrier(const Call &call, Millis timeout) {

@@ -154,15 +154,20 @@ private:
                          Clock::time_point deadline);
     void scatter_in_place(const Tensor *in, Tensor &out, size_t n, int root, const Call &call,
                           Clock::time_point deadline);
-    // All-to-all's pairs marked in reads_ (or probes_): each side sends the other a Part
-    // (where its bytes for it are), checked as it arrives; then read_parts
-    // copies the peers' bytes into `dst`.
+    // All-to-all's pairs marked in told_: each side sends the other a Part
+    // (where its bytes for it are), checked as it arrives; the pairs that
+    // then read in place (reads_) copy the peers' bytes into `dst`
+    // (read_parts), or where both ranks' buffers are in place, trade their
+    // two parts (swap_parts: `buf`'s part for each peer is where the peer's
+    // part goes).
     struct Part {
         PeerBuffer buf;          // where this rank's part for the peer is
         uint64_t bytes, expect;  // its size, and what this rank expects back
+        uint64_t swaps;          // whether this rank's input is its output
     };
     void check_part(int peer, const Call &call) const;
     void read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, const Call &call, Clock::time_point deadline);
+    void swap_parts(uint8_t *buf, const std::vector<size_t> &bytes, const Call &call, Clock::time_point deadline);
 
     Transport &t_;
     int rank_, size_;
@@ -174,8 +179,8 @@ private:
     std::vector<uint64_t> peer_addr_;   // in place: where each peer's buffer is
     std::vector<PeerBuffer> peer_buf_;  // and what it published
     std::vector<Part> parts_out_, parts_in_;
-    std::vector<bool> reads_;          // all-to-all: the pairs that read in place
-    std::vector<bool> probes_;         // and those that sent Parts to learn whether both are shared
+    std::vector<bool> told_;           // all-to-all: the pairs that sent each other Parts
+    std::vector<bool> reads_;          // and those of them that read in place
     unsigned probe_skip_ = 0;          // in_place_shared's probes still to skip (kProbeBackoff)
     std::vector<unsigned> pair_skip_;  // and all-to-all's, per peer
     std::vector<size_t> out_bytes_, in_bytes_;

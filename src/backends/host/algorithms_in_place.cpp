@@ -264,4 +264,33 @@ void Algorithms::read_parts(uint8_t *dst, const std::vector<size_t> &out_bytes, 
     sync(call, deadline, copied, &reads_);  // no peer reads our input any more
 }
 
+void Algorithms::swap_parts(uint8_t *buf, const std::vector<size_t> &bytes, const Call &call,
+                            Clock::time_point deadline) {
+    // Each rank of a pair trades one half of the two parts, the lower rank
+    // the first: no byte of either buffer is touched by both. A block at a
+    // time through a cache-sized copy: the peer's bytes out, ours in, the
+    // peer's into ours. From the next rank on, as read_parts.
+    std::vector<size_t> at(bytes.size(), 0);  // where the part for (and from) each peer lies
+    for (size_t p = 1; p < bytes.size(); ++p) at[p] = at[p - 1] + bytes[p - 1];
+    uint8_t *tmp = scratch(kBlockBytes);
+    size_t copied = 0;
+    for (int k = 1; k < size_; ++k) {
+        const int p = (rank_ + k) % size_;
+        const size_t n = bytes[size_t(p)], half = n / 2 / kPageBytes * kPageBytes;
+        if (!reads_[size_t(p)] || !n) continue;
+        t_.attach_peer(p, parts_in_[size_t(p)].buf);
+        const uint64_t theirs = parts_in_[size_t(p)].buf.addr;
+        uint8_t *mine = buf + at[size_t(p)];
+        const size_t lo = rank_ < p ? 0 : half, hi = rank_ < p ? half : n;
+        for (size_t b = lo; b < hi; b += kBlockBytes) {
+            const size_t len = std::min(kBlockBytes, hi - b);
+            t_.read_peer(p, theirs + b, tmp, len);
+            t_.write_peer(p, theirs + b, mine + b, len);
+            std::memcpy(mine + b, tmp, len);
+        }
+        copied += 2 * (hi - lo);
+    }
+    sync(call, deadline, copied, &reads_);  // no peer touches our buffer any more
+}
+
 }  // namespace distc
