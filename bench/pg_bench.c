@@ -4,6 +4,7 @@
  *                  [-o allreduce|broadcast|allgather|reduce_scatter|alltoall|gather|scatter|sendrecv|barrier|all[,...]]
  *                  [-b 8] [-e 64M] [-f 2] [--iters N] [--warmup N]
  *                  [--time-ms T] [--min-iters N] [--reps R] [--timeout-ms MS] [--json]
+ *                  [--shared-memory] [--in-place] [--memcpy]
  *
  * Start one process per rank. Without --rank/--size/--port the ranks meet
  * through distc_pg_new_from_url("env://") (RANK, WORLD_SIZE, MASTER_ADDR,
@@ -25,6 +26,12 @@
  * up to DISTC_MESH_BYTES (a library setting, every size by default; 0 turns
  * it off) take distc's own TCP mesh, larger ones Gloo's algorithms; the
  * allgather outputs are views of one buffer, distc's zero-copy case.
+ * --in-place puts each op's input and output in one buffer, as nccl-tests'
+ * in-place rows (MPI_IN_PLACE in mpi-raw-bench): allgather's input is the
+ * rank's slot of the output (gather's: the root's), reduce_scatter's output
+ * the rank's block of the input (scatter's: the root's part; MPI puts it at
+ * the start of the input), alltoall's input is its output. allreduce and
+ * broadcast are in place either way; sendrecv never is.
  *
  * For each (op, size):
  *   1. check: one call on rank-dependent data, verified element by element
@@ -138,6 +145,9 @@ int main(int argc, char **argv) {
             "slowest rank's mean per "
             "call; up to %lld warm-up and %lld timed calls within %.0f ms per size (at least %lld)\n",
             (long long)cfg.warmup, (long long)cfg.iters, cfg.time_ms, (long long)cfg.min_iters);
+        if (cfg.in_place || cfg.shared_mem)
+            printf("#%s%s\n", cfg.in_place ? " in place (--in-place)" : "",
+                   cfg.shared_mem ? " buffers from distc_mem_alloc (--shared-memory)" : "");
         printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "op", "size(B)", "count", "iters", "time(us)", "min(us)",
                "algbw", "busbw");
         printf("%-9s %12s %12s %8s %11s %11s %9s %9s\n", "", "", "(elements)", "", "slowest", "fastest", "(GB/s)",

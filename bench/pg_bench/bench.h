@@ -45,6 +45,7 @@ typedef struct config {
     int json;
     int memcpy_only; /* --memcpy: time memcpy of each size instead, one process */
     int shared_mem;  /* --shared-memory: the ops' buffers from distc_mem_alloc */
+    int in_place;    /* --in-place: each op's input and output in one buffer, as nccl-tests' in-place rows */
 } config;
 
 /* ------------------------------------------------------------------ state */
@@ -98,6 +99,10 @@ int reserve(bench *b, size_t n_buf, size_t n_out);
 /* Rank-dependent inputs of the check call. Small integers: exact in float. */
 void fill_check(bench *b, int op, int64_t count);
 int verify(bench *b, int op, int64_t count, int64_t size_bytes);
+/* With --in-place, where an op's input (its output) lies: a slot of the
+ * other buffer, or the other buffer itself (alltoall); `own` otherwise. */
+float *in_place_input(const bench *b, int op, int64_t count, float *own);
+float *in_place_output(const bench *b, int op, int64_t count, float *own);
 
 /* options.c */
 int parse_args(config *cfg, int argc, char **argv);

@@ -33,19 +33,28 @@ static DLTensor tensor_f32(float *data, int64_t *shape) {
 static int one(bench *b, int op, int64_t count) {
 #ifdef PG_BENCH_MPI
     int c = (int)count;
+    /* --in-place: MPI_IN_PLACE where MPI has it (the input is already where
+     * fill_check put it: the rank's slot of the output, the root's, or the output). */
+    const int ip = b->cfg->in_place;
+    const void *send_in = ip ? MPI_IN_PLACE : (const void *)b->buf;
     switch (op) {
         case OP_ALLREDUCE:
             return MPI_Allreduce(MPI_IN_PLACE, b->buf, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS;
         case OP_BROADCAST: return MPI_Bcast(b->buf, c, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
         case OP_ALLGATHER:
-            return MPI_Allgather(b->buf, c, MPI_FLOAT, b->out, c, MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS;
+            return MPI_Allgather(send_in, c, MPI_FLOAT, b->out, c, MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS;
         case OP_REDUCE_SCATTER:
-            return MPI_Reduce_scatter_block(b->out, b->buf, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS;
+            return MPI_Reduce_scatter_block(ip ? MPI_IN_PLACE : (const void *)b->out, ip ? b->out : b->buf, c,
+                                            MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS;
         case OP_ALLTOALL:
-            return MPI_Alltoall(b->out, c, MPI_FLOAT, b->buf, c, MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS;
-        case OP_GATHER: return MPI_Gather(b->buf, c, MPI_FLOAT, b->out, c, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
+            return MPI_Alltoall(ip ? MPI_IN_PLACE : (const void *)b->out, c, MPI_FLOAT, b->buf, c, MPI_FLOAT,
+                                MPI_COMM_WORLD) != MPI_SUCCESS;
+        case OP_GATHER:
+            return MPI_Gather(ip && b->rank == 0 ? MPI_IN_PLACE : (const void *)b->buf, c, MPI_FLOAT, b->out, c,
+                              MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
         case OP_SCATTER:
-            return MPI_Scatter(b->out, c, MPI_FLOAT, b->buf, c, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
+            return MPI_Scatter(b->out, c, MPI_FLOAT, ip && b->rank == 0 ? MPI_IN_PLACE : (void *)b->buf, c, MPI_FLOAT,
+                               0, MPI_COMM_WORLD) != MPI_SUCCESS;
         case OP_SENDRECV:
             return MPI_Sendrecv(b->buf, c, MPI_FLOAT, (b->rank + 1) % b->size, 0, b->out, c, MPI_FLOAT,
                                 (b->rank + b->size - 1) % b->size, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS;
@@ -68,7 +77,7 @@ static int one(bench *b, int op, int64_t count) {
         case OP_SCATTER: { /* the list of parts: views of one buffer, distc's zero-copy case */
             b->shape = count;
             b->view_shape = count;
-            DLTensor mine = tensor_f32(b->buf, &b->shape);
+            DLTensor mine = tensor_f32(in_place_output(b, op, count, in_place_input(b, op, count, b->buf)), &b->shape);
             for (int32_t r = 0; r < b->size; ++r) {
                 b->views[r] = tensor_f32(b->out + (size_t)r * (size_t)count, &b->view_shape);
                 b->view_ptrs[r] = &b->views[r];
@@ -80,12 +89,14 @@ static int one(bench *b, int op, int64_t count) {
         case OP_REDUCE_SCATTER: {
             b->shape = count;
             b->view_shape = count * b->size;
-            DLTensor out = tensor_f32(b->buf, &b->shape), in = tensor_f32(b->out, &b->view_shape);
+            DLTensor out = tensor_f32(in_place_output(b, op, count, b->buf), &b->shape),
+                     in = tensor_f32(b->out, &b->view_shape);
             return distc_reduce_scatter_tensor(NULL, b->pg, &out, &in, DISTC_SUM, NULL);
         }
         case OP_ALLTOALL: {
             b->shape = count * b->size;
-            DLTensor out = tensor_f32(b->buf, &b->shape), in = tensor_f32(b->out, &b->shape);
+            DLTensor out = tensor_f32(b->buf, &b->shape),
+                     in = tensor_f32(b->cfg->in_place ? b->buf : b->out, &b->shape);
             return distc_alltoall_single(NULL, b->pg, &out, &in, NULL, NULL, NULL);
         }
         case OP_SENDRECV: {

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *const op_names[N_OPS] = {"allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall",
                                      "gather",    "scatter",   "sendrecv",  "barrier"};
@@ -62,7 +63,8 @@ void fill_check(bench *b, int op, int64_t count) {
         for (int64_t j = 0; j < count * b->size; ++j) {
             b->out[j] =
                 op == OP_ALLTOALL ? (float)(b->rank * 1000) + (float)(j % 13) : (float)(b->rank + 1) + (float)(j % 7);
-            if (op == OP_ALLTOALL) b->buf[j] = -1.0f;
+            /* In place, alltoall's input is its output buffer. */
+            if (op == OP_ALLTOALL) b->buf[j] = b->cfg->in_place ? b->out[j] : -1.0f;
         }
         return;
     }
@@ -79,11 +81,37 @@ void fill_check(bench *b, int op, int64_t count) {
     }
     if (op == OP_ALLGATHER || op == OP_GATHER || op == OP_SENDRECV)
         for (int64_t i = 0; i < (op == OP_SENDRECV ? count : count * b->size); ++i) b->out[i] = -1.0f;
+    float *in = in_place_input(b, op, count, b->buf);
+    if (in != b->buf) memcpy(in, b->buf, (size_t)count * sizeof(float));
+}
+
+float *in_place_input(const bench *b, int op, int64_t count, float *own) {
+    if (!b->cfg->in_place) return own;
+    switch (op) {
+        case OP_ALLGATHER: return b->out + (size_t)b->rank * (size_t)count;
+        case OP_GATHER: return b->rank == 0 ? b->out : own;
+        default: return own;
+    }
+}
+
+float *in_place_output(const bench *b, int op, int64_t count, float *own) {
+    (void)count; /* MPI's in-place reduce_scatter does not need it */
+    if (!b->cfg->in_place) return own;
+    switch (op) {
+#ifdef PG_BENCH_MPI
+        case OP_REDUCE_SCATTER: return b->out; /* MPI_IN_PLACE: the result at the start of the input */
+#else
+        case OP_REDUCE_SCATTER: return b->out + (size_t)b->rank * (size_t)count;
+#endif
+        case OP_SCATTER: return b->rank == 0 ? b->out : own;
+        default: return own;
+    }
 }
 
 int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
     int64_t n = b->size;
     int64_t check = op == OP_ALLGATHER || op == OP_ALLTOALL ? count * n : count;
+    const float *res = in_place_output(b, op, count, b->buf);
     if (op == OP_GATHER) check = b->rank == 0 ? count * n : 0; /* only the root gets anything */
     for (int64_t i = 0; i < check; ++i) {
         float got, want;
@@ -102,7 +130,7 @@ int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
                 want = (float)((i / count) * 1000) + (float)((i % count) % 13);
                 break;
             case OP_REDUCE_SCATTER: /* element i of this rank's block of the input */
-                got = b->buf[i];
+                got = res[i];
                 want = (float)(n * (n + 1) / 2) + (float)(n * ((b->rank * count + i) % 7));
                 break;
             case OP_ALLTOALL: /* from rank i / count: its block for this rank */
@@ -110,7 +138,7 @@ int verify(bench *b, int op, int64_t count, int64_t size_bytes) {
                 want = (float)((i / count) * 1000) + (float)((b->rank * count + i % count) % 13);
                 break;
             case OP_SCATTER: /* the root's part for this rank */
-                got = b->buf[i];
+                got = res[i];
                 want = (float)(b->rank * 1000) + (float)(i % 13);
                 break;
             case OP_SENDRECV: /* from the previous rank */

@@ -53,6 +53,8 @@ static void usage(const char *argv0, FILE *f) {
             "          [--iters N] [--warmup N] [--min-iters N] [--reps R] [--time-ms T] [--timeout-ms MS] [--json]\n"
             "          [--memcpy]  (one process: memcpy of each size, the bandwidth anchor)\n"
             "          [--shared-memory]  (the buffers from distc_mem_alloc: shared with the host's ranks)\n"
+            "          [--in-place]  (allgather's and gather's input in the output, reduce_scatter's and scatter's\n"
+            "                         output in the input, alltoall's input and output one buffer)\n"
             "  One rank of a collective benchmark; without --rank/--size/--port: env:// (RANK, WORLD_SIZE,\n"
             "  MASTER_ADDR, MASTER_PORT). OPS: allreduce,broadcast,allgather,reduce_scatter,alltoall,\n"
             "  gather, scatter, sendrecv, barrier or all (default all).\n"
@@ -97,6 +99,10 @@ int parse_args(config *cfg, int argc, char **argv) {
         }
         if (!strcmp(a, "--shared-memory")) {
             cfg->shared_mem = 1;
+            continue;
+        }
+        if (!strcmp(a, "--in-place")) {
+            cfg->in_place = 1;
             continue;
         }
         if (i + 1 >= argc) {
