@@ -3,11 +3,14 @@
 // child published, reads and writes them where they lie, and is refused
 // everything that does not match (a wrong id, base or file descriptor, a
 // file that is not a region, a region since freed); a freed region is
-// unmapped at the next attach. And the allocator's own checks.
+// unmapped at the next attach. And the allocator's own checks, and its
+// failures where the process may not have another file, a file that large,
+// or more address space.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -205,6 +208,54 @@ void test_allocator_checks(void **) {
     assert_int_equal(code([] { distc::shared_free(nullptr); }), 0);
 }
 
+// In a child, so the limits stay there: each way the allocator fails
+// gives its code and says which step failed. Exit 0: all as expected.
+int failures_in_child() {
+    auto fails = [](size_t bytes, int want, const char *step) {
+        try {
+            distc::shared_free(distc::shared_alloc(bytes));
+        } catch (const distc::Error &e) {
+            return e.code() == want && std::strstr(e.what(), step) != nullptr;
+        }
+        return false;
+    };
+    rlimit old{};
+    getrlimit(RLIMIT_NOFILE, &old);
+    const int lowest = dup(0);  // the descriptor the next one would get
+    close(lowest);
+    rlimit files = old;
+    files.rlim_cur = static_cast<rlim_t>(lowest);
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0 || !fails(4096, DISTC_ENOMEM, "memfd_create")) return 1;
+    if (setrlimit(RLIMIT_NOFILE, &old) != 0) return 2;
+    signal(SIGXFSZ, SIG_IGN);  // ftruncate past the limit fails with EFBIG instead
+    rlimit size{};
+    getrlimit(RLIMIT_FSIZE, &size);
+    rlimit small{1 << 20, size.rlim_max};  // the soft limit only: it goes back up
+    if (setrlimit(RLIMIT_FSIZE, &small) != 0 || !fails(8 << 20, DISTC_ENOMEM, "ftruncate")) return 3;
+    if (setrlimit(RLIMIT_FSIZE, &size) != 0) return 6;
+    // Address space: what the process has now plus a little, less than the region.
+    std::FILE *f = std::fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!f || std::fscanf(f, "%lu", &pages) != 1) return 4;
+    std::fclose(f);
+    const rlim_t now = static_cast<rlim_t>(pages) * 4096 + (64 << 20);
+    rlimit as{};
+    getrlimit(RLIMIT_AS, &as);
+    as.rlim_cur = now;
+    if (setrlimit(RLIMIT_AS, &as) != 0 || !fails(256 << 20, DISTC_ENOMEM, "mmap")) return 5;
+    return 0;
+}
+
+void test_allocator_failures(void **) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(failures_in_child());
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);  // else the number of the check that failed
+}
+
 }  // namespace
 
 int main() {
@@ -213,6 +264,7 @@ int main() {
         cmocka_unit_test(test_maps_a_peers_region),
         cmocka_unit_test(test_keeps_at_most_k_per_peer),
         cmocka_unit_test(test_allocator_checks),
+        cmocka_unit_test(test_allocator_failures),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -142,6 +142,43 @@ def test_reducer_buckets_are_shared():
     assert _regions_mapped() == base
 
 
+def _out_of_files(pg):
+    """With no file descriptor left, shared memory is refused with a clear
+    error, and a reducer puts its buckets in plain memory and still works."""
+    import os
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    grads = [np.zeros(1 << 16, np.float32), np.zeros(1 << 16, np.float32)]  # 256 KiB each
+    before = _regions_mapped()
+    spare = os.dup(0)  # the lowest free descriptor, held: none left below the limit
+    resource.setrlimit(resource.RLIMIT_NOFILE, (spare + 1, hard))
+    try:
+        with pytest.raises(distc.DistcOutOfMemory) as e:
+            distc.shared_empty(1024)
+        assert "memfd_create" in str(e.value), str(e.value)
+        with distc.Reducer(pg, grads, bucket_cap_mb=0.25, first_bucket_mb=0.25) as red:
+            os.close(spare)  # to read /proc/self/maps
+            spare = None
+            assert red.num_buckets == 2
+            assert _regions_mapped() == before  # no bucket in shared memory
+            for it in range(2):
+                red.prepare_for_backward()
+                for i in reversed(range(2)):
+                    grads[i][...] = pg.rank() + i + it
+                    red.mark_ready(i)
+                red.finalize()
+                assert (grads[1] == 1.5 + it).all() and (grads[0] == 0.5 + it).all()
+    finally:
+        if spare is not None:
+            os.close(spare)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    return pg.rank()
+
+
+def test_out_of_file_descriptors():
+    assert run_procs(2, _out_of_files) == [0, 1]
+
+
 @pytest.mark.parametrize("size", [2, 3])
 @pytest.mark.parametrize("kernel", ["fast", "slow"])
 def test_collectives_in_processes(size, kernel, monkeypatch):
