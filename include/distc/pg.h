@@ -366,6 +366,11 @@ DISTC_EXTERN(int) distc_alltoall(distc_work **out, distc_pg *pg, DLTensor *const
  * `input_splits[j]` rows go to rank j; `output_splits[j]` rows come from
  * rank j. Either may be NULL: even splits (the first dimension must then
  * divide by the group size). Splits must add up to the first dimension.
+ * `output` may be `input` (in place, as torch allows): where the splits are
+ * alike both ways, the parts then trade places, and on the host's shared
+ * memory each pair swaps them where they lie, copying no more than what
+ * crosses; otherwise the input is copied first. Other overlaps work too,
+ * through a copy.
  */
 DISTC_EXTERN(int) distc_alltoall_single(distc_work **out, distc_pg *pg, DLTensor *output, const DLTensor *input,
                                         const int64_t *output_splits, const int64_t *input_splits,

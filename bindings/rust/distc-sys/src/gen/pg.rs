@@ -411,6 +411,11 @@ extern "C" {
     #[doc = " `input_splits[j]` rows go to rank j; `output_splits[j]` rows come from"]
     #[doc = " rank j. Either may be NULL: even splits (the first dimension must then"]
     #[doc = " divide by the group size). Splits must add up to the first dimension."]
+    #[doc = " `output` may be `input` (in place, as torch allows): where the splits are"]
+    #[doc = " alike both ways, the parts then trade places, and on the host's shared"]
+    #[doc = " memory each pair swaps them where they lie, copying no more than what"]
+    #[doc = " crosses; otherwise the input is copied first. Other overlaps work too,"]
+    #[doc = " through a copy."]
     pub fn distc_alltoall_single(
         out: *mut *mut distc_work,
         pg: *mut distc_pg,
