@@ -46,6 +46,7 @@ typedef struct config {
     int memcpy_only; /* --memcpy: time memcpy of each size instead, one process */
     int shared_mem;  /* --shared-memory: the ops' buffers from distc_mem_alloc */
     int in_place;    /* --in-place: each op's input and output in one buffer, as nccl-tests' in-place rows */
+    int huge_pages;  /* --huge-pages: ordinary buffers on 2 MiB boundaries, madvise(MADV_HUGEPAGE) */
 } config;
 
 /* ------------------------------------------------------------------ state */
@@ -91,7 +92,10 @@ int memcpy_rows(const config *cfg);
  * must see the same alignment: here distc's ranks had heap buffers and
  * Open MPI's mmap'd ones. */
 void *page_alloc(size_t n);
-/* The ops' buffers: page_alloc, or distc_mem_alloc with --shared-memory. */
+/* The ops' buffers: page_alloc, or distc_mem_alloc with --shared-memory;
+ * with --huge-pages on 2 MiB boundaries and advised to the kernel as
+ * transparent huge pages (what a host with THP "always" gives every large
+ * buffer). */
 void *buf_alloc(const config *cfg, size_t n);
 void buf_free(const config *cfg, void *p);
 int reserve(bench *b, size_t n_buf, size_t n_out);

@@ -1,11 +1,12 @@
 /* distc-pg-bench's ops: their names, which are sized per peer, the buffers a
  * rank runs them on, and their checked call's inputs and verification. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 const char *const op_names[N_OPS] = {"allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall",
                                      "gather",    "scatter",   "sendrecv",  "barrier"};
@@ -23,6 +24,12 @@ void *page_alloc(size_t n) {
 
 void *buf_alloc(const config *cfg, size_t n) {
     void *p = NULL;
+    if (!cfg->shared_mem && cfg->huge_pages) {
+        const size_t huge = (size_t)2 << 20, len = (n + huge - 1) / huge * huge;
+        if (posix_memalign(&p, huge, len ? len : huge) != 0) return NULL;
+        madvise(p, len ? len : huge, MADV_HUGEPAGE); /* advice: a kernel without THP ignores it */
+        return p;
+    }
     if (!cfg->shared_mem) return page_alloc(n);
     return distc_mem_alloc(&p, n ? n : 1) == 0 ? p : NULL;
 }

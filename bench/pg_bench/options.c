@@ -55,6 +55,7 @@ static void usage(const char *argv0, FILE *f) {
             "          [--shared-memory]  (the buffers from distc_mem_alloc: shared with the host's ranks)\n"
             "          [--in-place]  (allgather's and gather's input in the output, reduce_scatter's and scatter's\n"
             "                         output in the input, alltoall's input and output one buffer)\n"
+            "          [--huge-pages]  (ordinary buffers advised as transparent huge pages, MADV_HUGEPAGE)\n"
             "  One rank of a collective benchmark; without --rank/--size/--port: env:// (RANK, WORLD_SIZE,\n"
             "  MASTER_ADDR, MASTER_PORT). OPS: allreduce,broadcast,allgather,reduce_scatter,alltoall,\n"
             "  gather, scatter, sendrecv, barrier or all (default all).\n"
@@ -103,6 +104,10 @@ int parse_args(config *cfg, int argc, char **argv) {
         }
         if (!strcmp(a, "--in-place")) {
             cfg->in_place = 1;
+            continue;
+        }
+        if (!strcmp(a, "--huge-pages")) {
+            cfg->huge_pages = 1;
             continue;
         }
         if (i + 1 >= argc) {
