@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "loopback_backend.h"
@@ -562,6 +563,20 @@ static int dt_tensor_shared(void) {
     return strcmp(e, "even") != 0 || tls_rank % 2 == 0;
 }
 
+/* DT_HUGE_PAGES=1: tensors of 1 MiB or more on 2 MiB boundaries, advised as
+ * transparent huge pages (MADV_HUGEPAGE), as a host with THP "always"
+ * gives large buffers; else calloc. */
+static void *dt_tensor_huge(size_t bytes) {
+    const char *e = getenv("DT_HUGE_PAGES");
+    const size_t huge = (size_t)2 << 20, len = (bytes + huge - 1) / huge * huge;
+    void *p = NULL;
+    if (!e || strcmp(e, "1") != 0 || bytes < ((size_t)1 << 20)) return NULL;
+    if (posix_memalign(&p, huge, len) != 0) return NULL;
+    madvise(p, len, MADV_HUGEPAGE); /* advice: without THP it stays small pages */
+    memset(p, 0, len);
+    return p;
+}
+
 static DLTensor *dt_tensor_new(DLDataType dt, int ndim, int64_t d0, int64_t d1) {
     struct dt_owned *o = calloc(1, sizeof *o);
     o->shape[0] = d0;
@@ -575,7 +590,7 @@ static DLTensor *dt_tensor_new(DLDataType dt, int ndim, int64_t d0, int64_t d1) 
             fprintf(stderr, "distc_mem_alloc(%zu): %s\n", bytes, distc_error_last());
             abort();
         }
-    } else {
+    } else if (!(o->t.data = dt_tensor_huge(bytes))) {
         o->t.data = calloc(1, bytes);
     }
     o->t.device.device_type = kDLCPU;

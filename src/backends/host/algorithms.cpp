@@ -454,7 +454,8 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
     // pair see the same two sizes (or their split check fails), so decide alike.
     // Where the transport reads peers but not cheaply, a pair that moves
     // kSharedProbeBytes or more tells where its parts are all the same, and
-    // reads in place if both lie in shared memory (distc_mem_alloc). A pair
+    // reads in place if both lie in shared memory (distc_mem_alloc) or on
+    // huge pages (fast_to_reach). A pair
     // that cannot (or where one rank swaps and the other does not) sends
     // its parts in a second round (both sides see both Parts).
     const bool reads = t_.copies_in_place_cheaply(), probes = !reads && t_.reads_peers();
@@ -478,7 +479,7 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
         } else if ((reads && ni + no >= pair_from) ||
                    (probes && ni + no >= probe_bytes && probes_now(pair_skip_[size_t(p)]))) {
             told_[size_t(p)] = told = true;
-            parts_out_[size_t(p)] = {peer_buffer(src + ioff, ni), ni, no, swaps};
+            parts_out_[size_t(p)] = {described(src + ioff, ni, !reads), ni, no, swaps};
             t_.send(p, &parts_out_[size_t(p)], sizeof(Part));
             t_.recv(p, &parts_in_[size_t(p)], sizeof(Part), 0);  // id 0: a Part
         } else {
@@ -503,7 +504,7 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
         for (int p = 0; p < size_; ++p) {
             const Part &m = parts_out_[size_t(p)], &t = parts_in_[size_t(p)];
             if (told_[size_t(p)]) {
-                const bool shared = reads || (m.buf.region && t.buf.region);
+                const bool shared = reads || (fast_to_reach(m.buf) && fast_to_reach(t.buf));
                 if (shared && m.swaps == t.swaps) {
                     reads_[size_t(p)] = any = true;
                 } else {

@@ -108,7 +108,8 @@ private:
     bool in_place_everyone(size_t bytes, From f) const;
     // Where it reads peers' memory but not cheaply (the kernel copies
     // slowly), ranks whose buffers all lie in shared memory (distc_mem_alloc)
-    // still copy in place, with loads and stores: from these sizes (where
+    // or on huge pages still copy in place, with loads and stores or the
+    // kernel's fast copy of huge pages: from these sizes (where
     // the rings' calls take hundreds of times the round) they publish their
     // buffers first, and so learn alike whether all of them do.
     static constexpr From kSharedProbeBytes{1024 * 1024, 8192 * 1024};
@@ -132,8 +133,16 @@ private:
     // After `copied` bytes of copies in place, which peers may still be making.
     void sync(const Call &call, Clock::time_point deadline, size_t copied, const std::vector<bool> *only = nullptr);
     // Tells the peers where this rank's buffer (the `n` bytes they may touch)
-    // is; theirs land in peer_addr_, and the transport may map their memory.
-    void publish(const void *buffer, size_t n, const Call &call, Clock::time_point deadline);
+    // is (with `say_huge`, whether it lies on huge pages); theirs land in
+    // peer_addr_ and peer_buf_, and the transport may map their memory.
+    void publish(const void *buffer, size_t n, const Call &call, Clock::time_point deadline, bool say_huge = false);
+    // `n` bytes at `buffer` as peers see them; with `say_huge`, whether they
+    // lie on huge pages (a page-table query: only where it decides something).
+    static PeerBuffer described(const void *buffer, size_t n, bool say_huge);
+    // Whether peers copy a buffer fast where the kernel copies ordinary
+    // memory slowly: in shared memory (memcpy), or on huge pages (the
+    // kernel pins those several times faster).
+    static bool fast_to_reach(const PeerBuffer &b);
     // Bytes [off, off + bytes) of every rank's buffer (own: ours), reduced
     // in rank order into `out` and into the buffers of `push` (kEveryone, a
     // rank, or kNobody).
@@ -178,6 +187,7 @@ private:
     std::vector<int> arrived_;          // per segment: peers whose piece is in
     std::vector<uint64_t> peer_addr_;   // in place: where each peer's buffer is
     std::vector<PeerBuffer> peer_buf_;  // and what it published
+    PeerBuffer mine_;                   // what this rank published last
     std::vector<Part> parts_out_, parts_in_;
     std::vector<bool> told_;           // all-to-all: the pairs that sent each other Parts
     std::vector<bool> reads_;          // and those of them that read in place

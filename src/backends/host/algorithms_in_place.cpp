@@ -18,6 +18,7 @@
 #include "backends/host/algorithms.hpp"
 #include "core/util/copy_streaming.hpp"
 #include "core/util/error.hpp"
+#include "core/util/huge_pages.hpp"
 
 namespace distc {
 
@@ -46,12 +47,20 @@ bool Algorithms::in_place_shared(size_t bytes, From f, const void *buffer, size_
     published = false;
     if (in_place_everyone(bytes, f)) return true;
     if (!t_.reads_peers() || bytes < probe_from() || !probes_now(probe_skip_)) return false;
-    publish(buffer, n, call, deadline);
+    publish(buffer, n, call, deadline, true);
     published = true;
-    bool all = peer_buffer(buffer, n).region != 0;
-    for (int p = 0; p < size_; ++p) all = all && (p == rank_ || peer_buf_[size_t(p)].region != 0);
+    bool all = true;
+    for (int p = 0; p < size_; ++p) all = all && fast_to_reach(p == rank_ ? mine_ : peer_buf_[size_t(p)]);
     if (!all) probe_skip_ = kProbeBackoff;
     return all;  // else through the rings, where nobody reads the buffers published
+}
+
+bool Algorithms::fast_to_reach(const PeerBuffer &b) { return b.region != 0 || b.huge != 0; }
+
+PeerBuffer Algorithms::described(const void *buffer, size_t n, bool say_huge) {
+    PeerBuffer b = peer_buffer(buffer, n);
+    b.huge = say_huge && b.region == 0 && mostly_on_huge_pages(buffer, n);
+    return b;
 }
 
 size_t Algorithms::probe_from() const {
@@ -74,12 +83,12 @@ void Algorithms::swap(const void *mine, size_t stride, void *theirs, size_t n, c
     run(call, deadline);
 }
 
-void Algorithms::publish(const void *buffer, size_t n, const Call &call, Clock::time_point deadline) {
+void Algorithms::publish(const void *buffer, size_t n, const Call &call, Clock::time_point deadline, bool say_huge) {
     const size_t P = static_cast<size_t>(size_);
     peer_buf_.resize(P);
     peer_addr_.resize(P);
-    const PeerBuffer mine = peer_buffer(buffer, n);
-    swap(&mine, 0, peer_buf_.data(), sizeof mine, call, deadline);
+    mine_ = described(buffer, n, say_huge);
+    swap(&mine_, 0, peer_buf_.data(), sizeof mine_, call, deadline);
     for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         peer_addr_[size_t(p)] = peer_buf_[size_t(p)].addr;

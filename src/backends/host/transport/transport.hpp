@@ -35,6 +35,10 @@ struct PeerBuffer {
     uint64_t region = 0;       // the region's id; 0: none
     uint64_t region_base = 0;  // the region's first byte, in the owner's process
     int64_t region_fd = -1;    // the owner's file descriptor of it
+    // Not in shared memory, but mostly on huge pages, which the kernel
+    // copies fast; said only where the ranks ask whether every buffer is
+    // fast to reach (Algorithms::in_place_shared, all-to-all's probes).
+    uint64_t huge = 0;
 };
 // `n` bytes at `p`, as this rank describes them to its peers.
 PeerBuffer peer_buffer(const void *p, size_t n);
