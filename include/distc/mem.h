@@ -16,9 +16,8 @@
  *
  * It pays where every rank's buffer of a collective is such memory, from
  * the sizes at which the collectives copy in place: tens of KiB where the
- * kernel copies quickly; elsewhere from 1 MiB (8 MiB where a host's ranks
- * outnumber its cores), where the ranks first learn that all their buffers
- * are shared. A message sent from it (32 KiB or more; 256 KiB where the
+ * kernel copies quickly; elsewhere from 1 MiB, where the ranks first learn
+ * that all their buffers are shared. A message sent from it (32 KiB or more; 256 KiB where the
  * kernel copies slowly) is copied once by its receiver with memcpy. The DDP
  * reducer puts its host buckets in it by itself. A child process forked
  * after an allocation shares it rather than getting a copy.

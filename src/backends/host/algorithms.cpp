@@ -459,7 +459,7 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
     // that cannot (or where one rank swaps and the other does not) sends
     // its parts in a second round (both sides see both Parts).
     const bool reads = t_.copies_in_place_cheaply(), probes = !reads && t_.reads_peers();
-    const size_t pair_from = from(kInPlaceBytes), probe_bytes = probe_from();
+    const size_t pair_from = from(kInPlaceBytes), probe_bytes = kSharedProbeBytes;
     bool told = false;
     reads_.assign(P, false);
     told_.assign(P, false);

@@ -109,10 +109,13 @@ private:
     // Where it reads peers' memory but not cheaply (the kernel copies
     // slowly), ranks whose buffers all lie in shared memory (distc_mem_alloc)
     // or on huge pages still copy in place, with loads and stores or the
-    // kernel's fast copy of huge pages: from these sizes (where
-    // the rings' calls take hundreds of times the round) they publish their
-    // buffers first, and so learn alike whether all of them do.
-    static constexpr From kSharedProbeBytes{1024 * 1024, 8192 * 1024};
+    // kernel's fast copy of huge pages: from this size (where the rings'
+    // calls take hundreds of times the round) they publish their buffers
+    // first, and so learn alike whether all of them do. With more ranks
+    // than cores too: there in place took 0.25-0.52 of the rings' time
+    // from 2 MiB shared and 0.56-0.69 on huge pages, and ordinary buffers'
+    // calls 0.89-1.05 (4 ranks on 2 cores, bench/results/shm_probe_4ranks_ab.txt).
+    static constexpr size_t kSharedProbeBytes = 1024 * 1024;
     // A probe that finds a buffer not shared costs the next kProbeBackoff
     // calls that could probe theirs (all ranks saw the same buffers, so they
     // skip alike; all-to-all counts per pair): a caller that never uses
@@ -122,8 +125,6 @@ private:
     // probe published `buffer` (`n` bytes): the path in place must not again.
     bool in_place_shared(size_t bytes, From f, const void *buffer, size_t n, const Call &call,
                          Clock::time_point deadline, bool &published);
-    // kSharedProbeBytes for this transport.
-    size_t probe_from() const;
     // Whether a probe goes ahead, or (counting one down) `skip` says it backs off.
     static bool probes_now(unsigned &skip);
     // Sends every peer `n` bytes at mine + p * stride and receives each

@@ -46,7 +46,7 @@ bool Algorithms::in_place_shared(size_t bytes, From f, const void *buffer, size_
                                  Clock::time_point deadline, bool &published) {
     published = false;
     if (in_place_everyone(bytes, f)) return true;
-    if (!t_.reads_peers() || bytes < probe_from() || !probes_now(probe_skip_)) return false;
+    if (!t_.reads_peers() || bytes < kSharedProbeBytes || !probes_now(probe_skip_)) return false;
     publish(buffer, n, call, deadline, true);
     published = true;
     bool all = true;
@@ -61,10 +61,6 @@ PeerBuffer Algorithms::described(const void *buffer, size_t n, bool say_huge) {
     PeerBuffer b = peer_buffer(buffer, n);
     b.huge = say_huge && b.region == 0 && mostly_on_huge_pages(buffer, n);
     return b;
-}
-
-size_t Algorithms::probe_from() const {
-    return t_.cheap_rounds() ? kSharedProbeBytes.cheap : kSharedProbeBytes.otherwise;
 }
 
 bool Algorithms::probes_now(unsigned &skip) {
