@@ -4,6 +4,7 @@
 
 #include "size_arg.h"
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,21 @@ static void usage(const char *argv0, FILE *f) {
             argv0);
 }
 
+/* The option's switch in cfg where `a` names one that takes no value; NULL otherwise. */
+static int *switch_of(config *cfg, const char *a) {
+    static const struct {
+        const char *name;
+        size_t offset;
+    } switches[] = {{"--json", offsetof(config, json)},
+                    {"--memcpy", offsetof(config, memcpy_only)},
+                    {"--shared-memory", offsetof(config, shared_mem)},
+                    {"--in-place", offsetof(config, in_place)},
+                    {"--huge-pages", offsetof(config, huge_pages)}};
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; ++i)
+        if (!strcmp(a, switches[i].name)) return (int *)((char *)cfg + switches[i].offset);
+    return NULL;
+}
+
 int parse_args(config *cfg, int argc, char **argv) {
     memset(cfg, 0, sizeof *cfg);
     cfg->rank = cfg->size = cfg->port = -1;
@@ -90,24 +106,9 @@ int parse_args(config *cfg, int argc, char **argv) {
             printf("%s\n", distc_version());
             return 1;
         }
-        if (!strcmp(a, "--json")) {
-            cfg->json = 1;
-            continue;
-        }
-        if (!strcmp(a, "--memcpy")) {
-            cfg->memcpy_only = 1;
-            continue;
-        }
-        if (!strcmp(a, "--shared-memory")) {
-            cfg->shared_mem = 1;
-            continue;
-        }
-        if (!strcmp(a, "--in-place")) {
-            cfg->in_place = 1;
-            continue;
-        }
-        if (!strcmp(a, "--huge-pages")) {
-            cfg->huge_pages = 1;
+        int *flag = switch_of(cfg, a);
+        if (flag) {
+            *flag = 1;
             continue;
         }
         if (i + 1 >= argc) {

@@ -12,18 +12,23 @@
 
 /* Rank r sends count(r, q) int32 elements to rank q: sizes differ per pair
  * and rank, and its part for itself is over 4 MiB (copied streaming). */
-static int64_t count(int r, int q) { return 100000 + 37 * r + 1001 * q + (r == q ? 1000003 : 0); }
+static int64_t count(int r, int q, int size) {
+    (void)size;
+    return 100000 + 37 * r + 1001 * q + (r == q ? 1000003 : 0);
+}
 
-static void rank_alltoall_uneven(distc_pg *pg, int rank, int size, void *arg) {
-    (void)arg;
+/* An all-to-all where rank r sends count(r, q, size) int32 elements to rank
+ * q, from `in` into `out`, or (in_place) from and into one buffer; every
+ * element checked. */
+static void run_alltoall(distc_pg *pg, int rank, int size, int64_t (*n_of)(int, int, int), int in_place,
+                         const char *what) {
     int64_t in_splits[MAX_SIZE], out_splits[MAX_SIZE], in_n = 0, out_n = 0;
     for (int q = 0; q < size; ++q) {
-        in_splits[q] = count(rank, q);
-        out_splits[q] = count(q, rank);
-        in_n += in_splits[q];
-        out_n += out_splits[q];
+        in_n += in_splits[q] = n_of(rank, q, size);
+        out_n += out_splits[q] = n_of(q, rank, size);
     }
-    DLTensor *in = dt_tensor_1d(DT_I32, in_n), *out = dt_tensor_1d(DT_I32, out_n);
+    if (in_place && !RK_EQ_INT(in_n, out_n)) return;
+    DLTensor *in = dt_tensor_1d(DT_I32, in_n), *out = in_place ? in : dt_tensor_1d(DT_I32, out_n);
     int32_t *pi = in->data, *po = out->data;
     /* Element k of the part for q: rank * 1e6 + q * 1e5 + k mod 1e5, recognisable on arrival. */
     for (int q = 0, off = 0; q < size; off += (int)in_splits[q], ++q)
@@ -32,10 +37,15 @@ static void rank_alltoall_uneven(distc_pg *pg, int rank, int size, void *arg) {
         for (int r = 0, off = 0; r < size; off += (int)out_splits[r], ++r)
             for (int64_t k = 0; k < out_splits[r]; ++k)
                 if (!RK_CHECKF(po[off + k] == (int32_t)(r * 1000000 + rank * 100000 + k % 100000),
-                               "alltoall from %d: element %lld is %d", r, (long long)k, po[off + k]))
+                               "%s from %d: element %lld is %d", what, r, (long long)k, po[off + k]))
                     break;
+    if (out != in) dt_tensor_free(out);
     dt_tensor_free(in);
-    dt_tensor_free(out);
+}
+
+static void rank_alltoall_uneven(distc_pg *pg, int rank, int size, void *arg) {
+    (void)arg;
+    run_alltoall(pg, rank, size, count, 0, "alltoall");
 }
 
 void test_alltoall_uneven(void **state) {
@@ -51,35 +61,17 @@ void test_alltoall_uneven(void **state) {
  * ranks (a pair where one side is not sends messages); 2, one buffer whose
  * parts differ in size both ways (the parts no longer line up: all sent
  * from a copy). */
-static int64_t pair_count(int r, int q) {
+static int64_t pair_count(int r, int q, int size) {
+    (void)size;
     return (r + q) % 3 == 2 ? 3001 + 7 * (r + q) : 300001 + 1001 * (r + q) + (r == q ? 1000003 : 0);
 }
 static int64_t shifted_count(int r, int q, int size) { return 200003 + 50021 * ((q - r + size) % size); }
 
 static void rank_alltoall_in_place(distc_pg *pg, int rank, int size, void *arg) {
     const int mode = *(const int *)arg, in_place = mode != 1 || rank % 2 == 0;
-    int64_t in_splits[MAX_SIZE], out_splits[MAX_SIZE], in_n = 0, out_n = 0;
-    for (int q = 0; q < size; ++q) {
-        in_splits[q] = mode == 2 ? shifted_count(rank, q, size) : pair_count(rank, q);
-        out_splits[q] = mode == 2 ? shifted_count(q, rank, size) : pair_count(q, rank);
-        in_n += in_splits[q];
-        out_n += out_splits[q];
-    }
-    RK_EQ_INT(in_n, out_n);
-    DLTensor *in = dt_tensor_1d(DT_I32, in_n), *out = in_place ? in : dt_tensor_1d(DT_I32, out_n);
-    int32_t *pi = in->data, *po = out->data;
-    for (int q = 0, off = 0; q < size; off += (int)in_splits[q], ++q)
-        for (int64_t k = 0; k < in_splits[q]; ++k) pi[off + k] = (int32_t)(rank * 1000000 + q * 100000 + k % 100000);
     char what[64];
     snprintf(what, sizeof what, "alltoall %s (case %d)", in_place ? "in place" : "beside ranks in place", mode);
-    if (RK_OK(distc_alltoall_single(NULL, pg, out, in, out_splits, in_splits, NULL)))
-        for (int r = 0, off = 0; r < size; off += (int)out_splits[r], ++r)
-            for (int64_t k = 0; k < out_splits[r]; ++k)
-                if (!RK_CHECKF(po[off + k] == (int32_t)(r * 1000000 + rank * 100000 + k % 100000),
-                               "%s from %d: element %lld is %d", what, r, (long long)k, po[off + k]))
-                    break;
-    if (out != in) dt_tensor_free(out);
-    dt_tensor_free(in);
+    run_alltoall(pg, rank, size, mode == 2 ? shifted_count : pair_count, in_place, what);
 }
 
 void test_alltoall_in_place(void **state) {
