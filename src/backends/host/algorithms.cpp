@@ -455,9 +455,9 @@ void Algorithms::alltoallv(const Tensor &in, Span<size_t> in_counts, Tensor &out
     // Where the transport reads peers but not cheaply, a pair that moves
     // kSharedProbeBytes or more tells where its parts are all the same, and
     // reads in place if both lie in shared memory (distc_mem_alloc) or on
-    // huge pages (fast_to_reach). A pair
-    // that cannot (or where one rank swaps and the other does not) sends
-    // its parts in a second round (both sides see both Parts).
+    // huge pages (fast_to_reach). A pair that cannot (or where one rank
+    // swaps and the other does not) sends its parts in a second round
+    // (both sides see both Parts).
     const bool reads = t_.copies_in_place_cheaply(), probes = !reads && t_.reads_peers();
     const size_t pair_from = from(kInPlaceBytes), probe_bytes = kSharedProbeBytes;
     bool told = false;
