@@ -198,7 +198,7 @@ void Algorithms::reduce_scatter(const Tensor &in, Tensor &out, ReduceOp op, cons
     auto deadline = deadline_in(timeout);
     bool published = false;
     if (in.numel >= static_cast<size_t>(size_) &&
-        in_place_shared(in.nbytes(), kInPlaceReduceBytes, in.data, in.nbytes(), call, deadline, published))
+        in_place_shared(in.nbytes(), kInPlaceReduceBytes, in.nbytes(), in.data, in.nbytes(), call, deadline, published))
         return reduce_scatter_in_place(in, out, op, call, deadline, published);
     Tensor all = in;
     if (in.nbytes() > kDirectReduceBytes && in.numel >= static_cast<size_t>(size_))
@@ -229,7 +229,7 @@ void Algorithms::reduce_to(Tensor &t, ReduceOp op, int to, const Call &call, Mil
     auto deadline = deadline_in(timeout);
     bool published = false;
     if (to != kNobody && t.numel >= static_cast<size_t>(size_) &&
-        in_place_shared(t.nbytes(), kInPlaceReduceBytes, t.data, t.nbytes(), call, deadline, published))
+        in_place_shared(t.nbytes(), kInPlaceReduceBytes, t.nbytes(), t.data, t.nbytes(), call, deadline, published))
         return reduce_in_place(t, op, to, call, deadline, published);
     if (t.nbytes() > direct_reduce_bytes(size_, t_.cheap_rounds()) && t.numel >= static_cast<size_t>(size_))
         reduce_chunked(t, op, to, call, deadline);
@@ -319,7 +319,8 @@ void Algorithms::allgather(const Tensor &in, Tensor &out, const Call &call, Mill
         mine.data = own;
     }
     bool published = false;
-    if (in_place_shared(n * static_cast<size_t>(size_ - 1), kInPlaceBytes, mine.data, n, call, deadline, published))
+    if (in_place_shared(n * static_cast<size_t>(size_ - 1), kInPlaceBytes, out.nbytes(), mine.data, n, call, deadline,
+                        published))
         return allgather_in_place(mine, out, n, call, deadline, published);
     // Our own part first, and sent from there: `in` may alias a slot of `out`
     // that a receive fills while our sends are still going.

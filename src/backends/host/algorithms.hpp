@@ -121,9 +121,11 @@ private:
     // skip alike; all-to-all counts per pair): a caller that never uses
     // shared memory then pays one round in that many calls.
     static constexpr unsigned kProbeBackoff = 16;
-    // in_place_everyone, or else that probe. Sets `published` where the
-    // probe published `buffer` (`n` bytes): the path in place must not again.
-    bool in_place_shared(size_t bytes, From f, const void *buffer, size_t n, const Call &call,
+    // in_place_everyone (of `bytes`), or else that probe, from the call's
+    // `size` as nccl-tests counts it (allgather: its output; all-to-all: what
+    // a pair moves both ways). Sets `published` where the probe published
+    // `buffer` (`n` bytes): the path in place must not again.
+    bool in_place_shared(size_t bytes, From f, size_t size, const void *buffer, size_t n, const Call &call,
                          Clock::time_point deadline, bool &published);
     // Whether a probe goes ahead, or (counting one down) `skip` says it backs off.
     static bool probes_now(unsigned &skip);

@@ -42,11 +42,11 @@ bool Algorithms::in_place_everyone(size_t bytes, From f) const {
     return t_.copies_in_place_cheaply() && bytes >= from(f);
 }
 
-bool Algorithms::in_place_shared(size_t bytes, From f, const void *buffer, size_t n, const Call &call,
+bool Algorithms::in_place_shared(size_t bytes, From f, size_t size, const void *buffer, size_t n, const Call &call,
                                  Clock::time_point deadline, bool &published) {
     published = false;
     if (in_place_everyone(bytes, f)) return true;
-    if (!t_.reads_peers() || bytes < kSharedProbeBytes || !probes_now(probe_skip_)) return false;
+    if (!t_.reads_peers() || size < kSharedProbeBytes || !probes_now(probe_skip_)) return false;
     publish(buffer, n, call, deadline, true);
     published = true;
     bool all = true;
