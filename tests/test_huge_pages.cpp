@@ -1,7 +1,8 @@
 // mostly_on_huge_pages against what /proc/self/smaps says of the same
 // mapping: memory advised as transparent huge pages (huge where the host
 // gives them), memory advised against them, nothing mapped, and a child
-// forked after the query, which must ask about its own pages.
+// forked after the query, which must ask about its own pages; and answers
+// given again, which go stale for a bounded number of asks only.
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -103,12 +104,28 @@ void test_child_asks_about_its_own_pages(void **) {
     assert_true(distc::mostly_on_huge_pages(huge, kBytes));  // the parent's own, still
 }
 
+// Asked again, a range may get the last answer, but not for more than 64
+// asks: memory remapped to small pages at the same address shows by then.
+void test_answers_go_stale_boundedly(void **) {
+    uint8_t *huge = advised(MADV_HUGEPAGE);
+    if (!distc::mostly_on_huge_pages(huge, kBytes)) skip();
+    void *m = mmap(huge, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    assert_ptr_equal(m, huge);
+    assert_int_equal(madvise(huge, kBytes, MADV_NOHUGEPAGE), 0);
+    std::memset(huge, 1, kBytes);
+    int asks = 1;
+    while (distc::mostly_on_huge_pages(huge, kBytes) && asks <= 100) ++asks;
+    std::printf("remapped to small pages: seen at ask %d\n", asks);
+    assert_true(asks <= 65);
+}
+
 }  // namespace
 
 int main() {
     const CMUnitTest tests[] = {
         cmocka_unit_test(test_agrees_with_smaps),
         cmocka_unit_test(test_child_asks_about_its_own_pages),
+        cmocka_unit_test(test_answers_go_stale_boundedly),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
